@@ -1,0 +1,121 @@
+package v1alpha1
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// NewDefaults returns a configuration with every default set.
+func NewDefaults() *SpotterConfiguration {
+	c := &SpotterConfiguration{}
+	SetDefaults(c)
+	return c
+}
+
+// SetDefaults fills every unset field of c with its documented default. Fields
+// already set are kept, so SetDefaults is idempotent.
+func SetDefaults(c *SpotterConfiguration) {
+	defaultString(&c.APIVersion, APIVersion)
+	defaultString(&c.Kind, Kind)
+
+	d := &c.Drain
+	defaultDuration(&d.Timeout, 10*time.Minute)
+	defaultInt(&d.MaxConcurrentEvictions, 5)
+	defaultDuration(&d.EvictionBackoff, time.Second)
+	defaultDuration(&d.MaxEvictionBackoff, 30*time.Second)
+	if d.OnRestart == "" {
+		d.OnRestart = RestartResume
+	}
+
+	defaultInt(&c.Disruption.MaxConcurrentDrains, 1)
+	for i := range c.Disruption.Windows {
+		defaultString(&c.Disruption.Windows[i].TimeZone, "UTC")
+	}
+
+	r := &c.Rescheduler
+	defaultBool(&r.Enabled, true)
+	defaultDuration(&r.Interval, time.Minute)
+	defaultDurationPtr(&r.DrainDelay, 5*time.Minute)
+	defaultDuration(&r.ReplacementTimeout, 5*time.Minute)
+	defaultDuration(&r.FailureBackoff, 10*time.Minute)
+	defaultDuration(&r.MaxFailureBackoff, 6*time.Hour)
+
+	m := &c.Migrator
+	defaultBool(&m.Enabled, false)
+	defaultString(&m.Schedule, "0 * * * *")
+	defaultString(&m.TimeZone, "UTC")
+	if m.Mode == "" {
+		m.Mode = MigrationMakeBeforeBreak
+	}
+	defaultDuration(&m.NodeReadyTimeout, 10*time.Minute)
+	defaultInt(&m.MaxNodesPerRun, 10)
+	defaultDuration(&m.SpotUnavailableBackoff, 15*time.Minute)
+	defaultDuration(&m.MaxSpotUnavailableBackoff, 4*time.Hour)
+
+	l := &c.Labeler
+	defaultBool(&l.Enabled, true)
+	defaultBool(&l.InterruptibleLabel, true)
+
+	a := &c.Agent
+	if a.Cloud == "" {
+		a.Cloud = CloudAuto
+	}
+	defaultDuration(&a.PollInterval, time.Second)
+	defaultDuration(&a.RequestTimeout, 2*time.Second)
+	defaultDurationPtr(&a.DeadlineMargin, 5*time.Second)
+	if a.RebalanceAction == "" {
+		a.RebalanceAction = ActionTaint
+	}
+	if a.MaintenanceAction == "" {
+		a.MaintenanceAction = ActionDrain
+	}
+	defaultBool(&a.AcknowledgeAzureEvents, true)
+
+	defaultString(&c.Pricing.Currency, "USD")
+
+	mg := &c.Manager
+	defaultString(&mg.MetricsBindAddress, ":8080")
+	defaultString(&mg.HealthProbeBindAddress, ":8081")
+	le := &mg.LeaderElection
+	defaultBool(&le.Enabled, true)
+	defaultString(&le.LeaseName, "spotter")
+	defaultDuration(&le.LeaseDuration, 15*time.Second)
+	defaultDuration(&le.RenewDeadline, 10*time.Second)
+	defaultDuration(&le.RetryPeriod, 2*time.Second)
+}
+
+// Durations, counts and strings whose zero value means "unset": an explicit 0 is
+// replaced by the default. Durations where 0 is meaningful are pointers
+// (defaultDurationPtr), or have 0 as their default (Drain.MaxGracePeriod).
+
+func defaultDuration(d *metav1.Duration, v time.Duration) {
+	if d.Duration == 0 {
+		d.Duration = v
+	}
+}
+
+func defaultDurationPtr(d **metav1.Duration, v time.Duration) {
+	if *d == nil {
+		*d = &metav1.Duration{Duration: v}
+	}
+}
+
+func defaultInt(i *int32, v int32) {
+	if *i == 0 {
+		*i = v
+	}
+}
+
+func defaultString(s *string, v string) {
+	if *s == "" {
+		*s = v
+	}
+}
+
+func defaultBool(b **bool, v bool) {
+	if *b == nil {
+		*b = ptr.To(v)
+	}
+}

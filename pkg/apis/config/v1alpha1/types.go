@@ -1,0 +1,324 @@
+// Package v1alpha1 is the versioned configuration file of Spotter:
+// apiVersion spotter.dev/v1alpha1, kind SpotterConfiguration.
+//
+// A file is decoded strictly (an unknown or misspelt field is an error naming its
+// path), then defaulted (SetDefaults), then validated (Validate). Every field is
+// optional; `spotter config defaults` prints the fully defaulted file.
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Group, Version and Kind of the configuration file.
+const (
+	GroupName = "spotter.dev"
+	Version   = "v1alpha1"
+	Kind      = "SpotterConfiguration"
+)
+
+// APIVersion is the apiVersion a configuration file must carry.
+const APIVersion = GroupName + "/" + Version
+
+// SpotterConfiguration configures every Spotter component. The controller reads all
+// of it; the node agent reads the agent section (and dryRun).
+type SpotterConfiguration struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// DryRun, when true, makes every controller and the agent log and record Events
+	// of what they would do and change nothing. Each component also has its own
+	// dryRun; either one switches dry-run on for that component.
+	DryRun bool `json:"dryRun"`
+
+	// Classification says how nodes are sorted into spot, on-demand and excluded.
+	Classification ClassificationConfig `json:"classification"`
+
+	// Planner holds the rules that decide which pods may be moved.
+	Planner PlannerConfig `json:"planner"`
+
+	// Drain configures the drain engine that the rescheduler, the migrator and the
+	// agent share.
+	Drain DrainConfig `json:"drain"`
+
+	// Disruption is the budget that the rescheduler and the migrator share.
+	Disruption DisruptionConfig `json:"disruption"`
+
+	// Rescheduler moves pods from on-demand nodes to spot nodes when they all fit.
+	Rescheduler ReschedulerConfig `json:"rescheduler"`
+
+	// Migrator replaces on-demand nodes by spot nodes through node groups.
+	Migrator MigratorConfig `json:"migrator"`
+
+	// Labeler marks spot nodes interruptible and, optionally, taints on-demand nodes
+	// so that new pods prefer spot.
+	Labeler LabelerConfig `json:"labeler"`
+
+	// Agent configures spotter-agent, the interruption handler on each spot node.
+	Agent AgentConfig `json:"agent"`
+
+	// Pricing gives hourly prices, used to estimate savings.
+	Pricing PricingConfig `json:"pricing"`
+
+	// Manager configures the controller process: metrics, health probes and leader
+	// election.
+	Manager ManagerConfig `json:"manager"`
+}
+
+// ClassificationConfig adds selectors to the well-known labels Spotter reads
+// (Karpenter, EKS, GKE, AKS, Cluster API). Configured selectors win over
+// well-known labels. Each selector is a label key ("key"), a key and value
+// ("key=value"), or any Kubernetes label selector ("tier in (spot,batch),!gpu").
+type ClassificationConfig struct {
+	// SpotSelectors: a node matching any of them is spot.
+	SpotSelectors []string `json:"spotSelectors"`
+	// OnDemandSelectors: a node matching any of them is on-demand.
+	OnDemandSelectors []string `json:"onDemandSelectors"`
+	// ExcludeSelectors: a node matching any of them is never touched, in addition
+	// to nodes labelled spotter.dev/exclude=true.
+	ExcludeSelectors []string `json:"excludeSelectors"`
+}
+
+// PlannerConfig holds the movability rules of the planner.
+type PlannerConfig struct {
+	// AllowUnreplicatedPods lets the planner move pods that no controller owns
+	// (they are deleted, not recreated). Default false: such a pod blocks its node.
+	AllowUnreplicatedPods bool `json:"allowUnreplicatedPods"`
+	// AllowLocalStorage lets the planner move pods with local storage (non-memory
+	// emptyDir, hostPath); their data is lost. Default false.
+	AllowLocalStorage bool `json:"allowLocalStorage"`
+}
+
+// DrainConfig configures the drain engine.
+type DrainConfig struct {
+	// Cordon marks the node unschedulable while it drains, in addition to the
+	// spotter.dev/draining:NoSchedule taint. Default false.
+	Cordon bool `json:"cordon"`
+	// Timeout bounds one node's drain; when it passes, the drain is rolled back.
+	// Default 10m; at least 10s.
+	Timeout metav1.Duration `json:"timeout"`
+	// MaxGracePeriod caps each pod's termination grace period. Zero (the default)
+	// keeps every pod's own grace period.
+	MaxGracePeriod metav1.Duration `json:"maxGracePeriod"`
+	// MaxConcurrentEvictions bounds the evictions in flight on one node. Default 5
+	// (also when 0); 1 to 100.
+	MaxConcurrentEvictions int32 `json:"maxConcurrentEvictions"`
+	// EvictionBackoff is the first wait after an eviction refused by a
+	// PodDisruptionBudget (HTTP 429); it doubles, with jitter, up to
+	// MaxEvictionBackoff. Default 1s.
+	EvictionBackoff metav1.Duration `json:"evictionBackoff"`
+	// MaxEvictionBackoff caps the wait between two eviction attempts of one pod.
+	// Default 30s.
+	MaxEvictionBackoff metav1.Duration `json:"maxEvictionBackoff"`
+	// OnRestart says what a starting controller does with a drain its component
+	// left unfinished (found by Spotter's marks on the node): Resume or Rollback.
+	// Default Resume.
+	OnRestart RestartPolicy `json:"onRestart"`
+}
+
+// RestartPolicy says what to do with an unfinished drain found at start.
+type RestartPolicy string
+
+// Restart policies.
+const (
+	RestartResume   RestartPolicy = "Resume"
+	RestartRollback RestartPolicy = "Rollback"
+)
+
+// DisruptionConfig is the one budget shared by every controller that drains.
+type DisruptionConfig struct {
+	// MaxConcurrentDrains is how many nodes may drain at once, cluster-wide, by the
+	// rescheduler and the migrator together. Default 1 (also when 0); 1 to 100.
+	// To stop voluntary drains, disable the controllers or use Windows.
+	MaxConcurrentDrains int32 `json:"maxConcurrentDrains"`
+	// Windows, when set, restrict voluntary drains to these periods. Empty (the
+	// default) allows drains at any time. Interruption handling ignores windows.
+	Windows []Window `json:"windows"`
+}
+
+// Window is a recurring period: it opens at each time the cron Schedule names and
+// stays open for Duration.
+type Window struct {
+	// Schedule is a standard five-field cron expression ("0 22 * * 1-5"), or a
+	// descriptor such as "@daily".
+	Schedule string `json:"schedule"`
+	// Duration is how long the window stays open. Required; 1m to 168h.
+	Duration metav1.Duration `json:"duration"`
+	// TimeZone is the IANA time zone the schedule is read in. Default "UTC".
+	TimeZone string `json:"timeZone"`
+}
+
+// ReschedulerConfig configures the rescheduler controller.
+type ReschedulerConfig struct {
+	// Enabled switches the rescheduler on. Default true.
+	Enabled *bool `json:"enabled"`
+	// DryRun logs and records what the rescheduler would do and changes nothing.
+	DryRun bool `json:"dryRun"`
+	// Interval between two planning cycles. Default 1m; at least 10s.
+	Interval metav1.Duration `json:"interval"`
+	// DrainDelay is the pause after one node's evicted pods are running again
+	// before the next node is drained. Default 5m; 0s for no pause.
+	DrainDelay *metav1.Duration `json:"drainDelay"`
+	// ReplacementTimeout bounds the wait for the evicted pods' replacements to be
+	// Running. Default 5m; at least 10s.
+	ReplacementTimeout metav1.Duration `json:"replacementTimeout"`
+	// CordonAfterDrain leaves a drained node cordoned. Default false: the node is
+	// left schedulable and the autoscaler removes it once it is empty.
+	CordonAfterDrain bool `json:"cordonAfterDrain"`
+	// FailureBackoff is the first cooldown of a node whose drain failed; it doubles
+	// up to MaxFailureBackoff. Default 10m.
+	FailureBackoff metav1.Duration `json:"failureBackoff"`
+	// MaxFailureBackoff caps a failed node's cooldown. Default 6h.
+	MaxFailureBackoff metav1.Duration `json:"maxFailureBackoff"`
+}
+
+// MigratorConfig configures the migrator controller.
+type MigratorConfig struct {
+	// Enabled switches the migrator on. Default false: it needs node groups from a
+	// cloud provider.
+	Enabled *bool `json:"enabled"`
+	// DryRun logs and records what the migrator would do and changes nothing.
+	DryRun bool `json:"dryRun"`
+	// Schedule is the cron expression of migration runs, at fixed clock times so
+	// that restarts do not push a run back. Default "0 * * * *" (hourly).
+	Schedule string `json:"schedule"`
+	// TimeZone is the IANA time zone the schedule is read in. Default "UTC".
+	TimeZone string `json:"timeZone"`
+	// Mode is MakeBeforeBreak (add spot capacity, wait until it is Ready, then drain
+	// and delete the on-demand node) or DrainFirst (drain and delete first, let an
+	// autoscaler provision spot). Default MakeBeforeBreak.
+	Mode MigrationMode `json:"mode"`
+	// NodeReadyTimeout bounds the wait for new spot nodes to be Ready; when it
+	// passes, the request is cancelled and nothing is drained. Default 10m.
+	NodeReadyTimeout metav1.Duration `json:"nodeReadyTimeout"`
+	// MaxNodesPerRun bounds the on-demand nodes replaced in one run. Default 10
+	// (also when 0); 1 to 1000.
+	MaxNodesPerRun int32 `json:"maxNodesPerRun"`
+	// SpotUnavailableBackoff is the first pause of a spot node group that could not
+	// deliver capacity; it doubles up to MaxSpotUnavailableBackoff. Default 15m.
+	SpotUnavailableBackoff metav1.Duration `json:"spotUnavailableBackoff"`
+	// MaxSpotUnavailableBackoff caps that pause. Default 4h.
+	MaxSpotUnavailableBackoff metav1.Duration `json:"maxSpotUnavailableBackoff"`
+}
+
+// MigrationMode is the order in which the migrator replaces a node.
+type MigrationMode string
+
+// Migration modes.
+const (
+	MigrationMakeBeforeBreak MigrationMode = "MakeBeforeBreak"
+	MigrationDrainFirst      MigrationMode = "DrainFirst"
+)
+
+// LabelerConfig configures the labeler controller.
+type LabelerConfig struct {
+	// Enabled switches the labeler on. Default true.
+	Enabled *bool `json:"enabled"`
+	// DryRun logs and records what the labeler would do and changes nothing.
+	DryRun bool `json:"dryRun"`
+	// InterruptibleLabel keeps cluster.x-k8s.io/interruptible=true on spot nodes
+	// (and removes it from nodes that are no longer spot). Default true.
+	InterruptibleLabel *bool `json:"interruptibleLabel"`
+	// PreferSpotTaint keeps the taint spotter.dev/on-demand=true:PreferNoSchedule on
+	// on-demand nodes, so that new pods prefer spot. Default false.
+	PreferSpotTaint bool `json:"preferSpotTaint"`
+}
+
+// AgentConfig configures spotter-agent.
+type AgentConfig struct {
+	// DryRun logs and records what the agent would do and changes nothing.
+	DryRun bool `json:"dryRun"`
+	// Cloud is the metadata service to watch: aws, gcp, azure, or auto (probe each
+	// with a short timeout). Default auto.
+	Cloud Cloud `json:"cloud"`
+	// MetadataEndpoint overrides the base URL of the metadata service (tests,
+	// proxies). Empty (the default) uses the cloud's link-local address.
+	MetadataEndpoint string `json:"metadataEndpoint"`
+	// PollInterval between two polls of a metadata endpoint. Default 1s; 100ms to 1m.
+	PollInterval metav1.Duration `json:"pollInterval"`
+	// RequestTimeout bounds one metadata request. Default 2s; 100ms to 1m.
+	RequestTimeout metav1.Duration `json:"requestTimeout"`
+	// DeadlineMargin is kept free before a notice's deadline: pods must be gone by
+	// notice time minus this margin. Default 5s; 0s to 1m.
+	DeadlineMargin *metav1.Duration `json:"deadlineMargin"`
+	// RebalanceAction is what an AWS rebalance recommendation does: None, Taint
+	// (PreferNoSchedule), Cordon or Drain. Default Taint.
+	RebalanceAction NoticeAction `json:"rebalanceAction"`
+	// MaintenanceAction is what a scheduled maintenance event (AWS scheduled
+	// events; Azure Reboot, Redeploy and Freeze) does: None, Taint, Cordon or Drain.
+	// Default Drain.
+	MaintenanceAction NoticeAction `json:"maintenanceAction"`
+	// AcknowledgeAzureEvents approves an Azure scheduled event once the node is
+	// drained, so that the platform can go ahead early. Default true.
+	AcknowledgeAzureEvents *bool `json:"acknowledgeAzureEvents"`
+}
+
+// Cloud names a metadata service.
+type Cloud string
+
+// Clouds the agent understands.
+const (
+	CloudAuto  Cloud = "auto"
+	CloudAWS   Cloud = "aws"
+	CloudGCP   Cloud = "gcp"
+	CloudAzure Cloud = "azure"
+)
+
+// NoticeAction is what the agent does on an advisory notice.
+type NoticeAction string
+
+// Notice actions, mildest first.
+const (
+	ActionNone   NoticeAction = "None"
+	ActionTaint  NoticeAction = "Taint"
+	ActionCordon NoticeAction = "Cordon"
+	ActionDrain  NoticeAction = "Drain"
+)
+
+// PricingConfig gives hourly prices per instance type, used for savings estimates
+// (metrics, `spotter plan`, `spotter simulate --from-cluster`). The instance type of
+// a node is its node.kubernetes.io/instance-type label.
+type PricingConfig struct {
+	// Currency is the unit of every price, for display only. Default "USD".
+	Currency string `json:"currency"`
+	// InstanceTypes maps an instance type to its hourly prices.
+	InstanceTypes map[string]InstancePrice `json:"instanceTypes"`
+}
+
+// InstancePrice is the hourly price of one instance type.
+type InstancePrice struct {
+	// OnDemand is the on-demand price per hour. At least 0.
+	OnDemand float64 `json:"onDemand"`
+	// Spot is the typical spot price per hour. At least 0, at most OnDemand.
+	Spot float64 `json:"spot"`
+}
+
+// ManagerConfig configures the controller process.
+type ManagerConfig struct {
+	// MetricsBindAddress is where Prometheus metrics are served, host:port; "0"
+	// turns them off. Default ":8080".
+	MetricsBindAddress string `json:"metricsBindAddress"`
+	// HealthProbeBindAddress is where /healthz and /readyz are served, host:port;
+	// "0" turns them off. Default ":8081".
+	HealthProbeBindAddress string `json:"healthProbeBindAddress"`
+	// LeaderElection makes one replica act at a time.
+	LeaderElection LeaderElectionConfig `json:"leaderElection"`
+}
+
+// LeaderElectionConfig configures leader election on a coordination.k8s.io Lease.
+type LeaderElectionConfig struct {
+	// Enabled switches leader election on. Default true.
+	Enabled *bool `json:"enabled"`
+	// LeaseName is the name of the Lease. Default "spotter".
+	LeaseName string `json:"leaseName"`
+	// LeaseNamespace is the namespace of the Lease. Empty (the default) means the
+	// namespace Spotter runs in (POD_NAMESPACE), else kube-system.
+	LeaseNamespace string `json:"leaseNamespace"`
+	// LeaseDuration is how long a lease is valid without renewal. Default 15s.
+	LeaseDuration metav1.Duration `json:"leaseDuration"`
+	// RenewDeadline is how long the leader keeps trying to renew before it gives
+	// up leadership. Default 10s; below LeaseDuration.
+	RenewDeadline metav1.Duration `json:"renewDeadline"`
+	// RetryPeriod is the wait between two attempts to acquire or renew. Default 2s;
+	// below RenewDeadline.
+	RetryPeriod metav1.Duration `json:"retryPeriod"`
+}

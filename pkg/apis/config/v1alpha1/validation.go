@@ -1,0 +1,260 @@
+package v1alpha1
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// cronParser reads the five-field cron expressions of Kubernetes CronJobs, and the
+// @hourly / @daily / @every descriptors.
+var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// ParseSchedule parses a cron expression as Validate accepts it.
+func ParseSchedule(expr string) (cron.Schedule, error) {
+	return cronParser.Parse(expr)
+}
+
+// Validate returns every problem of a defaulted configuration, each with its field
+// path. An empty list means the configuration is valid.
+func Validate(c *SpotterConfiguration) field.ErrorList {
+	var errs field.ErrorList
+	if c.APIVersion != APIVersion {
+		errs = append(errs, field.NotSupported(field.NewPath("apiVersion"), c.APIVersion, []string{APIVersion}))
+	}
+	if c.Kind != Kind {
+		errs = append(errs, field.NotSupported(field.NewPath("kind"), c.Kind, []string{Kind}))
+	}
+	errs = append(errs, validateClassification(&c.Classification, field.NewPath("classification"))...)
+	errs = append(errs, validateDrain(&c.Drain, field.NewPath("drain"))...)
+	errs = append(errs, validateDisruption(&c.Disruption, field.NewPath("disruption"))...)
+	errs = append(errs, validateRescheduler(&c.Rescheduler, field.NewPath("rescheduler"))...)
+	errs = append(errs, validateMigrator(&c.Migrator, field.NewPath("migrator"))...)
+	errs = append(errs, ValidateAgent(&c.Agent, field.NewPath("agent"))...)
+	errs = append(errs, validatePricing(&c.Pricing, field.NewPath("pricing"))...)
+	errs = append(errs, validateManager(&c.Manager, field.NewPath("manager"))...)
+	return errs
+}
+
+// ParseSelector reads a node selector as ClassificationConfig documents it: "key",
+// "key=value" or a label selector; all three are label selector syntax.
+func ParseSelector(s string) (labels.Selector, error) {
+	if s == "" {
+		return nil, fmt.Errorf("must not be empty")
+	}
+	return labels.Parse(s)
+}
+
+func validateClassification(c *ClassificationConfig, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for name, list := range map[string][]string{
+		"spotSelectors":     c.SpotSelectors,
+		"onDemandSelectors": c.OnDemandSelectors,
+		"excludeSelectors":  c.ExcludeSelectors,
+	} {
+		for i, s := range list {
+			if _, err := ParseSelector(s); err != nil {
+				errs = append(errs, field.Invalid(p.Child(name).Index(i), s,
+					fmt.Sprintf("not a label selector (use \"key\", \"key=value\" or selector syntax such as \"tier in (a,b)\"): %v", err)))
+			}
+		}
+	}
+	// The map above is unordered; keep messages in a stable order.
+	sortErrors(errs)
+	return errs
+}
+
+func validateDrain(c *DrainConfig, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, durationIn(p.Child("timeout"), c.Timeout, 10*time.Second, 24*time.Hour)...)
+	errs = append(errs, durationIn(p.Child("maxGracePeriod"), c.MaxGracePeriod, 0, 24*time.Hour)...)
+	errs = append(errs, intIn(p.Child("maxConcurrentEvictions"), c.MaxConcurrentEvictions, 1, 100)...)
+	errs = append(errs, durationIn(p.Child("evictionBackoff"), c.EvictionBackoff, 100*time.Millisecond, 10*time.Minute)...)
+	errs = append(errs, durationIn(p.Child("maxEvictionBackoff"), c.MaxEvictionBackoff, c.EvictionBackoff.Duration, time.Hour)...)
+	errs = append(errs, oneOf(p.Child("onRestart"), c.OnRestart, RestartResume, RestartRollback)...)
+	return errs
+}
+
+func validateDisruption(c *DisruptionConfig, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, intIn(p.Child("maxConcurrentDrains"), c.MaxConcurrentDrains, 1, 100)...)
+	for i := range c.Windows {
+		w := &c.Windows[i]
+		wp := p.Child("windows").Index(i)
+		errs = append(errs, schedule(wp.Child("schedule"), w.Schedule)...)
+		errs = append(errs, durationIn(wp.Child("duration"), w.Duration, time.Minute, 168*time.Hour)...)
+		errs = append(errs, timeZone(wp.Child("timeZone"), w.TimeZone)...)
+	}
+	return errs
+}
+
+func validateRescheduler(c *ReschedulerConfig, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, durationIn(p.Child("interval"), c.Interval, 10*time.Second, 24*time.Hour)...)
+	if c.DrainDelay != nil {
+		errs = append(errs, durationIn(p.Child("drainDelay"), *c.DrainDelay, 0, 24*time.Hour)...)
+	}
+	errs = append(errs, durationIn(p.Child("replacementTimeout"), c.ReplacementTimeout, 10*time.Second, 24*time.Hour)...)
+	errs = append(errs, durationIn(p.Child("failureBackoff"), c.FailureBackoff, time.Second, 24*time.Hour)...)
+	errs = append(errs, durationIn(p.Child("maxFailureBackoff"), c.MaxFailureBackoff, c.FailureBackoff.Duration, 7*24*time.Hour)...)
+	return errs
+}
+
+func validateMigrator(c *MigratorConfig, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, schedule(p.Child("schedule"), c.Schedule)...)
+	errs = append(errs, timeZone(p.Child("timeZone"), c.TimeZone)...)
+	errs = append(errs, oneOf(p.Child("mode"), c.Mode, MigrationMakeBeforeBreak, MigrationDrainFirst)...)
+	errs = append(errs, durationIn(p.Child("nodeReadyTimeout"), c.NodeReadyTimeout, 10*time.Second, 24*time.Hour)...)
+	errs = append(errs, intIn(p.Child("maxNodesPerRun"), c.MaxNodesPerRun, 1, 1000)...)
+	errs = append(errs, durationIn(p.Child("spotUnavailableBackoff"), c.SpotUnavailableBackoff, time.Second, 24*time.Hour)...)
+	errs = append(errs, durationIn(p.Child("maxSpotUnavailableBackoff"), c.MaxSpotUnavailableBackoff, c.SpotUnavailableBackoff.Duration, 7*24*time.Hour)...)
+	return errs
+}
+
+// ValidateAgent validates the agent section alone, as spotter-agent reads it.
+func ValidateAgent(c *AgentConfig, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, oneOf(p.Child("cloud"), c.Cloud, CloudAuto, CloudAWS, CloudGCP, CloudAzure)...)
+	if c.MetadataEndpoint != "" {
+		u, err := url.Parse(c.MetadataEndpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, field.Invalid(p.Child("metadataEndpoint"), c.MetadataEndpoint,
+				"must be an absolute http:// or https:// URL such as http://169.254.169.254, or empty for the cloud's default"))
+		}
+	}
+	errs = append(errs, durationIn(p.Child("pollInterval"), c.PollInterval, 100*time.Millisecond, time.Minute)...)
+	errs = append(errs, durationIn(p.Child("requestTimeout"), c.RequestTimeout, 100*time.Millisecond, time.Minute)...)
+	if c.DeadlineMargin != nil {
+		errs = append(errs, durationIn(p.Child("deadlineMargin"), *c.DeadlineMargin, 0, time.Minute)...)
+	}
+	errs = append(errs, oneOf(p.Child("rebalanceAction"), c.RebalanceAction, ActionNone, ActionTaint, ActionCordon, ActionDrain)...)
+	errs = append(errs, oneOf(p.Child("maintenanceAction"), c.MaintenanceAction, ActionNone, ActionTaint, ActionCordon, ActionDrain)...)
+	return errs
+}
+
+func validatePricing(c *PricingConfig, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if c.Currency == "" {
+		errs = append(errs, field.Required(p.Child("currency"), "a currency name such as USD"))
+	}
+	for name, price := range c.InstanceTypes {
+		ip := p.Child("instanceTypes").Key(name)
+		if name == "" {
+			errs = append(errs, field.Invalid(ip, name, "instance type must not be empty"))
+		}
+		errs = append(errs, priceIn(ip.Child("onDemand"), price.OnDemand)...)
+		errs = append(errs, priceIn(ip.Child("spot"), price.Spot)...)
+		if price.OnDemand > 0 && price.Spot > price.OnDemand {
+			errs = append(errs, field.Invalid(ip.Child("spot"), price.Spot,
+				fmt.Sprintf("must not exceed the on-demand price %v", price.OnDemand)))
+		}
+	}
+	sortErrors(errs)
+	return errs
+}
+
+func validateManager(c *ManagerConfig, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, bindAddress(p.Child("metricsBindAddress"), c.MetricsBindAddress)...)
+	errs = append(errs, bindAddress(p.Child("healthProbeBindAddress"), c.HealthProbeBindAddress)...)
+	le := &c.LeaderElection
+	lp := p.Child("leaderElection")
+	for _, msg := range validation.IsDNS1123Subdomain(le.LeaseName) {
+		errs = append(errs, field.Invalid(lp.Child("leaseName"), le.LeaseName, msg))
+	}
+	if le.LeaseNamespace != "" {
+		for _, msg := range validation.IsDNS1123Label(le.LeaseNamespace) {
+			errs = append(errs, field.Invalid(lp.Child("leaseNamespace"), le.LeaseNamespace, msg))
+		}
+	}
+	errs = append(errs, durationIn(lp.Child("retryPeriod"), le.RetryPeriod, 100*time.Millisecond, time.Minute)...)
+	errs = append(errs, durationIn(lp.Child("renewDeadline"), le.RenewDeadline, le.RetryPeriod.Duration+time.Nanosecond, 5*time.Minute)...)
+	errs = append(errs, durationIn(lp.Child("leaseDuration"), le.LeaseDuration, le.RenewDeadline.Duration+time.Nanosecond, 10*time.Minute)...)
+	return errs
+}
+
+func durationIn(p *field.Path, d metav1.Duration, lo, hi time.Duration) field.ErrorList {
+	if d.Duration < lo || d.Duration > hi {
+		return field.ErrorList{field.Invalid(p, d.Duration.String(),
+			fmt.Sprintf("must be between %s and %s", roundDuration(lo), hi))}
+	}
+	return nil
+}
+
+// roundDuration prints a bound computed as "above X" (X+1ns) as X.
+func roundDuration(d time.Duration) time.Duration {
+	if d%time.Millisecond == time.Nanosecond {
+		return d - time.Nanosecond
+	}
+	return d
+}
+
+func intIn(p *field.Path, v, lo, hi int32) field.ErrorList {
+	if v < lo || v > hi {
+		return field.ErrorList{field.Invalid(p, v, fmt.Sprintf("must be between %d and %d", lo, hi))}
+	}
+	return nil
+}
+
+func priceIn(p *field.Path, v float64) field.ErrorList {
+	if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		return field.ErrorList{field.Invalid(p, v, "must be a price per hour of 0 or more")}
+	}
+	return nil
+}
+
+func oneOf[T ~string](p *field.Path, v T, allowed ...T) field.ErrorList {
+	for _, a := range allowed {
+		if v == a {
+			return nil
+		}
+	}
+	names := make([]string, len(allowed))
+	for i, a := range allowed {
+		names[i] = string(a)
+	}
+	return field.ErrorList{field.NotSupported(p, v, names)}
+}
+
+func schedule(p *field.Path, expr string) field.ErrorList {
+	if _, err := ParseSchedule(expr); err != nil {
+		return field.ErrorList{field.Invalid(p, expr,
+			fmt.Sprintf("not a cron schedule (five fields \"minute hour day-of-month month day-of-week\", e.g. \"0 * * * *\", or @hourly/@daily/@weekly): %v", err))}
+	}
+	return nil
+}
+
+func timeZone(p *field.Path, tz string) field.ErrorList {
+	if _, err := time.LoadLocation(tz); err != nil || tz == "" {
+		return field.ErrorList{field.Invalid(p, tz, "not an IANA time zone name such as UTC or Europe/Berlin")}
+	}
+	return nil
+}
+
+func bindAddress(p *field.Path, addr string) field.ErrorList {
+	if addr == "0" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		var n int
+		n, err = strconv.Atoi(port)
+		if err == nil && (n < 0 || n > 65535) {
+			err = fmt.Errorf("port out of range")
+		}
+	}
+	if err != nil {
+		return field.ErrorList{field.Invalid(p, addr, "must be host:port (such as :8080 or 127.0.0.1:8080), or \"0\" to turn it off")}
+	}
+	return nil
+}
