@@ -19,18 +19,6 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 tools=$root/hack/tools
 etcd_version=$(awk '$1 == "require" && $2 == "go.etcd.io/etcd/server/v3" {print $3}' "$tools/etcd/go.mod")
 cache=${SPOTTER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/spotter}
-# The key covers everything that changes the binaries: versions, pinned module sums
-# and this script (which holds the build flags).
-key=$(cat "$tools/kube/go.sum" "$tools/etcd/go.sum" "$0" | sha256sum | cut -c1-12)
-dir=$cache/k8s-$KUBE_VERSION-etcd-$etcd_version-kwok-$KWOK_VERSION-$key
-
-if [[ ${1:-} == --dir ]]; then
-	echo "$dir"
-	exit 0
-fi
-
-mkdir -p "$dir"
-log() { printf '[kube-bin] %s\n' "$*" >&2; }
 
 # One set of flags for every build: changing them invalidates the Go build cache
 # for all of Kubernetes. kubectl refuses a server whose version it cannot parse, so
@@ -44,6 +32,23 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 	ldflags+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
 	ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
 done
+
+# The key covers everything that changes the binaries: the versions, the pinned
+# module sums, the Go toolchain and the build flags.
+key=$( (cat "$tools/kube/go.sum" "$tools/etcd/go.sum"; go env GOVERSION; echo "$ldflags") | sha256sum | cut -c1-12)
+dir=$cache/k8s-$KUBE_VERSION-etcd-$etcd_version-kwok-$KWOK_VERSION-$key
+
+if [[ ${1:-} == --dir ]]; then
+	echo "$dir"
+	exit 0
+fi
+
+mkdir -p "$dir"
+log() { printf '[kube-bin] %s\n' "$*" >&2; }
+
+# Concurrent callers (parallel test binaries, make) wait for one build.
+exec 9>"$dir/.lock"
+flock 9
 
 build() { # name, module dir, package
 	local name=$1 mod=$2 pkg=$3 start

@@ -39,7 +39,7 @@ func FindBinaries(progress io.Writer) (string, error) {
 				cmd.Stderr = progress
 			}
 			if err := cmd.Run(); err != nil {
-				return "", fmt.Errorf("%w: %s failed: %v", ErrNoBinaries, script, err)
+				return "", fmt.Errorf("%w: %s failed: %w", ErrNoBinaries, script, err)
 			}
 			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 			return lines[len(lines)-1], nil

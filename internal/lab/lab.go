@@ -341,7 +341,7 @@ func (l *Lab) waitReady(ctx context.Context, p *process, timeout time.Duration, 
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		if done, err := p.exited(); done {
-			return false, fmt.Errorf("process exited: %v", err)
+			return false, fmt.Errorf("process exited: %w", err)
 		}
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
@@ -349,7 +349,7 @@ func (l *Lab) waitReady(ctx context.Context, p *process, timeout time.Duration, 
 		return last == nil, nil
 	})
 	if err != nil && last != nil && !strings.Contains(err.Error(), "process exited") {
-		return fmt.Errorf("%w (last check: %v)", err, last)
+		return fmt.Errorf("%w (last check: %w)", err, last)
 	}
 	return err
 }

@@ -79,12 +79,13 @@ func assertScheduledBy(ctx context.Context, t *testing.T, env *testenv.Env, p co
 		if err != nil {
 			return false, "", err
 		}
+		var reporters []string
 		for _, e := range events.Items {
 			if e.ReportingController == component {
 				return true, "", nil
 			}
-			return false, "Scheduled event reported by " + e.ReportingController, nil
+			reporters = append(reporters, e.ReportingController)
 		}
-		return false, "no Scheduled event yet", nil
+		return false, fmt.Sprintf("Scheduled events reported by %v", reporters), nil
 	})
 }

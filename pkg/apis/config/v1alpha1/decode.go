@@ -289,7 +289,7 @@ func dropNulls(n *yaml.Node) {
 	if n.Kind == yaml.MappingNode {
 		kept := n.Content[:0]
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			if v := n.Content[i+1]; !(v.Kind == yaml.ScalarNode && v.Tag == "!!null") {
+			if v := n.Content[i+1]; v.Kind != yaml.ScalarNode || v.Tag != "!!null" {
 				kept = append(kept, n.Content[i], v)
 			}
 		}

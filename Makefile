@@ -1,0 +1,46 @@
+# Spotter: build, test and verify. Every target installs what it needs.
+SHELL := /usr/bin/env bash -o pipefail
+GO ?= go
+LINT := $(GO) tool -modfile=hack/tools/lint/go.mod golangci-lint
+# Modules whose go.mod/go.sum `go mod tidy` must leave unchanged.
+MODULES := . hack/tools/kube hack/tools/etcd hack/tools/lint
+
+.PHONY: all build kube-bin test unit verify fmt lint tidy golden lab lab-down clean
+
+all: build
+
+build: ## Build bin/spotter and bin/spotter-agent.
+	$(GO) build -o bin/ ./cmd/spotter ./cmd/spotter-agent
+
+kube-bin: ## Build the Kubernetes binaries the tests use (cached; see hack/kube-bin.sh).
+	bash hack/kube-bin.sh >/dev/null
+
+test: kube-bin ## Unit, integration and e2e tests, on real Kubernetes binaries.
+	SPOTTER_KUBE_BIN_DIR=$$(bash hack/kube-bin.sh --dir) $(GO) test -count=1 -timeout 20m ./...
+
+unit: ## Unit tests only (no apiserver).
+	$(GO) test -short ./...
+
+verify: fmt tidy ## Format, vet, lint and tidy checks; fails on a dirty tree.
+	$(GO) vet ./...
+	$(LINT) run ./...
+
+fmt:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+tidy:
+	@for m in $(MODULES); do \
+		(cd $$m && $(GO) mod tidy -diff) || { echo "go mod tidy needed in $$m"; exit 1; }; \
+	done
+
+golden: ## Rewrite golden files from the code.
+	UPDATE_GOLDEN=1 $(GO) test ./pkg/apis/config/...
+
+lab: build kube-bin ## Start a local lab (real control plane, kwok nodes).
+	SPOTTER_KUBE_BIN_DIR=$$(bash hack/kube-bin.sh --dir) bin/spotter lab up
+
+lab-down: build ## Stop the lab started by `make lab`.
+	bin/spotter lab down
+
+clean:
+	rm -rf bin/

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// forbidden are module path prefixes that must never be linked into the agent:
+// it runs on every spot node and must stay small (client-go only).
+var forbidden = []string{
+	"k8s.io/kubernetes",
+	"sigs.k8s.io/controller-runtime",
+	"k8s.io/apiserver",
+}
+
+// forbiddenDeps returns the packages of deps that start with a forbidden prefix.
+func forbiddenDeps(deps []string) []string {
+	var bad []string
+	for _, d := range deps {
+		for _, f := range forbidden {
+			if d == f || strings.HasPrefix(d, f+"/") {
+				bad = append(bad, d)
+			}
+		}
+	}
+	return bad
+}
+
+func TestAgentDependencies(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 10 {
+		t.Fatalf("go list -deps returned %d packages; expected the agent's full graph", len(deps))
+	}
+	if bad := forbiddenDeps(deps); len(bad) > 0 {
+		t.Errorf("spotter-agent links packages it must not (keep it client-go only):\n  %s", strings.Join(bad, "\n  "))
+	}
+}
+
+// The checker itself must catch a forbidden package.
+func TestForbiddenDepsDetects(t *testing.T) {
+	got := forbiddenDeps([]string{"k8s.io/client-go/kubernetes", "k8s.io/kubernetes/pkg/scheduler", "k8s.io/kubernetes-extra/x"})
+	if len(got) != 1 || got[0] != "k8s.io/kubernetes/pkg/scheduler" {
+		t.Errorf("forbiddenDeps = %v", got)
+	}
+}

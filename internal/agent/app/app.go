@@ -1,0 +1,148 @@
+// Package app is the command line of spotter-agent, the node agent that handles
+// spot interruption notices. It stays lean: client-go only, no scheduler or
+// controller-runtime code, because it runs on every spot node
+// (TestAgentDependencies enforces it).
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"spotter.dev/spotter/internal/version"
+	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
+)
+
+// Options are the agent's flags. Their names are a contract: deployment
+// manifests and tests outside the project use them.
+type Options struct {
+	NodeName         string
+	Kubeconfig       string
+	Cloud            string
+	MetadataEndpoint string
+	ConfigFile       string
+	DryRun           bool
+	Check            bool
+	Version          bool
+
+	set map[string]bool // flags given on the command line
+}
+
+// ParseFlags reads the agent's flags from args (without the program name).
+func ParseFlags(args []string, stderr io.Writer) (*Options, error) {
+	o := &Options{set: map[string]bool{}}
+	fs := flag.NewFlagSet("spotter-agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.NodeName, "node-name", os.Getenv("NODE_NAME"), "the node this agent runs on (default $NODE_NAME)")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster configuration when empty")
+	fs.StringVar(&o.Cloud, "cloud", "", "metadata service: aws, gcp, azure or auto (overrides agent.cloud; default auto)")
+	fs.StringVar(&o.MetadataEndpoint, "metadata-endpoint", "", "base URL of the metadata service (overrides agent.metadataEndpoint)")
+	fs.StringVar(&o.ConfigFile, "config", "", "SpotterConfiguration file; the agent reads its agent section and dryRun")
+	fs.BoolVar(&o.DryRun, "dry-run", false, "log and record what would be done, change nothing")
+	fs.BoolVar(&o.Check, "check", false, "check the configuration, API access and the node, then exit")
+	fs.BoolVar(&o.Version, "version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q: spotter-agent takes flags only", fs.Args())
+	}
+	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	return o, nil
+}
+
+// Config returns the effective configuration: the file (or the defaults), then
+// the flags that were given, then defaults and validation.
+func (o *Options) Config() (*v1alpha1.SpotterConfiguration, error) {
+	override := func(c *v1alpha1.SpotterConfiguration) {
+		if o.set["cloud"] {
+			c.Agent.Cloud = v1alpha1.Cloud(o.Cloud)
+		}
+		if o.set["metadata-endpoint"] {
+			c.Agent.MetadataEndpoint = o.MetadataEndpoint
+		}
+		if o.set["dry-run"] {
+			c.Agent.DryRun = o.DryRun
+		}
+	}
+	if o.ConfigFile != "" {
+		return v1alpha1.Load(o.ConfigFile, override)
+	}
+	c, errs := v1alpha1.Complete(&v1alpha1.SpotterConfiguration{}, override)
+	if len(errs) > 0 {
+		return nil, &v1alpha1.InvalidError{Path: "(flags)", Errors: errs}
+	}
+	return c, nil
+}
+
+// Main runs spotter-agent and returns its exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := ParseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err == nil {
+		err = run(ctx, o, stdout)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "spotter-agent: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func run(ctx context.Context, o *Options, stdout io.Writer) error {
+	if o.Version {
+		fmt.Fprintln(stdout, version.Get().String())
+		return nil
+	}
+	cfg, err := o.Config()
+	if err != nil {
+		return err
+	}
+	if o.NodeName == "" {
+		return errors.New("--node-name is required (or set NODE_NAME, e.g. from the downward API spec.nodeName)")
+	}
+	restConfig, err := restConfig(o.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return err
+	}
+	node, err := client.CoreV1().Nodes().Get(ctx, o.NodeName, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("reading node %s: %w", o.NodeName, err)
+	}
+	dryRun := cfg.DryRun || cfg.Agent.DryRun
+	fmt.Fprintf(stdout, "node %s found (provider %q); cloud %s, dry-run %v\n", node.Name, node.Spec.ProviderID, cfg.Agent.Cloud, dryRun)
+	if o.Check {
+		fmt.Fprintln(stdout, "check passed")
+		return nil
+	}
+	return errors.New("watching for interruption notices is not part of this build yet; run with --check to verify configuration and access")
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		c, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("no --kubeconfig and not in a cluster: %w", err)
+		}
+		return c, nil
+	}
+	c, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("reading kubeconfig %s: %w", kubeconfig, err)
+	}
+	return c, nil
+}
