@@ -1,0 +1,98 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"spotter.dev/spotter/internal/lab"
+	"spotter.dev/spotter/internal/testenv"
+	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
+)
+
+func TestFlagsOverrideConfigFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	body := "apiVersion: spotter.dev/v1alpha1\nkind: SpotterConfiguration\nagent:\n  cloud: aws\n  metadataEndpoint: http://127.0.0.1:1\n"
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("NODE_NAME", "from-env")
+
+	o, err := ParseFlags([]string{"--config", path}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.NodeName != "from-env" {
+		t.Errorf("--node-name default = %q, want $NODE_NAME", o.NodeName)
+	}
+	c, err := o.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Agent.Cloud != v1alpha1.CloudAWS || c.Agent.MetadataEndpoint != "http://127.0.0.1:1" || c.Agent.DryRun {
+		t.Errorf("file values lost: %+v", c.Agent)
+	}
+
+	o, err = ParseFlags([]string{"--config", path, "--cloud", "gcp", "--metadata-endpoint", "http://127.0.0.1:2", "--dry-run"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err = o.Config(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Agent.Cloud != v1alpha1.CloudGCP || c.Agent.MetadataEndpoint != "http://127.0.0.1:2" || !c.Agent.DryRun {
+		t.Errorf("flags must override the file: %+v", c.Agent)
+	}
+
+	o, err = ParseFlags([]string{"--cloud", "ibm"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Config(); err == nil || !strings.Contains(err.Error(), `agent.cloud: Unsupported value: "ibm"`) {
+		t.Errorf("bad --cloud: %v", err)
+	}
+	if _, err := ParseFlags([]string{"extra"}, &bytes.Buffer{}); err == nil {
+		t.Error("positional arguments accepted")
+	}
+}
+
+func TestMainUsageErrors(t *testing.T) {
+	t.Setenv("NODE_NAME", "")
+	var out, errOut bytes.Buffer
+	if code := Main(context.Background(), []string{"--version"}, &out, &errOut); code != 0 || !strings.HasPrefix(out.String(), "spotter ") {
+		t.Errorf("--version: exit %d, %q", code, out.String())
+	}
+	errOut.Reset()
+	if code := Main(context.Background(), []string{"--kubeconfig", "x"}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "--node-name is required") {
+		t.Errorf("no node name: exit %d, %q", code, errOut.String())
+	}
+	errOut.Reset()
+	if code := Main(context.Background(), []string{"--no-such-flag"}, &out, &errOut); code != 1 {
+		t.Errorf("unknown flag: exit %d, %q", code, errOut.String())
+	}
+}
+
+// --check reads the node through a real apiserver.
+func TestCheckAgainstAPIServer(t *testing.T) {
+	env := testenv.StartAPIServer(t)
+	ctx := testenv.Context(t, time.Minute)
+	if _, err := env.Client.CoreV1().Nodes().Create(ctx, lab.Node(lab.NodeSpec{Name: "spot-1", Class: lab.ClassSpot}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	code := Main(ctx, []string{"--kubeconfig", env.Kubeconfig, "--node-name", "spot-1", "--cloud", "gcp", "--check"}, &out, &errOut)
+	if code != 0 || !strings.Contains(out.String(), "node spot-1 found") || !strings.Contains(out.String(), "check passed") {
+		t.Errorf("check: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	errOut.Reset()
+	code = Main(ctx, []string{"--kubeconfig", env.Kubeconfig, "--node-name", "missing", "--check"}, &out, &errOut)
+	if code != 1 || !strings.Contains(errOut.String(), `reading node missing: nodes "missing" not found`) {
+		t.Errorf("missing node: exit %d, %q", code, errOut.String())
+	}
+}
