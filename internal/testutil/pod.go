@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // PodOption changes a pod under construction.
@@ -16,7 +17,7 @@ type PodOption func(*corev1.Pod)
 // nothing, so the image is only a name), changed by opts.
 func Pod(name string, opts ...PodOption) *corev1.Pod {
 	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: map[string]string{}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: map[string]string{}, Annotations: map[string]string{}},
 		Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{Name: "main", Image: "pause"}},
 		},
@@ -73,4 +74,90 @@ func RunningReady() corev1.PodStatus {
 			{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
 		},
 	}
+}
+
+// WithUID sets metadata.uid (objects read from a cluster always have one).
+func WithUID() PodOption { return func(p *corev1.Pod) { p.UID = types.UID(p.Namespace + "/" + p.Name) } }
+
+// OwnedBy sets a controller owner reference of the given kind.
+func OwnedBy(kind, name string) PodOption {
+	return func(p *corev1.Pod) {
+		yes := true
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: kind, Name: name, UID: types.UID(kind + "-" + name), Controller: &yes}}
+	}
+}
+
+// Annotation sets an annotation.
+func Annotation(k, v string) PodOption { return func(p *corev1.Pod) { p.Annotations[k] = v } }
+
+// Tolerate adds a toleration for key=value with any effect.
+func Tolerate(key, value string) PodOption {
+	return func(p *corev1.Pod) {
+		p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: key, Operator: corev1.TolerationOpEqual, Value: value})
+	}
+}
+
+// RequireNodeLabel adds required node affinity to nodes with label key=value.
+func RequireNodeLabel(key, value string) PodOption {
+	return func(p *corev1.Pod) {
+		p.Spec.Affinity = ensureAffinity(p.Spec.Affinity)
+		p.Spec.Affinity.NodeAffinity = &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+				{Key: key, Operator: corev1.NodeSelectorOpIn, Values: []string{value}},
+			}}},
+		}}
+	}
+}
+
+// AntiAffinity adds required pod anti-affinity to pods labelled app=app, per
+// topologyKey (kubernetes.io/hostname or topology.kubernetes.io/zone).
+func AntiAffinity(app, topologyKey string) PodOption {
+	return func(p *corev1.Pod) {
+		p.Spec.Affinity = ensureAffinity(p.Spec.Affinity)
+		p.Spec.Affinity.PodAntiAffinity = &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
+			TopologyKey:   topologyKey,
+		}}}
+	}
+}
+
+// Spread adds a DoNotSchedule topology spread constraint over pods labelled
+// app=app.
+func Spread(app, topologyKey string, maxSkew int32) PodOption {
+	return func(p *corev1.Pod) {
+		p.Spec.TopologySpreadConstraints = append(p.Spec.TopologySpreadConstraints, corev1.TopologySpreadConstraint{
+			MaxSkew: maxSkew, TopologyKey: topologyKey, WhenUnsatisfiable: corev1.DoNotSchedule,
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
+		})
+	}
+}
+
+// HostPort exposes a container port on the host.
+func HostPort(port int32) PodOption {
+	return func(p *corev1.Pod) {
+		c := &p.Spec.Containers[0]
+		c.Ports = append(c.Ports, corev1.ContainerPort{ContainerPort: port, HostPort: port, Protocol: corev1.ProtocolTCP})
+	}
+}
+
+// EmptyDir adds an emptyDir volume.
+func EmptyDir(name string) PodOption {
+	return func(p *corev1.Pod) {
+		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	}
+}
+
+// Phase sets status.phase.
+func Phase(phase corev1.PodPhase) PodOption { return func(p *corev1.Pod) { p.Status.Phase = phase } }
+
+// Terminating sets a deletionTimestamp.
+func Terminating() PodOption {
+	return func(p *corev1.Pod) { now := metav1.Now(); p.DeletionTimestamp = &now }
+}
+
+func ensureAffinity(a *corev1.Affinity) *corev1.Affinity {
+	if a == nil {
+		return &corev1.Affinity{}
+	}
+	return a
 }

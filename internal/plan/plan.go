@@ -1,0 +1,469 @@
+// Package plan decides which on-demand nodes can be emptied onto spot nodes
+// now, where each of their pods would go, and, for every node that cannot, why.
+//
+// A plan is a pure function of a cluster snapshot. The fit check runs the
+// kube-scheduler's own PreFilter and Filter plugins (FilterPlugins) with the
+// default profile's arguments, so "fits" means what the scheduler means.
+//
+// The algorithm:
+//
+//  1. Classify every node (package classify). Only spot nodes are destinations;
+//     only on-demand nodes are candidates; control-plane and excluded nodes are
+//     neither.
+//  2. Reserve spot capacity for Pending pods: each is placed on a spot node it
+//     fits, largest first, before any candidate is considered.
+//  3. Take candidates emptiest first: lowest requested share of the scarcer of
+//     CPU and memory.
+//  4. For each candidate, check every pod's movability (Rules.Check), then the
+//     PodDisruptionBudgets (budgets are shared across the whole plan), then
+//     place its movable pods largest first. Destinations are chosen by best fit:
+//     the spot node that would be the most requested, in its scarcer resource,
+//     after the placement, among those the Filter plugins accept (ties by name).
+//     Each placement is committed to the snapshot, so later pods and later
+//     nodes see the used capacity and the new affinity and spread state. A node
+//     stops at its first pod that cannot move, and its placements are undone.
+package plan
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	resourcehelper "k8s.io/component-helpers/resource"
+
+	"spotter.dev/spotter/internal/classify"
+	"spotter.dev/spotter/internal/snapshot"
+	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
+)
+
+// InstanceTypeLabel names a node's instance type, used for prices.
+const InstanceTypeLabel = "node.kubernetes.io/instance-type"
+
+// Options configure a Planner.
+type Options struct {
+	// Rules are the movability rules.
+	Rules Rules
+	// Classifier sorts nodes; nil uses the built-in rules only.
+	Classifier *classify.Classifier
+	// Pricing, when it has prices, lets the plan estimate the hourly saving.
+	Pricing v1alpha1.PricingConfig
+}
+
+// Plan is the planner's answer. Its JSON form is a contract (`spotter plan -o
+// json`): the fields named in the issue keep their names.
+type Plan struct {
+	Nodes   []NodePlan `json:"nodes"`
+	Summary Summary    `json:"summary"`
+}
+
+// Summary totals a plan.
+type Summary struct {
+	Nodes          int `json:"nodes"`
+	SpotNodes      int `json:"spotNodes"`
+	OnDemandNodes  int `json:"onDemandNodes"`
+	DrainableNodes int `json:"drainableNodes"`
+	// PodsToMove is the number of evictions the drainable nodes need.
+	PodsToMove int `json:"podsToMove"`
+	// PendingReserved counts Pending pods for which spot capacity was set aside.
+	PendingReserved int `json:"pendingReserved"`
+	// HourlySaving is the on-demand price of the drainable nodes, when prices are
+	// configured for their instance types.
+	HourlySaving float64 `json:"hourlySaving,omitempty"`
+	Currency     string  `json:"currency,omitempty"`
+	// Warnings lists inconsistencies found, such as a control plane on spot.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// NodePlan is the verdict on one node.
+type NodePlan struct {
+	Name        string         `json:"name"`
+	Class       classify.Class `json:"class"`
+	ClassReason string         `json:"classReason"`
+	Warning     string         `json:"warning,omitempty"`
+	// Drainable is true for an on-demand node whose pods can all move to spot.
+	Drainable bool `json:"drainable"`
+	// Reason says why a candidate is not drainable, or why a node is no
+	// candidate at all.
+	Reason string `json:"reason"`
+	// Pods lists the pods of candidate nodes with their destination or reason.
+	Pods              []PodPlan `json:"pods"`
+	CPURequested      int64     `json:"cpuRequestedMilli"`
+	CPUAllocatable    int64     `json:"cpuAllocatableMilli"`
+	MemoryRequested   int64     `json:"memoryRequestedBytes"`
+	MemoryAllocatable int64     `json:"memoryAllocatableBytes"`
+	InstanceType      string    `json:"instanceType,omitempty"`
+	HourlyPrice       float64   `json:"hourlyPrice,omitempty"`
+}
+
+// PodPlan is the verdict on one pod of a candidate node.
+type PodPlan struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Action is move, ignore, wait or block.
+	Action string `json:"action"`
+	// Destination is the spot node the pod would go to (drainable nodes only).
+	Destination string `json:"destination"`
+	// Reason explains why the pod does not move, or cannot.
+	Reason string `json:"reason"`
+}
+
+// Action names in PodPlan.
+var actionNames = map[Action]string{Ignore: "ignore", Wait: "wait", Move: "move", Block: "block"}
+
+// Planner computes plans.
+type Planner struct {
+	opts Options
+}
+
+// New returns a planner.
+func New(opts Options) *Planner {
+	if opts.Classifier == nil {
+		opts.Classifier = &classify.Classifier{}
+	}
+	return &Planner{opts: opts}
+}
+
+// run is the state of one planning run.
+type run struct {
+	*Planner
+	fit      *fitter
+	budgets  *budgets
+	spot     []string // destination nodes, by name
+	requests map[types.UID]corev1.ResourceList
+}
+
+// Plan computes a plan for s. It does not modify s.
+func (p *Planner) Plan(ctx context.Context, s *snapshot.Snapshot) (*Plan, error) {
+	fit, err := newFitter(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	r := &run{Planner: p, fit: fit, budgets: newBudgets(s.PDBs), requests: map[types.UID]corev1.ResourceList{}}
+
+	podsByNode := map[string][]*corev1.Pod{}
+	var pending []*corev1.Pod
+	for _, pod := range s.Pods {
+		switch {
+		case pod.Spec.NodeName == "" && (terminal(pod) || pod.DeletionTimestamp != nil):
+		case pod.Spec.NodeName == "":
+			if len(pod.Spec.SchedulingGates) == 0 {
+				pending = append(pending, pod)
+			}
+		default:
+			podsByNode[pod.Spec.NodeName] = append(podsByNode[pod.Spec.NodeName], pod)
+		}
+	}
+
+	out := &Plan{}
+	var candidates []*NodePlan
+	var others []*NodePlan
+	for _, node := range s.Nodes {
+		c := p.opts.Classifier.Classify(node)
+		np := &NodePlan{
+			Name: node.Name, Class: c.Class, ClassReason: c.Reason, Warning: c.Warning,
+			CPUAllocatable:    node.Status.Allocatable.Cpu().MilliValue(),
+			MemoryAllocatable: node.Status.Allocatable.Memory().Value(),
+			InstanceType:      node.Labels[InstanceTypeLabel],
+		}
+		if price, ok := p.opts.Pricing.InstanceTypes[np.InstanceType]; ok {
+			np.HourlyPrice = price.OnDemand
+			if c.Class == classify.Spot {
+				np.HourlyPrice = price.Spot
+			}
+		}
+		if ni := fit.nodeInfo(node.Name); ni != nil {
+			np.CPURequested = ni.GetRequested().GetMilliCPU()
+			np.MemoryRequested = ni.GetRequested().GetMemory()
+		}
+		if c.Warning != "" {
+			out.Summary.Warnings = append(out.Summary.Warnings, node.Name+": "+c.Warning)
+		}
+		switch c.Class {
+		case classify.Spot:
+			r.spot = append(r.spot, node.Name)
+			out.Summary.SpotNodes++
+			np.Reason = "spot node: a destination"
+			others = append(others, np)
+		case classify.OnDemand:
+			out.Summary.OnDemandNodes++
+			candidates = append(candidates, np)
+		default:
+			np.Reason = fmt.Sprintf("%s node: never drained", c.Class)
+			others = append(others, np)
+		}
+	}
+	slices.Sort(r.spot)
+	out.Summary.Nodes = len(s.Nodes)
+
+	// Pending pods get first call on spot capacity.
+	r.sortBySize(pending)
+	for _, pod := range pending {
+		if dest, _, _ := r.place(ctx, pod); dest != "" {
+			out.Summary.PendingReserved++
+		}
+	}
+
+	sort.SliceStable(candidates, func(i, j int) bool {
+		si, sj := share(candidates[i]), share(candidates[j])
+		if si != sj {
+			return si < sj
+		}
+		return candidates[i].Name < candidates[j].Name
+	})
+	for _, np := range candidates {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if err := r.planNode(ctx, np, podsByNode[np.Name]); err != nil {
+			return nil, err
+		}
+		if np.Drainable {
+			out.Summary.DrainableNodes++
+			out.Summary.HourlySaving += np.HourlyPrice
+			for _, pp := range np.Pods {
+				if pp.Action == actionNames[Move] {
+					out.Summary.PodsToMove++
+				}
+			}
+		}
+	}
+	if out.Summary.HourlySaving > 0 {
+		out.Summary.Currency = p.opts.Pricing.Currency
+	}
+
+	sort.SliceStable(others, func(i, j int) bool {
+		if others[i].Class != others[j].Class {
+			return others[i].Class < others[j].Class
+		}
+		return others[i].Name < others[j].Name
+	})
+	for _, np := range append(candidates, others...) {
+		if np.Pods == nil {
+			np.Pods = []PodPlan{}
+		}
+		out.Nodes = append(out.Nodes, *np)
+	}
+	return out, nil
+}
+
+// share is a node's requested share of its scarcer resource.
+func share(np *NodePlan) float64 {
+	return max(ratio(np.CPURequested, np.CPUAllocatable), ratio(np.MemoryRequested, np.MemoryAllocatable))
+}
+
+func ratio(a, b int64) float64 {
+	if b <= 0 {
+		return 1
+	}
+	return float64(a) / float64(b)
+}
+
+// planNode decides one candidate and commits its placements if it is drainable.
+func (r *run) planNode(ctx context.Context, np *NodePlan, pods []*corev1.Pod) error {
+	var movable []*corev1.Pod
+	verdicts := map[*corev1.Pod]Movability{}
+	for _, pod := range pods {
+		v := r.opts.Rules.Check(pod)
+		verdicts[pod] = v
+		if v.Action == Move {
+			movable = append(movable, pod)
+		}
+		if v.Action == Block && np.Reason == "" {
+			np.Reason = fmt.Sprintf("pod %s/%s: %s", pod.Namespace, pod.Name, v.Reason)
+		}
+	}
+	r.sortBySize(movable)
+	plans := map[*corev1.Pod]*PodPlan{}
+	for _, pod := range pods {
+		v := verdicts[pod]
+		np.Pods = append(np.Pods, PodPlan{Namespace: pod.Namespace, Name: pod.Name, Action: actionNames[v.Action], Reason: v.Reason})
+	}
+	for i := range np.Pods {
+		plans[pods[i]] = &np.Pods[i]
+	}
+	// Keep the listed order the placement order: largest movable pods first.
+	defer func() { sortPodPlans(np.Pods, movable) }()
+
+	if np.Reason != "" {
+		return nil
+	}
+	if blocked, reason := r.budgets.take(movable); blocked != nil {
+		np.Reason = fmt.Sprintf("pod %s/%s: %s", blocked.Namespace, blocked.Name, reason)
+		plans[blocked].Reason = reason
+		return nil
+	}
+
+	// The node's movable pods leave it; then each must find a spot node.
+	var undo []func() error
+	rollback := func() error {
+		for i := len(undo) - 1; i >= 0; i-- {
+			if err := undo[i](); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, pod := range movable {
+		if err := r.fit.remove(pod, np.Name); err != nil {
+			return fmt.Errorf("removing %s/%s from %s in the snapshot: %w", pod.Namespace, pod.Name, np.Name, err)
+		}
+		undo = append(undo, func() error { return r.fit.add(pod, np.Name) })
+	}
+	for i, pod := range movable {
+		replacement := *pod
+		replacement.Spec.NodeName = ""
+		dest, reason, moved := r.place(ctx, &replacement)
+		if dest == "" {
+			np.Reason = fmt.Sprintf("pod %s/%s: %s", pod.Namespace, pod.Name, reason)
+			plans[pod].Reason = reason
+			for _, later := range movable[i+1:] {
+				plans[later].Reason = "not tried: the node is blocked by an earlier pod"
+			}
+			for _, earlier := range movable[:i] {
+				plans[earlier].Destination = ""
+			}
+			r.budgets.give(movable)
+			return rollback()
+		}
+		plans[pod].Destination = dest
+		undo = append(undo, func() error { return r.fit.remove(moved, dest) })
+	}
+	np.Drainable = true
+	return nil
+}
+
+// place finds the best-fitting spot node for pod (whose spec.nodeName must be
+// empty), commits a copy bound to it to the snapshot and returns the node and
+// the copy; or "" and why no spot node fits. pod itself is not modified.
+func (r *run) place(ctx context.Context, pod *corev1.Pod) (string, string, *corev1.Pod) {
+	if len(r.spot) == 0 {
+		return "", "no spot nodes in the cluster", nil
+	}
+	state, only, status := r.fit.prepare(ctx, pod)
+	if status != nil {
+		return "", describe(status), nil
+	}
+	req := r.request(pod)
+	cpu, mem := req.Cpu().MilliValue(), req.Memory().Value()
+
+	type candidate struct {
+		name  string
+		score float64
+	}
+	cands := make([]candidate, 0, len(r.spot))
+	rejected := map[string]int{}
+	for _, name := range r.spot {
+		if only != nil {
+			if _, ok := only[name]; !ok {
+				rejected["NodeAffinity: node(s) didn't match Pod's node affinity/selector"]++
+				continue
+			}
+		}
+		ni := r.fit.nodeInfo(name)
+		alloc, used := ni.GetAllocatable(), ni.GetRequested()
+		// The same arithmetic as NodeResourcesFit, to skip nodes it would
+		// reject without running the plugins.
+		switch {
+		case len(ni.GetPods())+1 > alloc.GetAllowedPodNumber():
+			rejected["NodeResourcesFit: Too many pods"]++
+			continue
+		case cpu > alloc.GetMilliCPU()-used.GetMilliCPU():
+			rejected["NodeResourcesFit: Insufficient cpu"]++
+			continue
+		case mem > alloc.GetMemory()-used.GetMemory():
+			rejected["NodeResourcesFit: Insufficient memory"]++
+			continue
+		}
+		score := max(ratio(used.GetMilliCPU()+cpu, alloc.GetMilliCPU()), ratio(used.GetMemory()+mem, alloc.GetMemory()))
+		cands = append(cands, candidate{name, score})
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		if cands[i].score != cands[j].score {
+			return cands[i].score > cands[j].score
+		}
+		return cands[i].name < cands[j].name
+	})
+	for _, c := range cands {
+		status := r.fit.filter(ctx, state, pod, c.name)
+		if status.IsSuccess() {
+			placed := *pod
+			placed.Spec.NodeName = c.name
+			if err := r.fit.add(&placed, c.name); err != nil {
+				return "", fmt.Sprintf("adding to the snapshot: %v", err), nil
+			}
+			return c.name, "", &placed
+		}
+		rejected[describe(status)]++
+	}
+	return "", summarize(rejected, len(r.spot)), nil
+}
+
+// summarize renders rejection counts the way the scheduler does:
+// "0/5 spot nodes fit: 3 NodeResourcesFit: Insufficient cpu, 2 TaintToleration: ...".
+func summarize(rejected map[string]int, total int) string {
+	reasons := make([]string, 0, len(rejected))
+	for reason := range rejected {
+		reasons = append(reasons, reason)
+	}
+	sort.Slice(reasons, func(i, j int) bool {
+		if rejected[reasons[i]] != rejected[reasons[j]] {
+			return rejected[reasons[i]] > rejected[reasons[j]]
+		}
+		return reasons[i] < reasons[j]
+	})
+	parts := make([]string, len(reasons))
+	for i, reason := range reasons {
+		parts[i] = fmt.Sprintf("%d %s", rejected[reason], reason)
+	}
+	return fmt.Sprintf("0/%d spot nodes fit: %s", total, strings.Join(parts, ", "))
+}
+
+// request returns the pod's resource requests as the scheduler computes them.
+func (r *run) request(pod *corev1.Pod) corev1.ResourceList {
+	if req, ok := r.requests[pod.UID]; ok && pod.UID != "" {
+		return req
+	}
+	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	if pod.UID != "" {
+		r.requests[pod.UID] = req
+	}
+	return req
+}
+
+// sortBySize orders pods largest first: by CPU, then memory, then name.
+func (r *run) sortBySize(pods []*corev1.Pod) {
+	sort.SliceStable(pods, func(i, j int) bool {
+		ri, rj := r.request(pods[i]), r.request(pods[j])
+		if c := ri.Cpu().Cmp(*rj.Cpu()); c != 0 {
+			return c > 0
+		}
+		if c := ri.Memory().Cmp(*rj.Memory()); c != 0 {
+			return c > 0
+		}
+		return pods[i].Namespace+"/"+pods[i].Name < pods[j].Namespace+"/"+pods[j].Name
+	})
+}
+
+// sortPodPlans lists movable pods first, in placement order, then the others
+// by name.
+func sortPodPlans(plans []PodPlan, movable []*corev1.Pod) {
+	rank := map[string]int{}
+	for i, p := range movable {
+		rank[p.Namespace+"/"+p.Name] = i
+	}
+	sort.SliceStable(plans, func(i, j int) bool {
+		ri, iok := rank[plans[i].Namespace+"/"+plans[i].Name]
+		rj, jok := rank[plans[j].Namespace+"/"+plans[j].Name]
+		switch {
+		case iok && jok:
+			return ri < rj
+		case iok != jok:
+			return iok
+		}
+		return plans[i].Namespace+"/"+plans[i].Name < plans[j].Namespace+"/"+plans[j].Name
+	})
+}

@@ -1,0 +1,298 @@
+package plan
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+
+	"spotter.dev/spotter/internal/snapshot"
+	tu "spotter.dev/spotter/internal/testutil"
+)
+
+// pod is a running, ReplicaSet-owned pod on node requesting cpu.
+func pod(name, node, cpu string, opts ...tu.PodOption) *corev1.Pod {
+	base := []tu.PodOption{tu.WithUID(), tu.OnNode(node), tu.OwnedBy("ReplicaSet", "rs-"+name), tu.CPU(cpu), tu.Phase(corev1.PodRunning)}
+	return tu.Pod(name, append(base, opts...)...)
+}
+
+func pdb(name, app string, allowed int32) *policyv1.PodDisruptionBudget {
+	p := tu.PDB(name, app, tu.MaxUnavailable(1))
+	p.Generation, p.Status.ObservedGeneration, p.Status.DisruptionsAllowed = 1, 1, allowed
+	return p
+}
+
+func plan(t *testing.T, rules Rules, s *snapshot.Snapshot) *Plan {
+	t.Helper()
+	p, err := New(Options{Rules: rules}).Plan(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func node(p *Plan, name string) NodePlan {
+	for _, n := range p.Nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	return NodePlan{Name: "missing " + name}
+}
+
+func destinations(n NodePlan) map[string]string {
+	out := map[string]string{}
+	for _, p := range n.Pods {
+		out[p.Name] = p.Destination
+	}
+	return out
+}
+
+func TestPlanDrainableNode(t *testing.T) {
+	s := &snapshot.Snapshot{
+		Nodes: []*corev1.Node{tu.Node("od", tu.OnDemand()), tu.Node("spot", tu.Spot())},
+		Pods:  []*corev1.Pod{pod("a", "od", "1"), pod("b", "od", "500m")},
+	}
+	p := plan(t, Rules{}, s)
+	od := node(p, "od")
+	if !od.Drainable || od.Reason != "" {
+		t.Fatalf("od: drainable=%v reason=%q", od.Drainable, od.Reason)
+	}
+	if d := destinations(od); d["a"] != "spot" || d["b"] != "spot" {
+		t.Errorf("destinations %v", d)
+	}
+	if p.Summary.DrainableNodes != 1 || p.Summary.OnDemandNodes != 1 || p.Summary.SpotNodes != 1 || p.Summary.PodsToMove != 2 {
+		t.Errorf("summary %+v", p.Summary)
+	}
+	if sp := node(p, "spot"); sp.Class != "spot" || sp.Drainable {
+		t.Errorf("spot node: %+v", sp)
+	}
+	// The input is not modified.
+	if s.Pods[0].Spec.NodeName != "od" {
+		t.Error("Plan modified the snapshot")
+	}
+}
+
+func TestPlanReasons(t *testing.T) {
+	spotTaint := tu.Taint("spot", "true", corev1.TaintEffectNoSchedule)
+	cases := []struct {
+		name  string
+		rules Rules
+		nodes []*corev1.Node
+		pods  []*corev1.Pod
+		want  string // the on-demand node "od" is not drainable for this reason
+	}{
+		{"no spot capacity", Rules{}, []*corev1.Node{tu.Node("od", tu.OnDemand()), tu.Node("spot", tu.Spot(), tu.Capacity("1", "16Gi"))},
+			[]*corev1.Pod{pod("a", "od", "2")}, "pod default/a: 0/1 spot nodes fit: 1 NodeResourcesFit: Insufficient cpu"},
+		{"untolerated spot taint", Rules{}, []*corev1.Node{tu.Node("od", tu.OnDemand()), tu.Node("spot", tu.Spot(), spotTaint)},
+			[]*corev1.Pod{pod("a", "od", "1")}, "pod default/a: 0/1 spot nodes fit: 1 TaintToleration: node(s) had untolerated taint(s)"},
+		{"cordoned spot node", Rules{}, []*corev1.Node{tu.Node("od", tu.OnDemand()), tu.Node("spot", tu.Spot(), tu.Cordoned())},
+			[]*corev1.Pod{pod("a", "od", "1")}, "pod default/a: 0/1 spot nodes fit: 1 NodeUnschedulable: node(s) were unschedulable"},
+		{"pinned to on-demand", Rules{}, []*corev1.Node{tu.Node("od", tu.OnDemand()), tu.Node("spot", tu.Spot())},
+			[]*corev1.Pod{pod("a", "od", "1", tu.RequireNodeLabel("karpenter.sh/capacity-type", "on-demand"))},
+			"pod default/a: 0/1 spot nodes fit: 1 NodeAffinity: node(s) didn't match Pod's node affinity/selector"},
+		{"host port taken", Rules{}, []*corev1.Node{tu.Node("od", tu.OnDemand()), tu.Node("spot", tu.Spot())},
+			[]*corev1.Pod{pod("a", "od", "1", tu.HostPort(8080)), pod("b", "spot", "1", tu.HostPort(8080))},
+			"pod default/a: 0/1 spot nodes fit: 1 NodePorts: node(s) didn't have free ports for the requested pod ports"},
+		{"do-not-move", Rules{}, []*corev1.Node{tu.Node("od", tu.OnDemand()), tu.Node("spot", tu.Spot())},
+			[]*corev1.Pod{pod("a", "od", "1", tu.Annotation(DoNotMoveKey, "true"))}, "pod default/a: annotation spotter.dev/do-not-move=true"},
+		{"karpenter do-not-disrupt", Rules{}, []*corev1.Node{tu.Node("od", tu.OnDemand()), tu.Node("spot", tu.Spot())},
+			[]*corev1.Pod{pod("a", "od", "1", tu.Annotation(KarpenterDoNotDisrupt, "true"))}, "pod default/a: annotation karpenter.sh/do-not-disrupt=true"},
+		{"safe-to-evict false", Rules{}, []*corev1.Node{tu.Node("od", tu.OnDemand()), tu.Node("spot", tu.Spot())},
+			[]*corev1.Pod{pod("a", "od", "1", tu.Annotation(SafeToEvictAnnotation, "false"))}, "pod default/a: annotation cluster-autoscaler.kubernetes.io/safe-to-evict=false"},
+		{"no controller", Rules{}, []*corev1.Node{tu.Node("od", tu.OnDemand()), tu.Node("spot", tu.Spot())},
+			[]*corev1.Pod{tu.Pod("bare", tu.WithUID(), tu.OnNode("od"), tu.Phase(corev1.PodRunning))}, "pod default/bare: no controller owns it"},
+		{"local storage", Rules{}, []*corev1.Node{tu.Node("od", tu.OnDemand()), tu.Node("spot", tu.Spot())},
+			[]*corev1.Pod{pod("a", "od", "1", tu.EmptyDir("scratch"))}, `pod default/a: local storage in volume "scratch" would be lost`},
+		{"no spot nodes", Rules{}, []*corev1.Node{tu.Node("od", tu.OnDemand())},
+			[]*corev1.Pod{pod("a", "od", "1")}, "pod default/a: no spot nodes in the cluster"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := plan(t, tc.rules, &snapshot.Snapshot{Nodes: tc.nodes, Pods: tc.pods})
+			od := node(p, "od")
+			if od.Drainable || !strings.HasPrefix(od.Reason, tc.want) {
+				t.Errorf("drainable=%v reason:\n got %q\nwant %q...", od.Drainable, od.Reason, tc.want)
+			}
+		})
+	}
+}
+
+func TestMovabilityOverrides(t *testing.T) {
+	nodes := []*corev1.Node{tu.Node("od", tu.OnDemand()), tu.Node("spot", tu.Spot())}
+	cases := []struct {
+		name  string
+		rules Rules
+		pod   *corev1.Pod
+	}{
+		{"bare pod allowed by rules", Rules{AllowUnreplicated: true}, tu.Pod("bare", tu.WithUID(), tu.OnNode("od"), tu.Phase(corev1.PodRunning))},
+		{"bare pod annotated safe", Rules{}, tu.Pod("bare", tu.WithUID(), tu.OnNode("od"), tu.Annotation(SafeToEvictAnnotation, "true"))},
+		{"local storage allowed by rules", Rules{AllowLocalStorage: true}, pod("a", "od", "1", tu.EmptyDir("scratch"))},
+		{"local volume listed as safe", Rules{}, pod("a", "od", "1", tu.EmptyDir("scratch"), tu.Annotation(SafeToEvictLocalVolumes, "cache, scratch"))},
+		{"memory emptyDir", Rules{}, func() *corev1.Pod {
+			p := pod("a", "od", "1")
+			p.Spec.Volumes = []corev1.Volume{{Name: "m", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}}}
+			return p
+		}()},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := plan(t, tc.rules, &snapshot.Snapshot{Nodes: nodes, Pods: []*corev1.Pod{tc.pod}})
+			if od := node(p, "od"); !od.Drainable {
+				t.Errorf("not drainable: %s", od.Reason)
+			}
+		})
+	}
+}
+
+// DaemonSet, static and finished pods stay and use no capacity; terminating pods
+// are waited for.
+func TestIgnoredAndWaitedPods(t *testing.T) {
+	s := &snapshot.Snapshot{
+		Nodes: []*corev1.Node{tu.Node("od", tu.OnDemand()), tu.Node("spot", tu.Spot(), tu.Capacity("1", "16Gi"))},
+		Pods: []*corev1.Pod{
+			pod("ds", "od", "3", tu.OwnedBy("DaemonSet", "logs")),
+			pod("static", "od", "3", tu.Annotation(corev1.MirrorPodAnnotationKey, "x")),
+			pod("done", "od", "3", tu.Phase(corev1.PodSucceeded)),
+			pod("leaving", "od", "3", tu.Terminating()),
+			pod("web", "od", "500m"),
+		},
+	}
+	p := plan(t, Rules{}, s)
+	od := node(p, "od")
+	if !od.Drainable {
+		t.Fatalf("not drainable: %s", od.Reason)
+	}
+	actions := map[string]string{}
+	for _, pp := range od.Pods {
+		actions[pp.Name] = pp.Action
+	}
+	want := map[string]string{"ds": "ignore", "static": "ignore", "done": "ignore", "leaving": "wait", "web": "move"}
+	for k, v := range want {
+		if actions[k] != v {
+			t.Errorf("pod %s: action %q, want %q", k, actions[k], v)
+		}
+	}
+	if p.Summary.PodsToMove != 1 {
+		t.Errorf("podsToMove = %d", p.Summary.PodsToMove)
+	}
+}
+
+// A PodDisruptionBudget's allowance is shared by every node of the plan.
+func TestPDBBudgetAcrossNodes(t *testing.T) {
+	s := &snapshot.Snapshot{
+		Nodes: []*corev1.Node{tu.Node("od-1", tu.OnDemand()), tu.Node("od-2", tu.OnDemand()), tu.Node("spot", tu.Spot(), tu.Capacity("16", "64Gi"))},
+		Pods: []*corev1.Pod{
+			pod("web-1", "od-1", "1", tu.WithLabels("app", "web")),
+			pod("web-2", "od-2", "1", tu.WithLabels("app", "web")),
+			pod("web-3", "spot", "1", tu.WithLabels("app", "web")),
+		},
+		PDBs: []*policyv1.PodDisruptionBudget{pdb("web", "web", 1)},
+	}
+	p := plan(t, Rules{}, s)
+	first, second := node(p, "od-1"), node(p, "od-2")
+	if !first.Drainable {
+		t.Fatalf("od-1 not drainable: %s", first.Reason)
+	}
+	want := "pod default/web-2: PodDisruptionBudget default/web allows 0 more disruption(s) in this plan, the node needs 1"
+	if second.Drainable || second.Reason != want {
+		t.Errorf("od-2: drainable=%v\n got %q\nwant %q", second.Drainable, second.Reason, want)
+	}
+
+	// Two pods of one node under a budget of one: the node is blocked.
+	s.Pods[1].Spec.NodeName = "od-1"
+	p = plan(t, Rules{}, s)
+	if n := node(p, "od-1"); n.Drainable || !strings.Contains(n.Reason, "allows 1 more disruption(s) in this plan, the node needs 2") {
+		t.Errorf("od-1 with two pods under one budget: %v %q", n.Drainable, n.Reason)
+	}
+
+	// A budget whose status is stale allows nothing.
+	stale := pdb("web", "web", 5)
+	stale.Generation = 2
+	s.PDBs = []*policyv1.PodDisruptionBudget{stale}
+	p = plan(t, Rules{}, s)
+	if n := node(p, "od-1"); n.Drainable || !strings.Contains(n.Reason, "status not yet computed") {
+		t.Errorf("stale budget: %v %q", n.Drainable, n.Reason)
+	}
+}
+
+// Spot capacity used by one node's pods is not available to the next node's.
+func TestCapacityCommittedAcrossNodes(t *testing.T) {
+	s := &snapshot.Snapshot{
+		Nodes: []*corev1.Node{tu.Node("od-1", tu.OnDemand()), tu.Node("od-2", tu.OnDemand()), tu.Node("spot", tu.Spot())},
+		Pods:  []*corev1.Pod{pod("a", "od-1", "3"), pod("b", "od-2", "2500m")},
+	}
+	p := plan(t, Rules{}, s)
+	// od-2 is the emptier one, so it goes first and takes the spot capacity.
+	if p.Nodes[0].Name != "od-2" || !p.Nodes[0].Drainable {
+		t.Fatalf("first candidate %s drainable=%v (%s)", p.Nodes[0].Name, p.Nodes[0].Drainable, p.Nodes[0].Reason)
+	}
+	if n := node(p, "od-1"); n.Drainable || !strings.Contains(n.Reason, "Insufficient cpu") {
+		t.Errorf("od-1: %v %q", n.Drainable, n.Reason)
+	}
+}
+
+// Pending pods get the spot capacity first.
+func TestPendingPodsReserveSpotCapacity(t *testing.T) {
+	pending := tu.Pod("pending", tu.WithUID(), tu.OwnedBy("ReplicaSet", "p"), tu.CPU("3"))
+	s := &snapshot.Snapshot{
+		Nodes: []*corev1.Node{tu.Node("od", tu.OnDemand()), tu.Node("spot", tu.Spot())},
+		Pods:  []*corev1.Pod{pod("a", "od", "2"), pending},
+	}
+	p := plan(t, Rules{}, s)
+	if n := node(p, "od"); n.Drainable {
+		t.Errorf("od drainable although a Pending pod needs the spot capacity")
+	}
+	if p.Summary.PendingReserved != 1 {
+		t.Errorf("pendingReserved = %d", p.Summary.PendingReserved)
+	}
+	if pending.Spec.NodeName != "" {
+		t.Error("Plan modified a pending pod")
+	}
+}
+
+// Anti-affinity sees pods placed earlier in the same plan.
+func TestAffinityStateCommitted(t *testing.T) {
+	anti := tu.AntiAffinity("db", "kubernetes.io/hostname")
+	s := &snapshot.Snapshot{
+		Nodes: []*corev1.Node{tu.Node("od-1", tu.OnDemand()), tu.Node("od-2", tu.OnDemand()), tu.Node("spot", tu.Spot())},
+		Pods: []*corev1.Pod{
+			pod("db-1", "od-1", "1", tu.WithLabels("app", "db"), anti),
+			pod("db-2", "od-2", "1", tu.WithLabels("app", "db"), anti),
+		},
+	}
+	p := plan(t, Rules{}, s)
+	drainable := 0
+	for _, n := range p.Nodes {
+		if n.Drainable {
+			drainable++
+		} else if n.Class == "on-demand" && !strings.Contains(n.Reason, "InterPodAffinity") {
+			t.Errorf("%s: reason %q, want an InterPodAffinity rejection", n.Name, n.Reason)
+		}
+	}
+	if drainable != 1 {
+		t.Errorf("%d nodes drainable, want 1: the second db pod cannot share the spot node", drainable)
+	}
+}
+
+func TestControlPlaneAndExcludedAreNotCandidates(t *testing.T) {
+	s := &snapshot.Snapshot{
+		Nodes: []*corev1.Node{
+			tu.Node("cp", tu.NodeLabel("node-role.kubernetes.io/control-plane", ""), tu.Spot()),
+			tu.Node("ex", tu.OnDemand(), tu.NodeLabel("spotter.dev/exclude", "true")),
+			tu.Node("spot", tu.Spot()),
+		},
+		Pods: []*corev1.Pod{pod("a", "cp", "1"), pod("b", "ex", "1")},
+	}
+	p := plan(t, Rules{}, s)
+	for _, name := range []string{"cp", "ex"} {
+		if n := node(p, name); n.Drainable || len(n.Pods) != 0 || !strings.HasSuffix(n.Reason, "node: never drained") {
+			t.Errorf("%s: %+v", name, n)
+		}
+	}
+	if len(p.Summary.Warnings) != 1 || !strings.Contains(p.Summary.Warnings[0], "cp: control-plane node looks like spot") {
+		t.Errorf("warnings %v", p.Summary.Warnings)
+	}
+}

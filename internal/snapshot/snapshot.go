@@ -1,0 +1,43 @@
+// Package snapshot holds a point-in-time copy of the cluster objects the planner
+// reads: nodes, pods, PodDisruptionBudgets, the volume objects the scheduler's
+// volume plugins need, and the workload controllers that own pods. It loads them
+// from a file (`kubectl get ... -o yaml` output) or from a cluster.
+package snapshot
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
+)
+
+// Snapshot is a consistent set of cluster objects. The planner never modifies
+// them.
+type Snapshot struct {
+	Nodes            []*corev1.Node
+	Pods             []*corev1.Pod
+	PDBs             []*policyv1.PodDisruptionBudget
+	Namespaces       []*corev1.Namespace
+	Services         []*corev1.Service
+	ReplicaSets      []*appsv1.ReplicaSet
+	StatefulSets     []*appsv1.StatefulSet
+	PVs              []*corev1.PersistentVolume
+	PVCs             []*corev1.PersistentVolumeClaim
+	StorageClasses   []*storagev1.StorageClass
+	CSINodes         []*storagev1.CSINode
+	ReplicationCtrls []*corev1.ReplicationController
+}
+
+// Counts summarises a snapshot for progress and error messages.
+func (s *Snapshot) Counts() string {
+	return plural(len(s.Nodes), "node") + ", " + plural(len(s.Pods), "pod") + ", " + plural(len(s.PDBs), "PodDisruptionBudget")
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
