@@ -62,6 +62,7 @@ spot nodes in priority order when the cloud takes them back.`,
 		newVersionCommand(),
 		newConfigCommand(),
 		newLabCommand(),
+		newPlanCommand(),
 	)
 	return root
 }

@@ -89,6 +89,8 @@ type NodePlan struct {
 	// Reason says why a candidate is not drainable, or why a node is no
 	// candidate at all.
 	Reason string `json:"reason"`
+	// PodCount is the number of pods bound to the node (any class).
+	PodCount int `json:"podCount"`
 	// Pods lists the pods of candidate nodes with their destination or reason.
 	Pods              []PodPlan `json:"pods"`
 	CPURequested      int64     `json:"cpuRequestedMilli"`
@@ -175,6 +177,7 @@ func (p *Planner) Plan(ctx context.Context, s *snapshot.Snapshot) (*Plan, error)
 				np.HourlyPrice = price.Spot
 			}
 		}
+		np.PodCount = len(podsByNode[node.Name])
 		if ni := fit.nodeInfo(node.Name); ni != nil {
 			np.CPURequested = ni.GetRequested().GetMilliCPU()
 			np.MemoryRequested = ni.GetRequested().GetMemory()
@@ -285,8 +288,18 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, pods []*corev1.Pod) er
 	for i := range np.Pods {
 		plans[pods[i]] = &np.Pods[i]
 	}
-	// Keep the listed order the placement order: largest movable pods first.
-	defer func() { sortPodPlans(np.Pods, movable) }()
+	defer func() {
+		// Keep the listed order the placement order: largest movable pods first.
+		sortPodPlans(np.Pods, movable)
+		if np.Drainable {
+			return
+		}
+		for i := range np.Pods {
+			if pp := &np.Pods[i]; pp.Action == actionNames[Move] && pp.Reason == "" {
+				pp.Reason = "not moved: the node is blocked by another pod"
+			}
+		}
+	}()
 
 	if np.Reason != "" {
 		return nil
@@ -321,7 +334,7 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, pods []*corev1.Pod) er
 			np.Reason = fmt.Sprintf("pod %s/%s: %s", pod.Namespace, pod.Name, reason)
 			plans[pod].Reason = reason
 			for _, later := range movable[i+1:] {
-				plans[later].Reason = "not tried: the node is blocked by an earlier pod"
+				plans[later].Reason = "not moved: the node is blocked by another pod"
 			}
 			for _, earlier := range movable[:i] {
 				plans[earlier].Destination = ""

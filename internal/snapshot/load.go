@@ -61,7 +61,7 @@ type item struct {
 func splitItems(data []byte) ([]item, error) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 {
-		return nil, errors.New("empty input: expected a List or objects of kind Node, Pod, PodDisruptionBudget, ...")
+		return nil, errors.New("empty input: expected a List or objects of kinds Node, Pod, PodDisruptionBudget and others")
 	}
 	if trimmed[0] == '{' || trimmed[0] == '[' {
 		return splitJSON(data)
@@ -205,32 +205,7 @@ func decodeItems(items []item) (*Snapshot, error) {
 		if errs[i] != nil {
 			return nil, fmt.Errorf("%s: %w", items[i].where, errs[i])
 		}
-		switch o := o.(type) {
-		case *corev1.Node:
-			s.Nodes = append(s.Nodes, o)
-		case *corev1.Pod:
-			s.Pods = append(s.Pods, o)
-		case *policyv1.PodDisruptionBudget:
-			s.PDBs = append(s.PDBs, o)
-		case *corev1.Namespace:
-			s.Namespaces = append(s.Namespaces, o)
-		case *corev1.Service:
-			s.Services = append(s.Services, o)
-		case *appsv1.ReplicaSet:
-			s.ReplicaSets = append(s.ReplicaSets, o)
-		case *appsv1.StatefulSet:
-			s.StatefulSets = append(s.StatefulSets, o)
-		case *corev1.PersistentVolume:
-			s.PVs = append(s.PVs, o)
-		case *corev1.PersistentVolumeClaim:
-			s.PVCs = append(s.PVCs, o)
-		case *storagev1.StorageClass:
-			s.StorageClasses = append(s.StorageClasses, o)
-		case *storagev1.CSINode:
-			s.CSINodes = append(s.CSINodes, o)
-		case *corev1.ReplicationController:
-			s.ReplicationCtrls = append(s.ReplicationCtrls, o)
-		}
+		s.add(o)
 	}
 	return s, nil
 }

@@ -25,7 +25,11 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func(ctx 
 	defer tick.Stop()
 	for {
 		done, s, err := cond(ctx)
-		status, lastErr = s, err
+		if err == nil {
+			status = s
+		} else if ctx.Err() == nil {
+			lastErr = err // an error caused by the deadline itself says nothing
+		}
 		if err == nil && done {
 			return
 		}

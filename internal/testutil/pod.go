@@ -77,7 +77,9 @@ func RunningReady() corev1.PodStatus {
 }
 
 // WithUID sets metadata.uid (objects read from a cluster always have one).
-func WithUID() PodOption { return func(p *corev1.Pod) { p.UID = types.UID(p.Namespace + "/" + p.Name) } }
+func WithUID() PodOption {
+	return func(p *corev1.Pod) { p.UID = types.UID(p.Namespace + "/" + p.Name) }
+}
 
 // OwnedBy sets a controller owner reference of the given kind.
 func OwnedBy(kind, name string) PodOption {

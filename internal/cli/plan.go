@@ -1,0 +1,209 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+
+	"spotter.dev/spotter/internal/classify"
+	"spotter.dev/spotter/internal/plan"
+	"spotter.dev/spotter/internal/snapshot"
+	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
+)
+
+type planOptions struct {
+	kubeconfig   string
+	context      string
+	snapshotFile string
+	configFile   string
+	output       string
+}
+
+func newPlanCommand() *cobra.Command {
+	var o planOptions
+	cmd := &cobra.Command{
+		Use:   "plan [--kubeconfig K] [--context C] [--snapshot FILE] [--config F] [-o table|json|yaml]",
+		Short: "Show which on-demand nodes could be emptied onto spot now, and why not",
+		Long: `Reads the cluster (or a saved snapshot) and runs the planner: a scheduling
+simulation with the kube-scheduler's own filter plugins, PodDisruptionBudgets
+counted across the whole plan. Changes nothing.
+
+A snapshot is a YAML or JSON List of Nodes, Pods, PodDisruptionBudgets and volume
+objects, as written by:
+  kubectl get nodes,pods,pdb,pv,pvc,storageclass,csinode,rs,sts,svc,ns -A -o yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runPlan(cmd.Context(), &o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+	f.StringVar(&o.context, "context", "", "kubeconfig context (default: the current context)")
+	f.StringVar(&o.snapshotFile, "snapshot", "", "plan a saved cluster snapshot instead of a live cluster")
+	f.StringVarP(&o.configFile, "config", "f", "", "SpotterConfiguration file: classification selectors, movability rules, prices")
+	f.StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
+	return cmd
+}
+
+func runPlan(ctx context.Context, o *planOptions, out, errOut io.Writer) error {
+	switch o.output {
+	case "table", "json", "yaml":
+	default:
+		return fmt.Errorf("--output %q is not supported: use table, json or yaml", o.output)
+	}
+	cfg := v1alpha1.NewDefaults()
+	if o.configFile != "" {
+		var err error
+		if cfg, err = v1alpha1.Load(o.configFile); err != nil {
+			return err
+		}
+	}
+	classifier, err := classify.New(cfg.Classification, nil)
+	if err != nil {
+		return err
+	}
+
+	start := time.Now()
+	var snap *snapshot.Snapshot
+	if o.snapshotFile != "" {
+		if snap, err = snapshot.LoadFile(o.snapshotFile); err != nil {
+			return err
+		}
+	} else {
+		if snap, err = readCluster(ctx, o); err != nil {
+			return err
+		}
+	}
+	loaded := time.Since(start)
+
+	start = time.Now()
+	p, err := plan.New(plan.Options{
+		Rules:      plan.Rules{AllowUnreplicated: cfg.Planner.AllowUnreplicatedPods, AllowLocalStorage: cfg.Planner.AllowLocalStorage},
+		Classifier: classifier,
+		Pricing:    cfg.Pricing,
+	}).Plan(ctx, snap)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(errOut, "read %s in %s, planned in %s\n", snap.Counts(), loaded.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+
+	switch o.output {
+	case "json":
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(p)
+	case "yaml":
+		data, err := yaml.Marshal(p)
+		if err != nil {
+			return err
+		}
+		_, err = out.Write(data)
+		return err
+	}
+	return printPlanTable(out, p)
+}
+
+// readCluster lists the objects the planner needs. Connection and permission
+// problems become one line that says what to fix.
+func readCluster(ctx context.Context, o *planOptions) (*snapshot.Snapshot, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.kubeconfig
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.context})
+	rc, err := loader.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	rc.QPS, rc.Burst = 50, 100
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	s, err := snapshot.FromCluster(ctx, client)
+	if err != nil {
+		var le *snapshot.ListError
+		resource := "the cluster"
+		if errors.As(err, &le) {
+			resource = le.Resource
+		}
+		var netErr net.Error
+		var urlErr *url.Error
+		switch {
+		case apierrors.IsForbidden(err):
+			return nil, &exitError{code: 1, msg: fmt.Sprintf("error: not allowed to list %s at %s: spotter plan needs get and list on nodes, pods, poddisruptionbudgets, namespaces, services, replicationcontrollers, replicasets, statefulsets, persistentvolumes, persistentvolumeclaims, storageclasses and csinodes (%v)", resource, rc.Host, apierrors.ReasonForError(err))}
+		case apierrors.IsUnauthorized(err):
+			return nil, &exitError{code: 1, msg: fmt.Sprintf("error: the API server at %s did not accept the credentials of the kubeconfig: %v", rc.Host, err)}
+		case errors.As(err, &urlErr) || errors.As(err, &netErr):
+			return nil, &exitError{code: 1, msg: fmt.Sprintf("error: cannot reach the API server at %s: %v", rc.Host, rootCause(err))}
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+func rootCause(err error) error {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err
+		}
+		err = next
+	}
+}
+
+func printPlanTable(out io.Writer, p *plan.Plan) error {
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "NODE\tCLASS\tPODS\tCPU\tMEMORY\tDRAINABLE\tREASON")
+	for _, n := range p.Nodes {
+		drainable := "-"
+		if n.Class == classify.OnDemand {
+			drainable = map[bool]string{true: "yes", false: "no"}[n.Drainable]
+		}
+		reason := n.Reason
+		if n.Class == classify.Spot || n.Class == classify.ControlPlane || n.Class == classify.Excluded || n.Class == classify.Unknown {
+			reason = n.ClassReason
+		}
+		if n.Warning != "" {
+			reason = "WARNING: " + n.Warning
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", n.Name, n.Class, n.PodCount, percent(n.CPURequested, n.CPUAllocatable),
+			percent(n.MemoryRequested, n.MemoryAllocatable), drainable, reason)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	s := p.Summary
+	fmt.Fprintf(out, "\n%d of %d on-demand nodes could be emptied onto spot now (%d pods to move; %d spot nodes",
+		s.DrainableNodes, s.OnDemandNodes, s.PodsToMove, s.SpotNodes)
+	if s.PendingReserved > 0 {
+		fmt.Fprintf(out, ", capacity kept for %d pending pods", s.PendingReserved)
+	}
+	fmt.Fprintln(out, ").")
+	if s.HourlySaving > 0 {
+		fmt.Fprintf(out, "Estimated saving once they are removed: %.2f %s per hour.\n", s.HourlySaving, s.Currency)
+	}
+	for _, warning := range s.Warnings {
+		fmt.Fprintf(out, "WARNING: %s\n", warning)
+	}
+	return nil
+}
+
+func percent(a, b int64) string {
+	if b <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%d%%", a*100/b)
+}

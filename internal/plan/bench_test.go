@@ -1,0 +1,78 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"spotter.dev/spotter/internal/snapshot"
+)
+
+// Benchmarks on the synthetic clusters of ../shared/tools/gencluster, generated
+// at benchmark time (and cached in the temp directory by their flags):
+//
+//	go test ./internal/plan -run '^$' -bench Plan -benchtime 5x
+//
+// SPOTTER_GENCLUSTER points at the gencluster directory when the checkout does
+// not sit beside shared/.
+func BenchmarkPlan1000(b *testing.B)      { benchPlan(b, "-nodes", "1000") }
+func BenchmarkPlan1000Dense(b *testing.B) { benchPlan(b, "-nodes", "1000", "-spot-fill", "0.85") }
+func BenchmarkPlan5000(b *testing.B)      { benchPlan(b, "-nodes", "5000") }
+
+func benchPlan(b *testing.B, args ...string) {
+	s := loadGenerated(b, args...)
+	p := New(Options{})
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	var drainable int
+	for b.Loop() {
+		out, err := p.Plan(ctx, s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		drainable = out.Summary.DrainableNodes
+	}
+	b.ReportMetric(float64(drainable), "drainable")
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MiB")
+}
+
+func loadGenerated(b *testing.B, args ...string) *snapshot.Snapshot {
+	b.Helper()
+	dir := os.Getenv("SPOTTER_GENCLUSTER")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "..", "shared", "tools", "gencluster")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "main.go")); err != nil {
+		b.Skipf("gencluster not found at %s (set SPOTTER_GENCLUSTER): %v", dir, err)
+	}
+	name := "spotter-gencluster"
+	for _, a := range args {
+		name += "_" + filepath.Base(a)
+	}
+	path := filepath.Join(os.TempDir(), name+".yaml")
+	if _, err := os.Stat(path); err != nil {
+		cmd := exec.Command("go", append([]string{"run", ".", "-o", path + ".tmp"}, args...)...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("gencluster %v: %v\n%s", args, err, out)
+		}
+		if err := os.Rename(path+".tmp", path); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s, err := snapshot.LoadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(s.Nodes) == 0 {
+		b.Fatal(fmt.Errorf("no nodes in %s", path))
+	}
+	return s
+}
