@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/interpodaffinity"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
@@ -43,10 +45,20 @@ var FilterPlugins = []string{
 
 // fitter runs the scheduler framework's PreFilter and Filter plugins against a
 // scheduler snapshot that the plan mutates as it commits placements.
+//
+// It holds two frameworks over the same snapshot: full, with every plugin of
+// FilterPlugins, and lean, without InterPodAffinity and PodTopologySpread,
+// whose PreFilter scans every pod of the cluster. A pod goes through lean only
+// when those two plugins would skip it anyway (see needsFull): it has no
+// required pod (anti-)affinity and no DoNotSchedule spread constraint, and no
+// existing pod's required anti-affinity term matches it.
 type fitter struct {
-	fw     framework.Framework
-	snap   *cache.Snapshot
-	logger klog.Logger
+	full, lean framework.Framework
+	snap       *cache.Snapshot
+	views      *viewLister
+	anti       *antiAffinityIndex
+	nsLister   corelisters.NamespaceLister
+	logger     klog.Logger
 }
 
 // initMetrics creates the scheduler's metric objects, which the framework
@@ -76,26 +88,43 @@ func newFitter(ctx context.Context, s *snapshot.Snapshot) (*fitter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("default scheduler configuration: %w", err)
 	}
-	profile := cfg.Profiles[0]
-	profile.Plugins = filterOnly(profile.Plugins)
-	fw, err := frameworkruntime.NewFramework(ctx, plugins.NewInTreeRegistry(), &profile,
-		frameworkruntime.WithInformerFactory(factory),
-		frameworkruntime.WithSnapshotSharedLister(snap),
-		frameworkruntime.WithLogger(logger),
-	)
-	if err != nil {
+	views := &viewLister{Snapshot: snap, views: map[string]*nsView{}}
+	build := func(plugins ...string) (framework.Framework, error) {
+		profile := cfg.Profiles[0]
+		profile.Plugins = only(profile.Plugins, plugins)
+		return frameworkruntime.NewFramework(ctx, inTreeRegistry, &profile,
+			frameworkruntime.WithInformerFactory(factory),
+			frameworkruntime.WithSnapshotSharedLister(views),
+			frameworkruntime.WithLogger(logger),
+		)
+	}
+	f := &fitter{snap: snap, views: views, nsLister: factory.Core().V1().Namespaces().Lister(), logger: logger}
+	if f.full, err = build(FilterPlugins...); err != nil {
 		return nil, fmt.Errorf("building the scheduler framework: %w", err)
 	}
-	return &fitter{fw: fw, snap: snap, logger: logger}, nil
+	lean := slices.DeleteFunc(slices.Clone(FilterPlugins), func(n string) bool {
+		return n == names.InterPodAffinity || n == names.PodTopologySpread
+	})
+	if f.lean, err = build(lean...); err != nil {
+		return nil, fmt.Errorf("building the scheduler framework: %w", err)
+	}
+	if f.anti, err = newAntiAffinityIndex(snap); err != nil {
+		return nil, err
+	}
+	return f, nil
 }
 
-// filterOnly keeps the profile's Filter plugins (and the queue sort and bind
-// plugins a framework must have) and drops scoring, preemption and the rest.
-func filterOnly(p *schedconfig.Plugins) *schedconfig.Plugins {
+// inTreeRegistry holds the scheduler's plugin factories; building it reads the
+// feature gates, so it is built once.
+var inTreeRegistry = plugins.NewInTreeRegistry()
+
+// only keeps the named plugins of a profile (and the queue sort and bind plugins
+// a framework must have) and drops scoring, preemption and the rest.
+func only(p *schedconfig.Plugins, keep []string) *schedconfig.Plugins {
 	out := p.DeepCopy()
 	var kept []schedconfig.Plugin
 	for _, pl := range p.MultiPoint.Enabled {
-		if slices.Contains(FilterPlugins, pl.Name) || pl.Name == names.PrioritySort || pl.Name == names.DefaultBinder {
+		if slices.Contains(keep, pl.Name) || pl.Name == names.PrioritySort || pl.Name == names.DefaultBinder {
 			kept = append(kept, pl)
 		}
 	}
@@ -145,32 +174,114 @@ func anySlice[T any](in []T) []any {
 	return out
 }
 
-// prepare runs the PreFilter plugins for pod against the snapshot as it is now.
-// It returns the cycle state for Filter, the nodes PreFilter restricts the pod
-// to (nil: any), or the status of a PreFilter that rejects the pod outright.
-func (f *fitter) prepare(ctx context.Context, pod *corev1.Pod) (fwk.CycleState, map[string]struct{}, *fwk.Status) {
-	state := framework.NewCycleState()
-	result, status, _ := f.fw.RunPreFilterPlugins(ctx, state, pod)
-	if !status.IsSuccess() && !status.IsSkip() {
-		return nil, nil, status
-	}
-	var only map[string]struct{}
-	if result != nil && result.NodeNames != nil {
-		only = map[string]struct{}{}
-		for n := range result.NodeNames {
-			only[n] = struct{}{}
-		}
-	}
-	return state, only, nil
+// cycle is one pod's scheduling cycle: the framework chosen for it and the
+// state its PreFilter plugins computed.
+type cycle struct {
+	fw    framework.Framework
+	state fwk.CycleState
+	// only is the set of nodes PreFilter restricts the pod to; nil means any.
+	only map[string]struct{}
 }
 
-// filter runs the Filter plugins for pod on the named node.
-func (f *fitter) filter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, node string) *fwk.Status {
+// prepare runs the PreFilter plugins for pod against the snapshot as it is now.
+// It returns the cycle for Filter, or the status of a PreFilter that rejects
+// the pod outright.
+func (f *fitter) prepare(ctx context.Context, pod *corev1.Pod) (*cycle, *fwk.Status) {
+	c := &cycle{fw: f.lean, state: framework.NewCycleState()}
+	view := ""
+	if f.needsFull(pod) {
+		c.fw = f.full
+		if f.canUseView(pod) {
+			view = pod.Namespace
+		}
+	}
+	if err := f.views.use(view); err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	result, status, _ := c.fw.RunPreFilterPlugins(ctx, c.state, pod)
+	_ = f.views.use("")
+	if !status.IsSuccess() && !status.IsSkip() {
+		return nil, status
+	}
+	if result != nil && result.NodeNames != nil {
+		c.only = map[string]struct{}{}
+		for n := range result.NodeNames {
+			c.only[n] = struct{}{}
+		}
+	}
+	return c, nil
+}
+
+// needsFull reports whether InterPodAffinity or PodTopologySpread could reject
+// pod anywhere. When it returns false, both plugins would return Skip from
+// PreFilter, so leaving them out changes no answer.
+func (f *fitter) needsFull(pod *corev1.Pod) bool {
+	if a := pod.Spec.Affinity; a != nil {
+		if a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
+			return true
+		}
+		if a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
+			return true
+		}
+	}
+	// The default profile's default spread constraints are ScheduleAnyway, so
+	// only a pod's own DoNotSchedule constraints can filter.
+	for _, c := range pod.Spec.TopologySpreadConstraints {
+		if c.WhenUnsatisfiable == corev1.DoNotSchedule {
+			return true
+		}
+	}
+	nsLabels := interpodaffinity.GetNamespaceLabelsSnapshot(f.logger, pod.Namespace, f.nsLister)
+	return f.anti.matches(pod, nsLabels)
+}
+
+// canUseView reports whether pod's PreFilter state may be computed over the
+// view of its namespace: its required (anti-)affinity terms name no other
+// namespace and no namespace selector, and no anti-affinity term of a pod that
+// does reach across namespaces matches it. Spread constraints count pods of the
+// pod's own namespace only.
+func (f *fitter) canUseView(pod *corev1.Pod) bool {
+	if !ownNamespaceOnly(pod) {
+		return false
+	}
+	nsLabels := interpodaffinity.GetNamespaceLabelsSnapshot(f.logger, pod.Namespace, f.nsLister)
+	return !f.anti.matchesCrossNamespace(pod, nsLabels)
+}
+
+// ownNamespaceOnly reports whether every required pod (anti-)affinity term of
+// pod selects pods of its own namespace only.
+func ownNamespaceOnly(pod *corev1.Pod) bool {
+	a := pod.Spec.Affinity
+	if a == nil {
+		return true
+	}
+	var terms []corev1.PodAffinityTerm
+	if a.PodAffinity != nil {
+		terms = append(terms, a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution...)
+	}
+	if a.PodAntiAffinity != nil {
+		terms = append(terms, a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution...)
+	}
+	for _, t := range terms {
+		if t.NamespaceSelector != nil {
+			return false
+		}
+		for _, ns := range t.Namespaces {
+			if ns != pod.Namespace {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// filter runs the Filter plugins of the pod's cycle on the named node.
+func (f *fitter) filter(ctx context.Context, c *cycle, pod *corev1.Pod, node string) *fwk.Status {
 	ni, err := f.snap.Get(node)
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	return f.fw.RunFilterPlugins(ctx, state, pod, ni)
+	return c.fw.RunFilterPlugins(ctx, c.state, pod, ni)
 }
 
 // nodeInfo returns the snapshot's NodeInfo of a node.
@@ -188,12 +299,28 @@ func (f *fitter) add(pod *corev1.Pod, node string) error {
 	if err != nil {
 		return err
 	}
-	return f.snap.AddPod(pi, node)
+	if err := f.snap.AddPod(pi, node); err != nil {
+		return err
+	}
+	f.views.add(pi, node)
+	f.anti.add(pi, 1)
+	return nil
 }
 
 // remove takes pod off node in the snapshot.
 func (f *fitter) remove(pod *corev1.Pod, node string) error {
-	return f.snap.RemovePod(f.logger, pod, node)
+	if err := f.snap.RemovePod(f.logger, pod, node); err != nil {
+		return err
+	}
+	if err := f.views.remove(f.logger, pod, node); err != nil {
+		return err
+	}
+	pi, err := framework.NewPodInfo(pod)
+	if err != nil {
+		return err
+	}
+	f.anti.add(pi, -1)
+	return nil
 }
 
 // describe turns a failed Filter status into "Plugin: message".
@@ -210,4 +337,10 @@ func describe(s *fwk.Status) string {
 
 func terminal(p *corev1.Pod) bool {
 	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+type errNodeNotFound string
+
+func (e errNodeNotFound) Error() string {
+	return fmt.Sprintf("node %q not found in the snapshot", string(e))
 }

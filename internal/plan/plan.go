@@ -356,7 +356,7 @@ func (r *run) place(ctx context.Context, pod *corev1.Pod) (string, string, *core
 	if len(r.spot) == 0 {
 		return "", "no spot nodes in the cluster", nil
 	}
-	state, only, status := r.fit.prepare(ctx, pod)
+	cyc, status := r.fit.prepare(ctx, pod)
 	if status != nil {
 		return "", describe(status), nil
 	}
@@ -370,8 +370,8 @@ func (r *run) place(ctx context.Context, pod *corev1.Pod) (string, string, *core
 	cands := make([]candidate, 0, len(r.spot))
 	rejected := map[string]int{}
 	for _, name := range r.spot {
-		if only != nil {
-			if _, ok := only[name]; !ok {
+		if cyc.only != nil {
+			if _, ok := cyc.only[name]; !ok {
 				rejected["NodeAffinity: node(s) didn't match Pod's node affinity/selector"]++
 				continue
 			}
@@ -401,7 +401,7 @@ func (r *run) place(ctx context.Context, pod *corev1.Pod) (string, string, *core
 		return cands[i].name < cands[j].name
 	})
 	for _, c := range cands {
-		status := r.fit.filter(ctx, state, pod, c.name)
+		status := r.fit.filter(ctx, cyc, pod, c.name)
 		if status.IsSuccess() {
 			placed := *pod
 			placed.Spec.NodeName = c.name

@@ -1,0 +1,106 @@
+package plan
+
+import (
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
+)
+
+// antiAffinityIndex counts the required anti-affinity terms of the pods in the
+// snapshot, deduplicated, so that "does any existing pod's anti-affinity match
+// this pod?" costs one check per distinct term instead of one per pod.
+type antiAffinityIndex struct {
+	terms map[string]*countedTerm
+	// crossNamespace holds the terms of pods whose anti-affinity may reach
+	// pods of other namespaces (explicit namespaces or a namespace selector).
+	crossNamespace map[string]*countedTerm
+}
+
+type countedTerm struct {
+	term  fwk.AffinityTerm
+	count int
+}
+
+func newAntiAffinityIndex(snap *cache.Snapshot) (*antiAffinityIndex, error) {
+	idx := &antiAffinityIndex{terms: map[string]*countedTerm{}, crossNamespace: map[string]*countedTerm{}}
+	nodes, err := snap.NodeInfos().HavePodsWithRequiredAntiAffinityList()
+	if err != nil {
+		return nil, err
+	}
+	for _, ni := range nodes {
+		for _, pi := range ni.GetPodsWithRequiredAntiAffinity() {
+			idx.add(pi, 1)
+		}
+	}
+	return idx, nil
+}
+
+// add counts (delta 1) or uncounts (delta -1) a pod's required anti-affinity
+// terms.
+func (idx *antiAffinityIndex) add(pi fwk.PodInfo, delta int) {
+	terms := pi.GetRequiredAntiAffinityTerms()
+	if len(terms) == 0 {
+		return
+	}
+	cross := !ownNamespaceOnly(pi.GetPod())
+	for _, t := range terms {
+		key := termKey(t)
+		count(idx.terms, key, t, delta)
+		if cross {
+			count(idx.crossNamespace, key, t, delta)
+		}
+	}
+}
+
+func count(m map[string]*countedTerm, key string, t fwk.AffinityTerm, delta int) {
+	ct, ok := m[key]
+	if !ok {
+		ct = &countedTerm{term: t}
+		m[key] = ct
+	}
+	ct.count += delta
+	if ct.count <= 0 {
+		delete(m, key)
+	}
+}
+
+// matches reports whether any counted term matches pod, with the scheduler's
+// own AffinityTerm.Matches.
+func (idx *antiAffinityIndex) matches(pod *corev1.Pod, nsLabels labels.Set) bool {
+	return anyMatches(idx.terms, pod, nsLabels)
+}
+
+// matchesCrossNamespace is matches for the terms that may reach across
+// namespaces.
+func (idx *antiAffinityIndex) matchesCrossNamespace(pod *corev1.Pod, nsLabels labels.Set) bool {
+	return anyMatches(idx.crossNamespace, pod, nsLabels)
+}
+
+func anyMatches(terms map[string]*countedTerm, pod *corev1.Pod, nsLabels labels.Set) bool {
+	for _, ct := range terms {
+		if ct.term.Matches(pod, nsLabels) {
+			return true
+		}
+	}
+	return false
+}
+
+func termKey(t fwk.AffinityTerm) string {
+	ns := make([]string, 0, len(t.Namespaces))
+	for n := range t.Namespaces {
+		ns = append(ns, n)
+	}
+	slices.Sort(ns)
+	var nsSel, sel string
+	if t.NamespaceSelector != nil {
+		nsSel = t.NamespaceSelector.String()
+	}
+	if t.Selector != nil {
+		sel = t.Selector.String()
+	}
+	return strings.Join(ns, ",") + "|" + nsSel + "|" + sel + "|" + t.TopologyKey
+}
