@@ -65,15 +65,23 @@ type fitter struct {
 // updates; they are not registered with any registry Spotter serves.
 var initMetrics sync.Once
 
-// newFitter builds the scheduler framework over the objects of s.
-func newFitter(ctx context.Context, s *snapshot.Snapshot) (*fitter, error) {
+// newFitter builds the scheduler framework over the objects of s. Only the
+// nodes for which destination returns true keep resource accounting: pods bound
+// to other nodes enter the snapshot without their requests (see
+// withoutRequests), because no pod is ever placed there and computing requests
+// is the most expensive part of building the snapshot.
+func newFitter(ctx context.Context, s *snapshot.Snapshot, destination func(node string) bool) (*fitter, error) {
 	initMetrics.Do(schedmetrics.InitMetrics)
 	logger := klog.FromContext(ctx)
 	var pods []*corev1.Pod
 	for _, p := range s.Pods {
-		if p.Spec.NodeName != "" && !terminal(p) {
-			pods = append(pods, p)
+		if p.Spec.NodeName == "" || terminal(p) {
+			continue
 		}
+		if !destination(p.Spec.NodeName) {
+			p = withoutRequests(p)
+		}
+		pods = append(pods, p)
 	}
 	snap := cache.NewSnapshot(pods, s.Nodes)
 	if err := snap.StartMutations(); err != nil {
@@ -142,8 +150,8 @@ func informerFactory(s *snapshot.Snapshot) (informers.SharedInformerFactory, err
 	}
 	var all []adder
 	all = append(all,
+		// Pods are not added: the filter plugins read them from the snapshot.
 		adder{f.Core().V1().Nodes().Informer().GetIndexer(), anySlice(s.Nodes)},
-		adder{f.Core().V1().Pods().Informer().GetIndexer(), anySlice(s.Pods)},
 		adder{f.Core().V1().Namespaces().Informer().GetIndexer(), anySlice(s.Namespaces)},
 		adder{f.Core().V1().Services().Informer().GetIndexer(), anySlice(s.Services)},
 		adder{f.Core().V1().ReplicationControllers().Informer().GetIndexer(), anySlice(s.ReplicationCtrls)},
@@ -343,4 +351,27 @@ type errNodeNotFound string
 
 func (e errNodeNotFound) Error() string {
 	return fmt.Sprintf("node %q not found in the snapshot", string(e))
+}
+
+// withoutRequests returns a shallow copy of pod whose containers request
+// nothing. Everything the filter plugins read about pods on other nodes (labels,
+// affinity, spread constraints, volumes, ports) is kept.
+func withoutRequests(pod *corev1.Pod) *corev1.Pod {
+	c := *pod
+	c.Spec.Containers = stripped(pod.Spec.Containers)
+	c.Spec.InitContainers = stripped(pod.Spec.InitContainers)
+	c.Spec.Overhead = nil
+	c.Spec.Resources = nil
+	return &c
+}
+
+func stripped(in []corev1.Container) []corev1.Container {
+	if len(in) == 0 {
+		return in
+	}
+	out := make([]corev1.Container, len(in))
+	for i := range in {
+		out[i] = corev1.Container{Name: in[i].Name, Ports: in[i].Ports, RestartPolicy: in[i].RestartPolicy}
+	}
+	return out
 }

@@ -14,6 +14,7 @@ import (
 // only if each of them has enough left for all of its pods.
 type budgets struct {
 	byNamespace map[string][]*budget
+	covers      map[*corev1.Pod][]*budget // memo of covering
 }
 
 type budget struct {
@@ -27,7 +28,7 @@ type budget struct {
 }
 
 func newBudgets(pdbs []*policyv1.PodDisruptionBudget) *budgets {
-	b := &budgets{byNamespace: map[string][]*budget{}}
+	b := &budgets{byNamespace: map[string][]*budget{}, covers: map[*corev1.Pod][]*budget{}}
 	for _, pdb := range pdbs {
 		bud := &budget{pdb: pdb, allowed: pdb.Status.DisruptionsAllowed}
 		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
@@ -50,6 +51,15 @@ func newBudgets(pdbs []*policyv1.PodDisruptionBudget) *budgets {
 
 // covering returns the budgets whose selector matches pod.
 func (b *budgets) covering(pod *corev1.Pod) []*budget {
+	if out, ok := b.covers[pod]; ok {
+		return out
+	}
+	out := b.match(pod)
+	b.covers[pod] = out
+	return out
+}
+
+func (b *budgets) match(pod *corev1.Pod) []*budget {
 	var out []*budget
 	set := labels.Set(pod.Labels)
 	for _, bud := range b.byNamespace[pod.Namespace] {

@@ -32,7 +32,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	"spotter.dev/spotter/internal/classify"
@@ -135,16 +134,23 @@ type run struct {
 	fit      *fitter
 	budgets  *budgets
 	spot     []string // destination nodes, by name
-	requests map[types.UID]corev1.ResourceList
+	requests map[*corev1.Pod]podSize
 }
+
+// podSize is a pod's CPU (millicores) and memory (bytes) requests.
+type podSize struct{ cpu, mem int64 }
 
 // Plan computes a plan for s. It does not modify s.
 func (p *Planner) Plan(ctx context.Context, s *snapshot.Snapshot) (*Plan, error) {
-	fit, err := newFitter(ctx, s)
+	classes := make(map[string]classify.Result, len(s.Nodes))
+	for _, node := range s.Nodes {
+		classes[node.Name] = p.opts.Classifier.Classify(node)
+	}
+	fit, err := newFitter(ctx, s, func(node string) bool { return classes[node].Class == classify.Spot })
 	if err != nil {
 		return nil, err
 	}
-	r := &run{Planner: p, fit: fit, budgets: newBudgets(s.PDBs), requests: map[types.UID]corev1.ResourceList{}}
+	r := &run{Planner: p, fit: fit, budgets: newBudgets(s.PDBs), requests: map[*corev1.Pod]podSize{}}
 
 	podsByNode := map[string][]*corev1.Pod{}
 	var pending []*corev1.Pod
@@ -164,7 +170,7 @@ func (p *Planner) Plan(ctx context.Context, s *snapshot.Snapshot) (*Plan, error)
 	var candidates []*NodePlan
 	var others []*NodePlan
 	for _, node := range s.Nodes {
-		c := p.opts.Classifier.Classify(node)
+		c := classes[node.Name]
 		np := &NodePlan{
 			Name: node.Name, Class: c.Class, ClassReason: c.Reason, Warning: c.Warning,
 			CPUAllocatable:    node.Status.Allocatable.Cpu().MilliValue(),
@@ -178,9 +184,12 @@ func (p *Planner) Plan(ctx context.Context, s *snapshot.Snapshot) (*Plan, error)
 			}
 		}
 		np.PodCount = len(podsByNode[node.Name])
-		if ni := fit.nodeInfo(node.Name); ni != nil {
-			np.CPURequested = ni.GetRequested().GetMilliCPU()
-			np.MemoryRequested = ni.GetRequested().GetMemory()
+		for _, pod := range podsByNode[node.Name] {
+			if !terminal(pod) {
+				size := quickRequests(pod)
+				np.CPURequested += size.cpu
+				np.MemoryRequested += size.mem
+			}
 		}
 		if c.Warning != "" {
 			out.Summary.Warnings = append(out.Summary.Warnings, node.Name+": "+c.Warning)
@@ -361,7 +370,7 @@ func (r *run) place(ctx context.Context, pod *corev1.Pod) (string, string, *core
 		return "", describe(status), nil
 	}
 	req := r.request(pod)
-	cpu, mem := req.Cpu().MilliValue(), req.Memory().Value()
+	cpu, mem := req.cpu, req.mem
 
 	type candidate struct {
 		name  string
@@ -435,29 +444,32 @@ func summarize(rejected map[string]int, total int) string {
 	return fmt.Sprintf("0/%d spot nodes fit: %s", total, strings.Join(parts, ", "))
 }
 
-// request returns the pod's resource requests as the scheduler computes them.
-func (r *run) request(pod *corev1.Pod) corev1.ResourceList {
-	if req, ok := r.requests[pod.UID]; ok && pod.UID != "" {
-		return req
+// request returns the pod's CPU and memory requests as the scheduler computes
+// them (init containers, sidecars and overhead included).
+func (r *run) request(pod *corev1.Pod) podSize {
+	if size, ok := r.requests[pod]; ok {
+		return size
 	}
 	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
-	if pod.UID != "" {
-		r.requests[pod.UID] = req
-	}
-	return req
+	size := podSize{cpu: req.Cpu().MilliValue(), mem: req.Memory().Value()}
+	r.requests[pod] = size
+	return size
 }
 
 // sortBySize orders pods largest first: by CPU, then memory, then name.
 func (r *run) sortBySize(pods []*corev1.Pod) {
 	sort.SliceStable(pods, func(i, j int) bool {
 		ri, rj := r.request(pods[i]), r.request(pods[j])
-		if c := ri.Cpu().Cmp(*rj.Cpu()); c != 0 {
-			return c > 0
+		if ri.cpu != rj.cpu {
+			return ri.cpu > rj.cpu
 		}
-		if c := ri.Memory().Cmp(*rj.Memory()); c != 0 {
-			return c > 0
+		if ri.mem != rj.mem {
+			return ri.mem > rj.mem
 		}
-		return pods[i].Namespace+"/"+pods[i].Name < pods[j].Namespace+"/"+pods[j].Name
+		if pods[i].Namespace != pods[j].Namespace {
+			return pods[i].Namespace < pods[j].Namespace
+		}
+		return pods[i].Name < pods[j].Name
 	})
 }
 
@@ -479,4 +491,33 @@ func sortPodPlans(plans []PodPlan, movable []*corev1.Pod) {
 		}
 		return plans[i].Namespace+"/"+plans[i].Name < plans[j].Namespace+"/"+plans[j].Name
 	})
+}
+
+// quickRequests adds up a pod's CPU and memory requests the way the scheduler
+// does (containers and sidecars, the largest init container, overhead) without
+// the allocations of the general helper. It is used for the node totals that
+// order candidates and fill the report; fit decisions use request.
+func quickRequests(pod *corev1.Pod) podSize {
+	var sum, sidecars, initMax podSize
+	for i := range pod.Spec.Containers {
+		r := pod.Spec.Containers[i].Resources.Requests
+		sum.cpu += r.Cpu().MilliValue()
+		sum.mem += r.Memory().Value()
+	}
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		cpu, mem := c.Resources.Requests.Cpu().MilliValue(), c.Resources.Requests.Memory().Value()
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			sidecars.cpu += cpu
+			sidecars.mem += mem
+			continue
+		}
+		// An init container runs beside the sidecars started before it.
+		initMax.cpu = max(initMax.cpu, cpu+sidecars.cpu)
+		initMax.mem = max(initMax.mem, mem+sidecars.mem)
+	}
+	out := podSize{cpu: max(sum.cpu+sidecars.cpu, initMax.cpu), mem: max(sum.mem+sidecars.mem, initMax.mem)}
+	out.cpu += pod.Spec.Overhead.Cpu().MilliValue()
+	out.mem += pod.Spec.Overhead.Memory().Value()
+	return out
 }
