@@ -39,44 +39,55 @@ func TestPlanAgreesWithScheduler(t *testing.T) {
 	}
 	env.CreateNodes(nodes...)
 
-	// Workloads start on the on-demand nodes: spot is cordoned while they come up.
-	setUnschedulable(ctx, t, env, true, "spot-a", "spot-b", "spot-c")
+	// Workloads start on the on-demand nodes, in a known layout: od-c gets the
+	// pods that cannot move to spot, od-a and od-b the rest. Spot nodes are
+	// cordoned meanwhile.
+	setUnschedulable(ctx, t, env, true, "spot-a", "spot-b", "spot-c", "od-a", "od-b")
 	tolerate := tu.Tolerate("spot", "true")
 	grace := tu.GracePeriod(1)
-	workloads := []struct {
+	type workload struct {
 		name     string
 		replicas int32
 		opts     []tu.PodOption
 		pdb      bool
-	}{
-		{"web", 3, []tu.PodOption{tolerate, grace, tu.CPU("500m"), tu.Memory("512Mi")}, true},
-		{"spread", 3, []tu.PodOption{tolerate, grace, tu.CPU("250m"), tu.Spread("spread", lab.ZoneLabel, 1)}, false},
-		{"anti", 2, []tu.PodOption{tolerate, grace, tu.CPU("250m"), tu.AntiAffinity("anti", "kubernetes.io/hostname")}, true},
-		{"ports", 2, []tu.PodOption{tolerate, grace, tu.CPU("100m"), tu.HostPort(8080)}, false},
-		{"pinned", 1, []tu.PodOption{tolerate, grace, tu.CPU("100m"), tu.RequireNodeLabel(lab.CapacityTypeLabel, "on-demand")}, false},
-		{"intolerant", 1, []tu.PodOption{grace, tu.CPU("100m")}, false},
-		{"huge", 1, []tu.PodOption{tolerate, grace, tu.CPU("2500m")}, false},
 	}
 	total := 0
-	for _, w := range workloads {
-		if _, err := env.Client.AppsV1().Deployments("default").Create(ctx, tu.Deployment(w.name, w.replicas, w.opts...), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if w.pdb {
-			if _, err := env.Client.PolicyV1().PodDisruptionBudgets("default").Create(ctx, tu.PDB(w.name, w.name, tu.MaxUnavailable(1)), metav1.CreateOptions{}); err != nil {
+	create := func(ws ...workload) {
+		for _, w := range ws {
+			if _, err := env.Client.AppsV1().Deployments("default").Create(ctx, tu.Deployment(w.name, w.replicas, w.opts...), metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
+			if w.pdb {
+				if _, err := env.Client.PolicyV1().PodDisruptionBudgets("default").Create(ctx, tu.PDB(w.name, w.name, tu.MaxUnavailable(1)), metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			total += int(w.replicas)
 		}
-		total += int(w.replicas)
+		env.WaitForPodsRunning("default", "", total, 2*time.Minute)
 	}
-	env.WaitForPodsRunning("default", "", total, 2*time.Minute)
+	create(
+		workload{"pinned", 1, []tu.PodOption{tolerate, grace, tu.CPU("150m"), tu.RequireNodeLabel(lab.CapacityTypeLabel, "on-demand")}, false},
+		workload{"intolerant", 1, []tu.PodOption{grace, tu.CPU("100m")}, false},
+	)
+	setUnschedulable(ctx, t, env, false, "od-a", "od-b")
+	setUnschedulable(ctx, t, env, true, "od-c")
+	waitUntainted(t, env, "od-a", "od-b")
+	create(
+		workload{"web", 3, []tu.PodOption{tolerate, grace, tu.CPU("500m"), tu.Memory("512Mi")}, true},
+		workload{"spread", 2, []tu.PodOption{tolerate, grace, tu.CPU("250m"), tu.Spread("spread", lab.ZoneLabel, 1)}, false},
+		workload{"anti", 2, []tu.PodOption{tolerate, grace, tu.CPU("250m"), tu.AntiAffinity("anti", "kubernetes.io/hostname")}, true},
+		workload{"ports", 2, []tu.PodOption{tolerate, grace, tu.CPU("100m"), tu.HostPort(8080)}, false},
+		workload{"huge", 1, []tu.PodOption{tolerate, grace, tu.CPU("2500m")}, false},
+	)
+	setUnschedulable(ctx, t, env, false, "od-c")
 	// The spot nodes carry some load of their own: a pod that fills most of spot-a.
 	setUnschedulable(ctx, t, env, false, "spot-a", "spot-b", "spot-c")
 	// The node lifecycle controller removes the node.kubernetes.io/unschedulable
 	// taint a moment after the uncordon; until then the scheduler, and so the
 	// plan, would not use these nodes.
 	waitUntainted(t, env, "spot-a", "spot-b", "spot-c")
-	filler := tu.Pod("filler", tu.OnNode("spot-a"), tu.CPU("2"), tolerate, tu.OwnedBy("ReplicaSet", "filler"))
+	filler := tu.Pod("filler", tu.OnNode("spot-a"), tu.CPU("2"), tolerate)
 	if _, err := env.Client.CoreV1().Pods("default").Create(ctx, filler, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
