@@ -11,6 +11,8 @@ package lab
 
 import (
 	"context"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"io"
@@ -60,6 +62,7 @@ type Lab struct {
 
 	procs    []*process // in start order
 	progress io.Writer
+	pki      *pki
 }
 
 // Component names, also the names of their binaries, logs and PID files.
@@ -128,6 +131,7 @@ func Start(ctx context.Context, opts Options) (l *Lab, err error) {
 	if err != nil {
 		return nil, err
 	}
+	l.pki = pki
 	start := func(name string, args []string, env []string, ready func(context.Context) error) error {
 		began := time.Now()
 		l.say("starting %s", name)
@@ -355,12 +359,33 @@ func (l *Lab) waitReady(ctx context.Context, p *process, timeout time.Duration, 
 }
 
 func (l *Lab) writeKubeconfig(p *pki) error {
+	return writeKubeconfig(l.Kubeconfig, l.Server, p.caPEM, p.adminCertPEM, p.adminKeyPEM)
+}
+
+// UserKubeconfig writes a kubeconfig for a user authenticated by a client
+// certificate with the given name and groups, and returns its path. The user has
+// only the permissions RBAC grants it: tests use it for permission errors.
+func (l *Lab) UserKubeconfig(user string, groups ...string) (string, error) {
+	tmpl := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: user, Organization: groups},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	dir := filepath.Join(l.Dir, "pki")
+	certPEM, keyPEM, err := l.pki.issue(tmpl, filepath.Join(dir, user+".crt"), filepath.Join(dir, user+".key"))
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(l.Dir, user+".kubeconfig")
+	return path, writeKubeconfig(path, l.Server, l.pki.caPEM, certPEM, keyPEM)
+}
+
+func writeKubeconfig(path, server string, ca, cert, key []byte) error {
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["lab"] = &clientcmdapi.Cluster{Server: l.Server, CertificateAuthorityData: p.caPEM}
-	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: p.adminCertPEM, ClientKeyData: p.adminKeyPEM}
-	cfg.Contexts["lab"] = &clientcmdapi.Context{Cluster: "lab", AuthInfo: "admin"}
+	cfg.Clusters["lab"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
+	cfg.AuthInfos["user"] = &clientcmdapi.AuthInfo{ClientCertificateData: cert, ClientKeyData: key}
+	cfg.Contexts["lab"] = &clientcmdapi.Context{Cluster: "lab", AuthInfo: "user"}
 	cfg.CurrentContext = "lab"
-	return clientcmd.WriteToFile(*cfg, l.Kubeconfig)
+	return clientcmd.WriteToFile(*cfg, path)
 }
 
 func binariesFor(full bool) []string {

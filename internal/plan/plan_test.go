@@ -10,6 +10,7 @@ import (
 
 	"spotter.dev/spotter/internal/snapshot"
 	tu "spotter.dev/spotter/internal/testutil"
+	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
 
 // pod is a running, ReplicaSet-owned pod on node requesting cpu.
@@ -294,5 +295,28 @@ func TestControlPlaneAndExcludedAreNotCandidates(t *testing.T) {
 	}
 	if len(p.Summary.Warnings) != 1 || !strings.Contains(p.Summary.Warnings[0], "cp: control-plane node looks like spot") {
 		t.Errorf("warnings %v", p.Summary.Warnings)
+	}
+}
+
+// With prices, the summary gives the on-demand price of the drainable nodes.
+func TestHourlySaving(t *testing.T) {
+	s := &snapshot.Snapshot{
+		Nodes: []*corev1.Node{
+			tu.Node("od-1", tu.OnDemand(), tu.NodeLabel(InstanceTypeLabel, "m5.xlarge")),
+			tu.Node("od-2", tu.OnDemand(), tu.NodeLabel(InstanceTypeLabel, "m5.xlarge")),
+			tu.Node("spot", tu.Spot(), tu.NodeLabel(InstanceTypeLabel, "m5.xlarge")),
+		},
+		Pods: []*corev1.Pod{pod("a", "od-1", "1"), pod("b", "od-2", "1", tu.Annotation(DoNotMoveKey, "true"))},
+	}
+	pricing := v1alpha1.PricingConfig{Currency: "USD", InstanceTypes: map[string]v1alpha1.InstancePrice{"m5.xlarge": {OnDemand: 0.192, Spot: 0.07}}}
+	p, err := New(Options{Pricing: pricing}).Plan(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Summary.DrainableNodes != 1 || p.Summary.HourlySaving != 0.192 || p.Summary.Currency != "USD" {
+		t.Errorf("summary %+v", p.Summary)
+	}
+	if n := node(p, "spot"); n.HourlyPrice != 0.07 {
+		t.Errorf("spot node price %v", n.HourlyPrice)
 	}
 }
