@@ -14,7 +14,9 @@ import (
 // snapshot, deduplicated, so that "does any existing pod's anti-affinity match
 // this pod?" costs one check per distinct term instead of one per pod.
 type antiAffinityIndex struct {
-	terms map[string]*countedTerm
+	// terms holds every term by the namespaces it applies to; a term with a
+	// namespace selector is kept under "" and checked for every pod.
+	terms map[string]map[string]*countedTerm
 	// crossNamespace holds the terms of pods whose anti-affinity may reach
 	// pods of other namespaces (explicit namespaces or a namespace selector).
 	crossNamespace map[string]*countedTerm
@@ -26,7 +28,7 @@ type countedTerm struct {
 }
 
 func newAntiAffinityIndex(snap *cache.Snapshot) (*antiAffinityIndex, error) {
-	idx := &antiAffinityIndex{terms: map[string]*countedTerm{}, crossNamespace: map[string]*countedTerm{}}
+	idx := &antiAffinityIndex{terms: map[string]map[string]*countedTerm{}, crossNamespace: map[string]*countedTerm{}}
 	nodes, err := snap.NodeInfos().HavePodsWithRequiredAntiAffinityList()
 	if err != nil {
 		return nil, err
@@ -49,7 +51,14 @@ func (idx *antiAffinityIndex) add(pi fwk.PodInfo, delta int) {
 	cross := !ownNamespaceOnly(pi.GetPod())
 	for _, t := range terms {
 		key := termKey(t)
-		count(idx.terms, key, t, delta)
+		for _, ns := range termNamespaces(t) {
+			bucket, ok := idx.terms[ns]
+			if !ok {
+				bucket = map[string]*countedTerm{}
+				idx.terms[ns] = bucket
+			}
+			count(bucket, key, t, delta)
+		}
 		if cross {
 			count(idx.crossNamespace, key, t, delta)
 		}
@@ -71,7 +80,24 @@ func count(m map[string]*countedTerm, key string, t fwk.AffinityTerm, delta int)
 // matches reports whether any counted term matches pod, with the scheduler's
 // own AffinityTerm.Matches.
 func (idx *antiAffinityIndex) matches(pod *corev1.Pod, nsLabels labels.Set) bool {
-	return anyMatches(idx.terms, pod, nsLabels)
+	return anyMatches(idx.terms[pod.Namespace], pod, nsLabels) || anyMatches(idx.terms[""], pod, nsLabels)
+}
+
+// termNamespaces lists the index buckets of a term: its namespaces, and "" when
+// its namespace selector may select any namespace.
+func termNamespaces(t fwk.AffinityTerm) []string {
+	out := make([]string, 0, len(t.Namespaces)+1)
+	for ns := range t.Namespaces {
+		out = append(out, ns)
+	}
+	if t.NamespaceSelector != nil {
+		// labels.Nothing(), what the scheduler parses an absent selector to, is
+		// the only selector that reports itself as not selectable.
+		if _, selectable := t.NamespaceSelector.Requirements(); selectable {
+			out = append(out, "")
+		}
+	}
+	return out
 }
 
 // matchesCrossNamespace is matches for the terms that may reach across

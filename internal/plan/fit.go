@@ -283,13 +283,9 @@ func ownNamespaceOnly(pod *corev1.Pod) bool {
 	return true
 }
 
-// filter runs the Filter plugins of the pod's cycle on the named node.
-func (f *fitter) filter(ctx context.Context, c *cycle, pod *corev1.Pod, node string) *fwk.Status {
-	ni, err := f.snap.Get(node)
-	if err != nil {
-		return fwk.AsStatus(err)
-	}
-	return c.fw.RunFilterPlugins(ctx, c.state, pod, ni)
+// filter runs the Filter plugins of the pod's cycle on a node.
+func (f *fitter) filter(ctx context.Context, c *cycle, pod *corev1.Pod, node fwk.NodeInfo) *fwk.Status {
+	return c.fw.RunFilterPlugins(ctx, c.state, pod, node)
 }
 
 // nodeInfo returns the snapshot's NodeInfo of a node.
@@ -353,25 +349,17 @@ func (e errNodeNotFound) Error() string {
 	return fmt.Sprintf("node %q not found in the snapshot", string(e))
 }
 
-// withoutRequests returns a shallow copy of pod whose containers request
-// nothing. Everything the filter plugins read about pods on other nodes (labels,
-// affinity, spread constraints, volumes, ports) is kept.
+// withoutRequests returns a shallow copy of pod without containers: pods on
+// nodes that are never destinations need no resource or port accounting, and
+// the scheduler computes a pod's requests, with many allocations, from its
+// containers. Everything the filter plugins read about pods on other nodes
+// (labels, affinity, spread constraints, volumes) is kept.
 func withoutRequests(pod *corev1.Pod) *corev1.Pod {
 	c := *pod
-	c.Spec.Containers = stripped(pod.Spec.Containers)
-	c.Spec.InitContainers = stripped(pod.Spec.InitContainers)
+	c.Spec.Containers = nil
+	c.Spec.InitContainers = nil
+	c.Spec.EphemeralContainers = nil
 	c.Spec.Overhead = nil
 	c.Spec.Resources = nil
 	return &c
-}
-
-func stripped(in []corev1.Container) []corev1.Container {
-	if len(in) == 0 {
-		return in
-	}
-	out := make([]corev1.Container, len(in))
-	for i := range in {
-		out[i] = corev1.Container{Name: in[i].Name, Ports: in[i].Ports, RestartPolicy: in[i].RestartPolicy}
-	}
-	return out
 }

@@ -14,7 +14,9 @@ import (
 // only if each of them has enough left for all of its pods.
 type budgets struct {
 	byNamespace map[string][]*budget
-	covers      map[*corev1.Pod][]*budget // memo of covering
+	// covers memoizes covering by namespace and labels: the pods of one
+	// workload share them.
+	covers map[string][]*budget
 }
 
 type budget struct {
@@ -28,7 +30,7 @@ type budget struct {
 }
 
 func newBudgets(pdbs []*policyv1.PodDisruptionBudget) *budgets {
-	b := &budgets{byNamespace: map[string][]*budget{}, covers: map[*corev1.Pod][]*budget{}}
+	b := &budgets{byNamespace: map[string][]*budget{}, covers: map[string][]*budget{}}
 	for _, pdb := range pdbs {
 		bud := &budget{pdb: pdb, allowed: pdb.Status.DisruptionsAllowed}
 		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
@@ -51,11 +53,12 @@ func newBudgets(pdbs []*policyv1.PodDisruptionBudget) *budgets {
 
 // covering returns the budgets whose selector matches pod.
 func (b *budgets) covering(pod *corev1.Pod) []*budget {
-	if out, ok := b.covers[pod]; ok {
+	key := pod.Namespace + "/" + labels.Set(pod.Labels).String()
+	if out, ok := b.covers[key]; ok {
 		return out
 	}
 	out := b.match(pod)
-	b.covers[pod] = out
+	b.covers[key] = out
 	return out
 }
 

@@ -33,6 +33,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	"spotter.dev/spotter/internal/classify"
 	"spotter.dev/spotter/internal/snapshot"
@@ -134,6 +135,7 @@ type run struct {
 	fit      *fitter
 	budgets  *budgets
 	spot     []string // destination nodes, by name
+	spotInfo []fwk.NodeInfo // their NodeInfos, in the same order
 	requests map[*corev1.Pod]podSize
 }
 
@@ -209,6 +211,9 @@ func (p *Planner) Plan(ctx context.Context, s *snapshot.Snapshot) (*Plan, error)
 		}
 	}
 	slices.Sort(r.spot)
+	for _, name := range r.spot {
+		r.spotInfo = append(r.spotInfo, fit.nodeInfo(name))
+	}
 	out.Summary.Nodes = len(s.Nodes)
 
 	// Pending pods get first call on spot capacity.
@@ -374,18 +379,19 @@ func (r *run) place(ctx context.Context, pod *corev1.Pod) (string, string, *core
 
 	type candidate struct {
 		name  string
+		info  fwk.NodeInfo
 		score float64
 	}
 	cands := make([]candidate, 0, len(r.spot))
 	rejected := map[string]int{}
-	for _, name := range r.spot {
+	for i, name := range r.spot {
 		if cyc.only != nil {
 			if _, ok := cyc.only[name]; !ok {
 				rejected["NodeAffinity: node(s) didn't match Pod's node affinity/selector"]++
 				continue
 			}
 		}
-		ni := r.fit.nodeInfo(name)
+		ni := r.spotInfo[i]
 		alloc, used := ni.GetAllocatable(), ni.GetRequested()
 		// The same arithmetic as NodeResourcesFit, to skip nodes it would
 		// reject without running the plugins.
@@ -401,7 +407,7 @@ func (r *run) place(ctx context.Context, pod *corev1.Pod) (string, string, *core
 			continue
 		}
 		score := max(ratio(used.GetMilliCPU()+cpu, alloc.GetMilliCPU()), ratio(used.GetMemory()+mem, alloc.GetMemory()))
-		cands = append(cands, candidate{name, score})
+		cands = append(cands, candidate{name, ni, score})
 	}
 	sort.Slice(cands, func(i, j int) bool {
 		if cands[i].score != cands[j].score {
@@ -410,7 +416,7 @@ func (r *run) place(ctx context.Context, pod *corev1.Pod) (string, string, *core
 		return cands[i].name < cands[j].name
 	})
 	for _, c := range cands {
-		status := r.fit.filter(ctx, cyc, pod, c.name)
+		status := r.fit.filter(ctx, cyc, pod, c.info)
 		if status.IsSuccess() {
 			placed := *pod
 			placed.Spec.NodeName = c.name

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"spotter.dev/spotter/internal/snapshot"
 	tu "spotter.dev/spotter/internal/testutil"
@@ -318,5 +319,53 @@ func TestHourlySaving(t *testing.T) {
 	}
 	if n := node(p, "spot"); n.HourlyPrice != 0.07 {
 		t.Errorf("spot node price %v", n.HourlyPrice)
+	}
+}
+
+// Anti-affinity across namespaces reaches the pods it names, whichever way the
+// term names their namespace; the shortcuts the fitter takes must not hide it.
+func TestCrossNamespaceAntiAffinity(t *testing.T) {
+	term := func(namespaces []string, nsSelector *metav1.LabelSelector) tu.PodOption {
+		return func(p *corev1.Pod) {
+			p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+					LabelSelector:     &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+					TopologyKey:       "kubernetes.io/hostname",
+					Namespaces:        namespaces,
+					NamespaceSelector: nsSelector,
+				}},
+			}}
+		}
+	}
+	cases := []struct {
+		name     string
+		existing *corev1.Pod // on the only spot node
+		moving   *corev1.Pod // on the on-demand node
+	}{
+		{"existing pod names the namespace",
+			pod("guard", "spot", "100m", tu.InNamespace("ops"), term([]string{"default"}, nil)),
+			pod("web", "od", "100m", tu.WithLabels("app", "web"))},
+		{"existing pod selects every namespace",
+			pod("guard", "spot", "100m", tu.InNamespace("ops"), term(nil, &metav1.LabelSelector{})),
+			pod("web", "od", "100m", tu.WithLabels("app", "web"))},
+		{"moving pod names the other namespace",
+			pod("web", "spot", "100m", tu.InNamespace("ops"), tu.WithLabels("app", "web")),
+			pod("guard", "od", "100m", term([]string{"ops"}, nil))},
+		{"moving pod selects every namespace",
+			pod("web", "spot", "100m", tu.InNamespace("ops"), tu.WithLabels("app", "web")),
+			pod("guard", "od", "100m", term(nil, &metav1.LabelSelector{}))},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &snapshot.Snapshot{
+				Nodes:      []*corev1.Node{tu.Node("od", tu.OnDemand()), tu.Node("spot", tu.Spot())},
+				Pods:       []*corev1.Pod{tc.existing, tc.moving},
+				Namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, {ObjectMeta: metav1.ObjectMeta{Name: "ops"}}},
+			}
+			p := plan(t, Rules{}, s)
+			if od := node(p, "od"); od.Drainable || !strings.Contains(od.Reason, "InterPodAffinity") {
+				t.Errorf("drainable=%v reason=%q, want an InterPodAffinity rejection", od.Drainable, od.Reason)
+			}
+		})
 	}
 }
