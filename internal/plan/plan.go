@@ -134,7 +134,7 @@ type run struct {
 	*Planner
 	fit      *fitter
 	budgets  *budgets
-	spot     []string // destination nodes, by name
+	spot     []string       // destination nodes, by name
 	spotInfo []fwk.NodeInfo // their NodeInfos, in the same order
 	requests map[*corev1.Pod]podSize
 }
