@@ -14,9 +14,10 @@ import (
 // only if each of them has enough left for all of its pods.
 type budgets struct {
 	byNamespace map[string][]*budget
-	// covers memoizes covering by namespace and labels: the pods of one
-	// workload share them.
-	covers map[string][]*budget
+	// byLabels memoizes covering by namespace and labels, which the pods of one
+	// workload share; byPod memoizes it per pod.
+	byLabels map[string][]*budget
+	byPod    map[*corev1.Pod][]*budget
 }
 
 type budget struct {
@@ -30,7 +31,7 @@ type budget struct {
 }
 
 func newBudgets(pdbs []*policyv1.PodDisruptionBudget) *budgets {
-	b := &budgets{byNamespace: map[string][]*budget{}, covers: map[string][]*budget{}}
+	b := &budgets{byNamespace: map[string][]*budget{}, byLabels: map[string][]*budget{}, byPod: map[*corev1.Pod][]*budget{}}
 	for _, pdb := range pdbs {
 		bud := &budget{pdb: pdb, allowed: pdb.Status.DisruptionsAllowed}
 		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
@@ -53,12 +54,16 @@ func newBudgets(pdbs []*policyv1.PodDisruptionBudget) *budgets {
 
 // covering returns the budgets whose selector matches pod.
 func (b *budgets) covering(pod *corev1.Pod) []*budget {
-	key := pod.Namespace + "/" + labels.Set(pod.Labels).String()
-	if out, ok := b.covers[key]; ok {
+	if out, ok := b.byPod[pod]; ok {
 		return out
 	}
-	out := b.match(pod)
-	b.covers[key] = out
+	key := pod.Namespace + "/" + labels.Set(pod.Labels).String()
+	out, ok := b.byLabels[key]
+	if !ok {
+		out = b.match(pod)
+		b.byLabels[key] = out
+	}
+	b.byPod[pod] = out
 	return out
 }
 

@@ -25,6 +25,7 @@
 package plan
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -464,38 +465,53 @@ func (r *run) request(pod *corev1.Pod) podSize {
 
 // sortBySize orders pods largest first: by CPU, then memory, then name.
 func (r *run) sortBySize(pods []*corev1.Pod) {
-	sort.SliceStable(pods, func(i, j int) bool {
-		ri, rj := r.request(pods[i]), r.request(pods[j])
-		if ri.cpu != rj.cpu {
-			return ri.cpu > rj.cpu
+	type sized struct {
+		pod  *corev1.Pod
+		size podSize
+	}
+	s := make([]sized, len(pods))
+	for i, p := range pods {
+		s[i] = sized{p, r.request(p)}
+	}
+	slices.SortStableFunc(s, func(a, b sized) int {
+		switch {
+		case a.size.cpu != b.size.cpu:
+			return cmp.Compare(b.size.cpu, a.size.cpu)
+		case a.size.mem != b.size.mem:
+			return cmp.Compare(b.size.mem, a.size.mem)
+		case a.pod.Namespace != b.pod.Namespace:
+			return strings.Compare(a.pod.Namespace, b.pod.Namespace)
 		}
-		if ri.mem != rj.mem {
-			return ri.mem > rj.mem
-		}
-		if pods[i].Namespace != pods[j].Namespace {
-			return pods[i].Namespace < pods[j].Namespace
-		}
-		return pods[i].Name < pods[j].Name
+		return strings.Compare(a.pod.Name, b.pod.Name)
 	})
+	for i := range s {
+		pods[i] = s[i].pod
+	}
 }
 
 // sortPodPlans lists movable pods first, in placement order, then the others
 // by name.
 func sortPodPlans(plans []PodPlan, movable []*corev1.Pod) {
-	rank := map[string]int{}
+	type key struct{ namespace, name string }
+	rank := make(map[key]int, len(movable))
 	for i, p := range movable {
-		rank[p.Namespace+"/"+p.Name] = i
+		rank[key{p.Namespace, p.Name}] = i
 	}
-	sort.SliceStable(plans, func(i, j int) bool {
-		ri, iok := rank[plans[i].Namespace+"/"+plans[i].Name]
-		rj, jok := rank[plans[j].Namespace+"/"+plans[j].Name]
+	slices.SortStableFunc(plans, func(a, b PodPlan) int {
+		ra, aok := rank[key{a.Namespace, a.Name}]
+		rb, bok := rank[key{b.Namespace, b.Name}]
 		switch {
-		case iok && jok:
-			return ri < rj
-		case iok != jok:
-			return iok
+		case aok && bok:
+			return cmp.Compare(ra, rb)
+		case aok != bok:
+			if aok {
+				return -1
+			}
+			return 1
+		case a.Namespace != b.Namespace:
+			return strings.Compare(a.Namespace, b.Namespace)
 		}
-		return plans[i].Namespace+"/"+plans[i].Name < plans[j].Namespace+"/"+plans[j].Name
+		return strings.Compare(a.Name, b.Name)
 	})
 }
 
