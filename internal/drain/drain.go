@@ -1,0 +1,445 @@
+// Package drain empties a node through the Eviction API, safely: it marks the
+// node before it evicts anything, honours PodDisruptionBudgets (a refusal is
+// retried with jittered exponential backoff, never in a tight loop), waits until
+// each evicted pod is gone (matched by UID: a recreated pod of the same name is
+// another pod), and on failure or timeout rolls back what it added and reports
+// which pods blocked and why.
+//
+// The rescheduler, the migrator and the node agent share it. The agent uses the
+// deadline mode (Request.Deadline): pods in priority tiers, grace periods capped
+// by the time left, delete as a last resort.
+package drain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// Options configure a Drainer.
+type Options struct {
+	// Component names the caller in marks and Events: rescheduler, migrator or
+	// agent.
+	Component string
+	// Cordon marks the node unschedulable while it drains.
+	Cordon bool
+	// Timeout bounds a drain without a deadline. Default 10m.
+	Timeout time.Duration
+	// MaxGracePeriod caps each pod's termination grace period; 0 keeps them.
+	MaxGracePeriod time.Duration
+	// MaxConcurrentEvictions bounds evictions in flight on the node. Default 5.
+	MaxConcurrentEvictions int
+	// Backoff is the first wait after a refused eviction; it doubles, with
+	// jitter, up to MaxBackoff. Defaults 1s and 30s.
+	Backoff, MaxBackoff time.Duration
+	// PollInterval is how often the drain checks that evicted pods are gone.
+	// Default 1s.
+	PollInterval time.Duration
+	// DryRun logs and records what would be done and changes nothing.
+	DryRun bool
+	// OnEvictionRetry, when set, is called for each eviction a
+	// PodDisruptionBudget refused (the controller counts them).
+	OnEvictionRetry func()
+}
+
+// Request asks for one node to be drained.
+type Request struct {
+	Node   string
+	Reason string
+	// BeforeEvict, when set, is called before each eviction; an error stops the
+	// drain, which is then rolled back. The rescheduler re-checks there that the
+	// pod still fits on spot.
+	BeforeEvict func(ctx context.Context, pod *corev1.Pod) error
+	// Deadline, when set, switches to deadline mode: pods go in priority tiers
+	// (ordinary, then system-cluster-critical and system-node-critical), each
+	// pod's grace period is capped by the time left, and a pod whose eviction
+	// is still refused when its tier's share of the time is spent is deleted.
+	Deadline time.Time
+	// KeepMarks leaves the taint, annotation and cordon on the node after a
+	// successful drain (the migrator deletes the node next).
+	KeepMarks bool
+	// LeaveCordoned keeps the node cordoned after a successful drain even if the
+	// drain cordoned it.
+	LeaveCordoned bool
+}
+
+// Result reports a drain.
+type Result struct {
+	Node string
+	// Evicted and Deleted list the pods removed, as namespace/name.
+	Evicted, Deleted []string
+	// Blocked lists the pods that kept the drain from finishing, and why.
+	Blocked []Blocked
+	// RolledBack is true when the drain failed and its marks were removed.
+	RolledBack bool
+	Duration   time.Duration
+}
+
+// Blocked is a pod that could not be removed.
+type Blocked struct {
+	Pod    string
+	Reason string
+}
+
+// Drainer drains nodes.
+type Drainer struct {
+	client   kubernetes.Interface
+	clock    clock.Clock
+	recorder events.EventRecorder
+	opts     Options
+}
+
+// New returns a Drainer. recorder may be nil.
+func New(client kubernetes.Interface, clk clock.Clock, recorder events.EventRecorder, opts Options) *Drainer {
+	if opts.Timeout == 0 {
+		opts.Timeout = 10 * time.Minute
+	}
+	if opts.MaxConcurrentEvictions <= 0 {
+		opts.MaxConcurrentEvictions = 5
+	}
+	if opts.Backoff == 0 {
+		opts.Backoff = time.Second
+	}
+	if opts.MaxBackoff < opts.Backoff {
+		opts.MaxBackoff = max(30*time.Second, opts.Backoff)
+	}
+	if opts.PollInterval == 0 {
+		opts.PollInterval = time.Second
+	}
+	if opts.Component == "" {
+		opts.Component = "spotter"
+	}
+	return &Drainer{client: client, clock: clk, recorder: recorder, opts: opts}
+}
+
+// Event reasons recorded on nodes and pods.
+const (
+	ReasonDrainStarted    = "SpotterDrainStarted"
+	ReasonDrainSucceeded  = "SpotterDrainSucceeded"
+	ReasonDrainFailed     = "SpotterDrainFailed"
+	ReasonDrainRolledBack = "SpotterDrainRolledBack"
+	ReasonEvicted         = "SpotterEvicted"
+	ReasonDeleted         = "SpotterDeleted"
+	ReasonWouldDrain      = "SpotterWouldDrain"
+)
+
+// Drain empties req.Node. It returns a Result in every case; the error says
+// why a drain failed (it was then rolled back).
+func (d *Drainer) Drain(ctx context.Context, req Request) (*Result, error) {
+	start := d.clock.Now()
+	logger := klog.FromContext(ctx).WithValues("node", req.Node, "component", d.opts.Component)
+	res := &Result{Node: req.Node}
+	defer func() { res.Duration = d.clock.Since(start) }()
+
+	deadline := start.Add(d.opts.Timeout)
+	if !req.Deadline.IsZero() {
+		deadline = req.Deadline
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+
+	pods, err := d.podsOnNode(ctx, req.Node)
+	if err != nil {
+		return res, err
+	}
+	evict, wait := sortOut(pods)
+	node := &corev1.ObjectReference{Kind: "Node", Name: req.Node, UID: types.UID(req.Node)}
+	if d.opts.DryRun {
+		logger.Info("Dry run: would drain node", "reason", req.Reason, "pods", len(evict))
+		d.event(node, corev1.EventTypeNormal, ReasonWouldDrain, "Drain", "dry run: would drain (%s): would evict %d pods", req.Reason, len(evict))
+		return res, nil
+	}
+
+	if _, err := d.mark(ctx, req.Node, req.Reason); err != nil {
+		return res, fmt.Errorf("marking node %s: %w", req.Node, err)
+	}
+	logger.Info("Draining node", "reason", req.Reason, "pods", len(evict))
+	d.event(node, corev1.EventTypeNormal, ReasonDrainStarted, "Drain", "draining (%s): evicting %d pods", req.Reason, len(evict))
+
+	var gone []*corev1.Pod
+	if req.Deadline.IsZero() {
+		gone, err = d.evictAll(ctx, req, evict, res)
+	} else {
+		gone, err = d.evictByDeadline(ctx, req, evict, res)
+	}
+	if err == nil {
+		err = d.waitGone(ctx, append(gone, wait...), res)
+	}
+	if err != nil {
+		return res, d.fail(ctx, req, node, res, err)
+	}
+
+	if !req.KeepMarks {
+		// A fresh context: the drain's own may be near its deadline.
+		uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer ucancel()
+		if err := d.Unmark(uctx, req.Node, !req.LeaveCordoned); err != nil {
+			return res, fmt.Errorf("drained node %s, but removing its marks: %w", req.Node, err)
+		}
+	}
+	logger.Info("Drained node", "evicted", len(res.Evicted), "deleted", len(res.Deleted), "duration", d.clock.Since(start))
+	d.event(node, corev1.EventTypeNormal, ReasonDrainSucceeded, "Drain", "drained: %d pods evicted, %d deleted", len(res.Evicted), len(res.Deleted))
+	return res, nil
+}
+
+// Error is a failed drain: what went wrong, and the pods that blocked it.
+type Error struct {
+	Node    string
+	Blocked []Blocked
+	Cause   error
+}
+
+func (e *Error) Error() string {
+	what := "failed: " + e.Cause.Error()
+	if errors.Is(e.Cause, context.DeadlineExceeded) {
+		what = "timed out"
+	}
+	if len(e.Blocked) == 0 {
+		return fmt.Sprintf("draining node %s %s", e.Node, what)
+	}
+	blocked := make([]string, len(e.Blocked))
+	for i, b := range e.Blocked {
+		blocked[i] = b.Pod + " (" + b.Reason + ")"
+	}
+	return fmt.Sprintf("draining node %s %s; blocked by %s", e.Node, what, strings.Join(blocked, ", "))
+}
+
+func (e *Error) Unwrap() error { return e.Cause }
+
+// fail rolls a failed drain back and reports the pods that blocked it.
+func (d *Drainer) fail(ctx context.Context, req Request, node *corev1.ObjectReference, res *Result, cause error) error {
+	err := &Error{Node: req.Node, Blocked: res.Blocked, Cause: cause}
+	d.event(node, corev1.EventTypeWarning, ReasonDrainFailed, "Drain", "%v", err)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if uerr := d.Unmark(rctx, req.Node, true); uerr != nil {
+		return fmt.Errorf("%w; rolling back also failed: %w", err, uerr)
+	}
+	res.RolledBack = true
+	d.event(node, corev1.EventTypeNormal, ReasonDrainRolledBack, "Rollback", "drain rolled back: taint, annotation and cordon removed")
+	return err
+}
+
+// podsOnNode lists the pods bound to the node.
+func (d *Drainer) podsOnNode(ctx context.Context, node string) ([]corev1.Pod, error) {
+	list, err := d.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
+	if err != nil {
+		return nil, fmt.Errorf("listing pods on node %s: %w", node, err)
+	}
+	return list.Items, nil
+}
+
+// sortOut splits a node's pods into those to evict and those already
+// terminating (waited for); DaemonSet, static and finished pods stay.
+func sortOut(pods []corev1.Pod) (evict, wait []*corev1.Pod) {
+	for i := range pods {
+		p := &pods[i]
+		switch {
+		case p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed:
+		case p.Annotations[corev1.MirrorPodAnnotationKey] != "":
+		case isDaemonSetPod(p):
+		case p.DeletionTimestamp != nil:
+			wait = append(wait, p)
+		default:
+			evict = append(evict, p)
+		}
+	}
+	sort.Slice(evict, func(i, j int) bool { return key(evict[i]) < key(evict[j]) })
+	return evict, wait
+}
+
+func isDaemonSetPod(p *corev1.Pod) bool {
+	owner := metav1.GetControllerOf(p)
+	return owner != nil && owner.Kind == "DaemonSet"
+}
+
+// evictAll evicts pods with bounded concurrency, each retried on PDB refusals
+// until the drain's deadline. It returns the pods evicted.
+func (d *Drainer) evictAll(ctx context.Context, req Request, pods []*corev1.Pod, res *Result) ([]*corev1.Pod, error) {
+	return d.evictConcurrently(ctx, req, pods, res, func(ctx context.Context, p *corev1.Pod) (bool, error) {
+		return false, d.evictWithRetry(ctx, req, p, d.grace(p, time.Time{}), d.opts.Backoff, d.opts.MaxBackoff)
+	})
+}
+
+// evictConcurrently runs remove on every pod, at most MaxConcurrentEvictions at
+// a time, and records the outcome. remove reports whether it deleted (rather
+// than evicted) the pod.
+func (d *Drainer) evictConcurrently(ctx context.Context, req Request, pods []*corev1.Pod, res *Result, remove func(context.Context, *corev1.Pod) (bool, error)) ([]*corev1.Pod, error) {
+	var (
+		mu       sync.Mutex
+		wg       sync.WaitGroup
+		gone     []*corev1.Pod
+		firstErr error
+	)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sem := make(chan struct{}, d.opts.MaxConcurrentEvictions)
+	for _, p := range pods {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			mu.Lock()
+			res.Blocked = append(res.Blocked, Blocked{Pod: key(p), Reason: "not attempted: the drain stopped"})
+			mu.Unlock()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			deleted, err := remove(ctx, p)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				res.Blocked = append(res.Blocked, Blocked{Pod: key(p), Reason: err.Error()})
+				if firstErr == nil {
+					firstErr = err
+					cancel()
+				}
+				return
+			}
+			gone = append(gone, p)
+			if deleted {
+				res.Deleted = append(res.Deleted, key(p))
+			} else {
+				res.Evicted = append(res.Evicted, key(p))
+			}
+		}()
+	}
+	wg.Wait()
+	sort.Strings(res.Evicted)
+	sort.Strings(res.Deleted)
+	return gone, firstErr
+}
+
+// evictWithRetry evicts one pod, retrying refusals (HTTP 429, as a
+// PodDisruptionBudget answers) and server errors with jittered exponential
+// backoff until ctx ends.
+func (d *Drainer) evictWithRetry(ctx context.Context, req Request, p *corev1.Pod, grace *int64, backoff, maxBackoff time.Duration) error {
+	if req.BeforeEvict != nil {
+		if err := req.BeforeEvict(ctx, p); err != nil {
+			return fmt.Errorf("not evicted: %w", err)
+		}
+	}
+	wait := backoff
+	for {
+		err := d.client.CoreV1().Pods(p.Namespace).EvictV1(ctx, &policyv1.Eviction{
+			ObjectMeta:    metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
+			DeleteOptions: &metav1.DeleteOptions{GracePeriodSeconds: grace, Preconditions: &metav1.Preconditions{UID: &p.UID}},
+		})
+		switch {
+		case err == nil:
+			d.event(podRef(p), corev1.EventTypeNormal, ReasonEvicted, "Evict", "evicted by spotter %s to drain node %s", d.opts.Component, p.Spec.NodeName)
+			return nil
+		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+			// Gone already, or replaced by another pod of the same name.
+			return nil
+		case apierrors.IsTooManyRequests(err), apierrors.IsInternalError(err), apierrors.IsServerTimeout(err), apierrors.IsServiceUnavailable(err):
+			klog.FromContext(ctx).V(1).Info("Eviction refused, retrying", "pod", klog.KObj(p), "in", wait, "err", err.Error())
+			if d.opts.OnEvictionRetry != nil && apierrors.IsTooManyRequests(err) {
+				d.opts.OnEvictionRetry()
+			}
+		default:
+			return fmt.Errorf("evicting: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("eviction still refused when time ran out: %w: %w", err, ctx.Err())
+		case <-d.clock.After(jitter(wait)):
+		}
+		wait = min(2*wait, maxBackoff)
+	}
+}
+
+// grace returns the grace period to request for p: its own, capped by
+// MaxGracePeriod and, in deadline mode, by the time left. nil keeps the pod's.
+func (d *Drainer) grace(p *corev1.Pod, deadline time.Time) *int64 {
+	own := int64(corev1.DefaultTerminationGracePeriodSeconds)
+	if p.Spec.TerminationGracePeriodSeconds != nil {
+		own = *p.Spec.TerminationGracePeriodSeconds
+	}
+	limit := own
+	if d.opts.MaxGracePeriod > 0 {
+		limit = min(limit, int64(d.opts.MaxGracePeriod/time.Second))
+	}
+	if !deadline.IsZero() {
+		limit = min(limit, max(int64(deadline.Sub(d.clock.Now())/time.Second), 0))
+	}
+	if limit == own {
+		return nil
+	}
+	return &limit
+}
+
+// waitGone waits until every pod is gone: deleted, or replaced by a pod with
+// another UID.
+func (d *Drainer) waitGone(ctx context.Context, pods []*corev1.Pod, res *Result) error {
+	pending := map[types.UID]*corev1.Pod{}
+	for _, p := range pods {
+		pending[p.UID] = p
+	}
+	for len(pending) > 0 {
+		for uid, p := range pending {
+			cur, err := d.client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err) || err == nil && cur.UID != uid:
+				delete(pending, uid)
+			case err != nil && ctx.Err() == nil:
+				klog.FromContext(ctx).V(1).Info("Checking an evicted pod", "pod", klog.KObj(p), "err", err.Error())
+			}
+		}
+		if len(pending) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			keys := make([]string, 0, len(pending))
+			for _, p := range pending {
+				keys = append(keys, key(p))
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				res.Blocked = append(res.Blocked, Blocked{Pod: k, Reason: "still terminating when time ran out"})
+			}
+			return fmt.Errorf("waiting for %d pods to terminate: %w", len(pending), ctx.Err())
+		case <-d.clock.After(d.opts.PollInterval):
+		}
+	}
+	return nil
+}
+
+func (d *Drainer) event(obj *corev1.ObjectReference, typ, reason, action, note string, args ...any) {
+	if d.recorder != nil {
+		d.recorder.Eventf(obj, nil, typ, reason, action, note, args...)
+	}
+}
+
+func podRef(p *corev1.Pod) *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "Pod", Namespace: p.Namespace, Name: p.Name, UID: p.UID, APIVersion: "v1"}
+}
+
+func key(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
+
+// jitter spreads a wait over [d, 1.5d) so that many drainers do not retry in
+// step.
+func jitter(d time.Duration) time.Duration {
+	return d + time.Duration(rand.Int64N(int64(d)/2+1))
+}

@@ -1,0 +1,321 @@
+package drain_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+
+	"spotter.dev/spotter/internal/drain"
+	"spotter.dev/spotter/internal/lab"
+	"spotter.dev/spotter/internal/testenv"
+	tu "spotter.dev/spotter/internal/testutil"
+)
+
+// One lab for all drain tests; each test uses its own nodes and namespace.
+func TestDrain(t *testing.T) {
+	env := testenv.StartLab(t)
+	ctx := testenv.Context(t, 5*time.Minute)
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: env.Client.EventsV1()})
+	broadcaster.StartRecordingToSink(ctx.Done())
+	t.Cleanup(broadcaster.Shutdown)
+	recorder := broadcaster.NewRecorder(scheme.Scheme, "spotter-test")
+
+	newDrainer := func(component string, opts drain.Options) *drain.Drainer {
+		opts.Component = component
+		if opts.Backoff == 0 {
+			opts.Backoff, opts.MaxBackoff = 200*time.Millisecond, time.Second
+		}
+		opts.PollInterval = 200 * time.Millisecond
+		return drain.New(env.Client, clock.RealClock{}, recorder, opts)
+	}
+
+	t.Run("evicts through PDB refusals and leaves the node clean", func(t *testing.T) {
+		ns := namespace(ctx, t, env, "evict")
+		env.CreateNodes(lab.NodeSpec{Name: "evict-1", Class: lab.ClassOnDemand})
+		deploy(ctx, t, env, ns, "web", 3, "evict-1", tu.GracePeriod(2))
+		daemonSet(ctx, t, env, ns, "logs", "evict-1")
+		pdb := tu.PDB("web", "web", tu.MaxUnavailable(1))
+		pdb.Namespace = ns
+		if _, err := env.Client.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitPDB(t, env, ns, "web", 1)
+		before := podsOn(ctx, t, env, "evict-1")
+		// Somewhere for the evicted pods to go.
+		env.CreateNodes(lab.NodeSpec{Name: "evict-2", Class: lab.ClassSpot})
+
+		retries := 0
+		d := newDrainer("rescheduler", drain.Options{Cordon: true, Timeout: 2 * time.Minute, OnEvictionRetry: func() { retries++ }})
+		res, err := d.Drain(ctx, drain.Request{Node: "evict-1", Reason: "test"})
+		if err != nil {
+			t.Fatalf("drain: %v (%+v)", err, res)
+		}
+		if len(res.Evicted) != 3 || len(res.Deleted) != 0 || res.RolledBack {
+			t.Errorf("result %+v, want 3 evicted", res)
+		}
+		if retries == 0 {
+			t.Error("a PDB with maxUnavailable 1 over 3 pods must refuse some evictions (429)")
+		}
+		after := podsOn(ctx, t, env, "evict-1")
+		if len(after) != 1 || !strings.HasPrefix(after[0].Name, "logs-") {
+			t.Errorf("after the drain evict-1 runs %v, want only the DaemonSet pod", names(after))
+		}
+		for _, p := range before {
+			if strings.HasPrefix(p.Name, "web-") {
+				if _, err := env.Client.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{}); err == nil {
+					t.Errorf("evicted pod %s still exists", p.Name)
+				}
+			}
+		}
+		node := getNode(ctx, t, env, "evict-1")
+		if _, marked, _ := drain.MarkOf(node); marked || hasTaint(node, drain.DrainingTaintKey) || node.Spec.Unschedulable {
+			t.Errorf("node left with marks: annotations %v taints %v unschedulable %v", node.Annotations, node.Spec.Taints, node.Spec.Unschedulable)
+		}
+		waitEvent(t, env, "default", "evict-1", drain.ReasonDrainSucceeded)
+		waitEvent(t, env, ns, "", drain.ReasonEvicted)
+	})
+
+	t.Run("rolls back when a PDB never allows the eviction", func(t *testing.T) {
+		ns := namespace(ctx, t, env, "blocked")
+		env.CreateNodes(lab.NodeSpec{Name: "blocked-1", Class: lab.ClassOnDemand})
+		deploy(ctx, t, env, ns, "db", 1, "blocked-1")
+		pdb := tu.PDB("db", "db", tu.MinAvailable(1))
+		pdb.Namespace = ns
+		if _, err := env.Client.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitPDB(t, env, ns, "db", 0)
+
+		d := newDrainer("rescheduler", drain.Options{Cordon: true, Timeout: 3 * time.Second})
+		res, err := d.Drain(ctx, drain.Request{Node: "blocked-1", Reason: "test"})
+		if err == nil || !res.RolledBack {
+			t.Fatalf("drain succeeded or was not rolled back: %v %+v", err, res)
+		}
+		if len(res.Blocked) != 1 || !strings.HasPrefix(res.Blocked[0].Pod, ns+"/db-") || !strings.Contains(res.Blocked[0].Reason, "disruption budget") {
+			t.Errorf("blocked %+v, want the db pod and its PDB refusal", res.Blocked)
+		}
+		if !strings.Contains(err.Error(), "timed out") || !strings.Contains(err.Error(), "blocked by "+ns+"/db-") {
+			t.Errorf("error %q should say it timed out and which pod blocked", err)
+		}
+		node := getNode(ctx, t, env, "blocked-1")
+		if _, marked, _ := drain.MarkOf(node); marked || hasTaint(node, drain.DrainingTaintKey) || node.Spec.Unschedulable {
+			t.Errorf("rollback left marks: annotations %v taints %v unschedulable %v", node.Annotations, node.Spec.Taints, node.Spec.Unschedulable)
+		}
+		if pods := podsOn(ctx, t, env, "blocked-1"); len(pods) != 1 {
+			t.Errorf("the protected pod must still run: %v", names(pods))
+		}
+		waitEvent(t, env, "default", "blocked-1", drain.ReasonDrainRolledBack)
+	})
+
+	t.Run("a node drained by another component is refused", func(t *testing.T) {
+		env.CreateNodes(lab.NodeSpec{Name: "other-1", Class: lab.ClassOnDemand})
+		migrator := newDrainer("migrator", drain.Options{})
+		// The migrator's drain of an empty node, keeping its marks, as before a delete.
+		if _, err := migrator.Drain(ctx, drain.Request{Node: "other-1", Reason: "replace", KeepMarks: true}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := newDrainer("rescheduler", drain.Options{}).Drain(ctx, drain.Request{Node: "other-1", Reason: "test"})
+		if !errors.Is(err, drain.ErrDrainedByOther) || !strings.Contains(err.Error(), "migrator") {
+			t.Errorf("got %v, want ErrDrainedByOther naming the migrator", err)
+		}
+		m, marked, err := drain.MarkOf(getNode(ctx, t, env, "other-1"))
+		if err != nil || !marked || m.By != "migrator" || m.Reason != "replace" {
+			t.Errorf("the migrator's mark must stay: %+v %v %v", m, marked, err)
+		}
+	})
+
+	t.Run("deadline mode deletes what a PDB keeps past its share of the time", func(t *testing.T) {
+		ns := namespace(ctx, t, env, "deadline")
+		env.CreateNodes(lab.NodeSpec{Name: "deadline-1", Class: lab.ClassSpot})
+		deploy(ctx, t, env, ns, "db", 1, "deadline-1", tu.GracePeriod(30))
+		deploy(ctx, t, env, ns, "dns", 1, "deadline-1", func(p *corev1.Pod) { p.Spec.PriorityClassName = "system-cluster-critical" })
+		pdb := tu.PDB("db", "db", tu.MinAvailable(1))
+		pdb.Namespace = ns
+		if _, err := env.Client.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitPDB(t, env, ns, "db", 0)
+
+		d := newDrainer("agent", drain.Options{Cordon: true})
+		deadline := time.Now().Add(8 * time.Second)
+		res, err := d.Drain(ctx, drain.Request{Node: "deadline-1", Reason: "preempted", Deadline: deadline, KeepMarks: true})
+		if err != nil {
+			t.Fatalf("drain: %v (%+v)", err, res)
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("drain finished %s after its deadline", time.Since(deadline))
+		}
+		if len(res.Deleted) != 1 || !strings.HasPrefix(res.Deleted[0], ns+"/db-") {
+			t.Errorf("deleted %v, want the PDB-protected db pod", res.Deleted)
+		}
+		if len(res.Evicted) != 1 || !strings.HasPrefix(res.Evicted[0], ns+"/dns-") {
+			t.Errorf("evicted %v, want the critical dns pod", res.Evicted)
+		}
+		node := getNode(ctx, t, env, "deadline-1")
+		if !hasTaint(node, drain.DrainingTaintKey) || !node.Spec.Unschedulable {
+			t.Error("KeepMarks: the node must stay tainted and cordoned")
+		}
+	})
+
+	t.Run("dry run changes nothing", func(t *testing.T) {
+		ns := namespace(ctx, t, env, "dry")
+		env.CreateNodes(lab.NodeSpec{Name: "dry-1", Class: lab.ClassOnDemand})
+		deploy(ctx, t, env, ns, "web", 2, "dry-1")
+		res, err := newDrainer("rescheduler", drain.Options{Cordon: true, DryRun: true}).Drain(ctx, drain.Request{Node: "dry-1", Reason: "test"})
+		if err != nil || len(res.Evicted) != 0 {
+			t.Fatalf("dry run: %v %+v", err, res)
+		}
+		node := getNode(ctx, t, env, "dry-1")
+		if _, marked, _ := drain.MarkOf(node); marked || node.Spec.Unschedulable || hasTaint(node, drain.DrainingTaintKey) {
+			t.Error("dry run marked the node")
+		}
+		if pods := podsOn(ctx, t, env, "dry-1"); len(pods) != 2 {
+			t.Errorf("dry run evicted pods: %v", names(pods))
+		}
+		waitEvent(t, env, "default", "dry-1", drain.ReasonWouldDrain)
+	})
+}
+
+func namespace(ctx context.Context, t *testing.T, env *testenv.Env, name string) string {
+	t.Helper()
+	if _, err := env.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, "service account in "+name, func(ctx context.Context) (bool, string, error) {
+		_, err := env.Client.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, "", nil
+	})
+	return name
+}
+
+// deploy creates a Deployment whose pods are pinned (by hostname) to start on
+// node, then unpins the template so replacements may go anywhere; it waits
+// until its pods run.
+func deploy(ctx context.Context, t *testing.T, env *testenv.Env, ns, name string, replicas int32, node string, opts ...tu.PodOption) {
+	t.Helper()
+	dep := tu.Deployment(name, replicas, append(opts, tu.CPU("100m"))...)
+	dep.Namespace = ns
+	dep.Spec.Template.Spec.NodeName = node
+	if _, err := env.Client.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitForPodsRunning(ns, "app="+name, int(replicas), time.Minute)
+	// Replacements are scheduled normally; changing the template would roll the
+	// pods, so the running ones keep their node and new ones get none.
+	testenv.Eventually(t, 30*time.Second, "pausing "+name, func(ctx context.Context) (bool, string, error) {
+		d, err := env.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		rs, err := env.Client.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+		if err != nil || len(rs.Items) != 1 {
+			return false, fmt.Sprint(len(rs.Items), " replicasets"), err
+		}
+		r := rs.Items[0]
+		r.Spec.Template.Spec.NodeName = ""
+		d.Spec.Paused = true
+		if _, err := env.Client.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{}); err != nil {
+			return false, "", err
+		}
+		_, err = env.Client.AppsV1().ReplicaSets(ns).Update(ctx, &r, metav1.UpdateOptions{})
+		return err == nil, "", err
+	})
+}
+
+func daemonSet(ctx context.Context, t *testing.T, env *testenv.Env, ns, name, node string) {
+	t.Helper()
+	pod := tu.Pod(name, tu.WithLabels("app", name))
+	ds := &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: pod.Labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: pod.Labels}, Spec: pod.Spec},
+		},
+	}
+	ds.Spec.Template.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node}
+	if _, err := env.Client.AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitForPodsRunning(ns, "app="+name, 1, time.Minute)
+}
+
+func waitPDB(t *testing.T, env *testenv.Env, ns, name string, allowed int32) {
+	t.Helper()
+	testenv.Eventually(t, time.Minute, fmt.Sprintf("PDB %s/%s to allow %d disruptions", ns, name, allowed), func(ctx context.Context) (bool, string, error) {
+		p, err := env.Client.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		return p.Status.ObservedGeneration == p.Generation && p.Status.DisruptionsAllowed == allowed && p.Status.ExpectedPods > 0,
+			fmt.Sprintf("%+v", p.Status), nil
+	})
+}
+
+func podsOn(ctx context.Context, t *testing.T, env *testenv.Env, node string) []corev1.Pod {
+	t.Helper()
+	list, err := env.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []corev1.Pod
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func names(pods []corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+func getNode(ctx context.Context, t *testing.T, env *testenv.Env, name string) *corev1.Node {
+	t.Helper()
+	n, err := env.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func hasTaint(n *corev1.Node, key string) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// waitEvent waits for an events.k8s.io Event with the reason, in ns, about the
+// named object (any object when name is "").
+func waitEvent(t *testing.T, env *testenv.Env, ns, name, reason string) {
+	t.Helper()
+	testenv.Eventually(t, 30*time.Second, "event "+reason, func(ctx context.Context) (bool, string, error) {
+		sel := fields.Set{"reason": reason}
+		if name != "" {
+			sel["regarding.name"] = name
+		}
+		list, err := env.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: sel.String()})
+		if err != nil {
+			return false, "", err
+		}
+		return len(list.Items) > 0, "", nil
+	})
+}
