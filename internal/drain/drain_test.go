@@ -168,6 +168,54 @@ func TestDrain(t *testing.T) {
 		}
 	})
 
+	t.Run("recover resumes or rolls back its own unfinished drains", func(t *testing.T) {
+		ns := namespace(ctx, t, env, "recover")
+		env.CreateNodes(lab.NodeSpec{Name: "recover-1", Class: lab.ClassOnDemand}, lab.NodeSpec{Name: "recover-2", Class: lab.ClassOnDemand},
+			lab.NodeSpec{Name: "recover-other", Class: lab.ClassOnDemand})
+		deploy(ctx, t, env, ns, "web", 1, "recover-1", tu.GracePeriod(1))
+		// Marks as a process killed mid-drain leaves them: the empty nodes' drains
+		// keep their marks, recover-1's is a drain of a node that still has a pod.
+		rescheduler := newDrainer("rescheduler", drain.Options{Cordon: true})
+		for _, n := range []string{"recover-2"} {
+			if _, err := rescheduler.Drain(ctx, drain.Request{Node: n, Reason: "interrupted", KeepMarks: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := newDrainer("migrator", drain.Options{}).Drain(ctx, drain.Request{Node: "recover-other", Reason: "replace", KeepMarks: true}); err != nil {
+			t.Fatal(err)
+		}
+		markLikeACrash(ctx, t, env, "recover-1", "rescheduler")
+		env.CreateNodes(lab.NodeSpec{Name: "recover-spot", Class: lab.ClassSpot})
+
+		handled, err := rescheduler.Recover(ctx, drain.Resume)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(handled, ",") != "recover-1,recover-2" {
+			t.Errorf("recovered %v, want the rescheduler's two nodes only", handled)
+		}
+		if pods := podsOn(ctx, t, env, "recover-1"); len(pods) != 0 {
+			t.Errorf("resumed drain left %v", names(pods))
+		}
+		for _, n := range []string{"recover-1", "recover-2"} {
+			if _, marked, _ := drain.MarkOf(getNode(ctx, t, env, n)); marked {
+				t.Errorf("%s still marked after the resumed drain", n)
+			}
+		}
+		if _, marked, _ := drain.MarkOf(getNode(ctx, t, env, "recover-other")); !marked {
+			t.Error("the migrator's mark was touched")
+		}
+
+		markLikeACrash(ctx, t, env, "recover-2", "rescheduler")
+		if _, err := rescheduler.Recover(ctx, drain.Rollback); err != nil {
+			t.Fatal(err)
+		}
+		node := getNode(ctx, t, env, "recover-2")
+		if _, marked, _ := drain.MarkOf(node); marked || node.Spec.Unschedulable || hasTaint(node, drain.DrainingTaintKey) {
+			t.Errorf("rollback left marks on recover-2: %v %v", node.Spec.Taints, node.Spec.Unschedulable)
+		}
+	})
+
 	t.Run("dry run changes nothing", func(t *testing.T) {
 		ns := namespace(ctx, t, env, "dry")
 		env.CreateNodes(lab.NodeSpec{Name: "dry-1", Class: lab.ClassOnDemand})
@@ -318,4 +366,19 @@ func waitEvent(t *testing.T, env *testenv.Env, ns, name, reason string) {
 		}
 		return len(list.Items) > 0, "", nil
 	})
+}
+
+// markLikeACrash puts a drain mark, taint and cordon on a node, as a drain
+// killed after marking leaves them.
+func markLikeACrash(ctx context.Context, t *testing.T, env *testenv.Env, name, by string) {
+	t.Helper()
+	node := getNode(ctx, t, env, name)
+	node.Annotations[drain.DrainingAnnotation] = fmt.Sprintf(`{"by":%q,"reason":"interrupted","at":"2026-01-01T00:00:00Z","cordoned":true}`, by)
+	node.Spec.Unschedulable = true
+	if !hasTaint(node, drain.DrainingTaintKey) {
+		node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: drain.DrainingTaintKey, Value: by, Effect: corev1.TaintEffectNoSchedule})
+	}
+	if _, err := env.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
