@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -52,11 +53,18 @@ func TestDrain(t *testing.T) {
 		}
 		waitPDB(t, env, ns, "web", 1)
 		before := podsOn(ctx, t, env, "evict-1")
-		// Somewhere for the evicted pods to go.
-		env.CreateNodes(lab.NodeSpec{Name: "evict-2", Class: lab.ClassSpot})
 
-		retries := 0
-		d := newDrainer("rescheduler", drain.Options{Cordon: true, Timeout: 2 * time.Minute, OnEvictionRetry: func() { retries++ }})
+		// Until another node exists, the first evicted pod's replacement stays
+		// Pending and the PDB refuses the next evictions (429). The first refusal
+		// creates somewhere for the pods to go.
+		var retries atomic.Int32
+		d := newDrainer("rescheduler", drain.Options{Cordon: true, Timeout: 2 * time.Minute, OnEvictionRetry: func() {
+			if retries.Add(1) == 1 {
+				go func() {
+					_ = lab.CreateNodes(ctx, env.Client, lab.NodeSpec{Name: "evict-2", Class: lab.ClassSpot})
+				}()
+			}
+		}})
 		res, err := d.Drain(ctx, drain.Request{Node: "evict-1", Reason: "test"})
 		if err != nil {
 			t.Fatalf("drain: %v (%+v)", err, res)
@@ -64,8 +72,8 @@ func TestDrain(t *testing.T) {
 		if len(res.Evicted) != 3 || len(res.Deleted) != 0 || res.RolledBack {
 			t.Errorf("result %+v, want 3 evicted", res)
 		}
-		if retries == 0 {
-			t.Error("a PDB with maxUnavailable 1 over 3 pods must refuse some evictions (429)")
+		if retries.Load() == 0 {
+			t.Error("a PDB with maxUnavailable 1 over 3 pods must have refused evictions (429)")
 		}
 		after := podsOn(ctx, t, env, "evict-1")
 		if len(after) != 1 || !strings.HasPrefix(after[0].Name, "logs-") {
