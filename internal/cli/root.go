@@ -63,6 +63,7 @@ spot nodes in priority order when the cloud takes them back.`,
 		newConfigCommand(),
 		newLabCommand(),
 		newPlanCommand(),
+		newControllerCommand(),
 	)
 	return root
 }

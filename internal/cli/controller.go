@@ -1,0 +1,103 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"spotter.dev/spotter/internal/controller"
+	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
+)
+
+func newControllerCommand() *cobra.Command {
+	var o configOptions
+	var kubeconfig string
+	cmd := &cobra.Command{
+		Use:   "controller [--config F] [--kubeconfig K] [flags]",
+		Short: "Run Spotter's controllers in the cluster",
+		Long: `Runs the controllers the configuration enables, as one controller-runtime
+manager: leader election on a Lease (on by default), /healthz and /readyz,
+Prometheus metrics under the namespace "spotter", Kubernetes Events. SIGTERM or
+SIGINT stops it gracefully.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := o.load()
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runController(ctx, cfg, kubeconfig)
+		},
+	}
+	o.addFlags(cmd.Flags())
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster configuration when empty")
+	return cmd
+}
+
+func runController(ctx context.Context, cfg *v1alpha1.SpotterConfiguration, kubeconfig string) error {
+	logger := zap.New(zap.UseDevMode(false))
+	ctrl.SetLogger(logger)
+	klog.SetLogger(logger)
+
+	restConfig, err := restConfigFor(kubeconfig)
+	if err != nil {
+		return err
+	}
+	le := cfg.Manager.LeaderElection
+	leaseNamespace := le.LeaseNamespace
+	if leaseNamespace == "" {
+		leaseNamespace = os.Getenv("POD_NAMESPACE")
+	}
+	if leaseNamespace == "" {
+		leaseNamespace = "kube-system"
+	}
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Metrics:                       metricsserver.Options{BindAddress: cfg.Manager.MetricsBindAddress},
+		HealthProbeBindAddress:        cfg.Manager.HealthProbeBindAddress,
+		LeaderElection:                *le.Enabled,
+		LeaderElectionID:              le.LeaseName,
+		LeaderElectionNamespace:       leaseNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &le.LeaseDuration.Duration,
+		RenewDeadline:                 &le.RenewDeadline.Duration,
+		RetryPeriod:                   &le.RetryPeriod.Duration,
+	})
+	if err != nil {
+		return fmt.Errorf("creating the controller manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	started, err := controller.Setup(mgr, cfg)
+	if err != nil {
+		return err
+	}
+	logger.Info("Starting Spotter", "controllers", started, "leaderElection", *le.Enabled, "lease", leaseNamespace+"/"+le.LeaseName, "dryRun", cfg.DryRun)
+	return mgr.Start(ctx)
+}
+
+func restConfigFor(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		return ctrl.GetConfig()
+	}
+	c, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("reading kubeconfig %s: %w", kubeconfig, err)
+	}
+	return c, nil
+}

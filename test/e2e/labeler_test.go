@@ -1,0 +1,100 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"spotter.dev/spotter/internal/lab"
+	"spotter.dev/spotter/internal/testenv"
+)
+
+// `spotter controller` as a process: the labeler adds and removes the
+// interruptible label and the PreferNoSchedule taint as nodes change class, and
+// the manager serves health and metrics.
+func TestLabelerAsProcess(t *testing.T) {
+	env := testenv.StartLab(t)
+	env.CreateNodes(
+		lab.NodeSpec{Name: "spot-1", Class: lab.ClassSpot},
+		lab.NodeSpec{Name: "od-1", Class: lab.ClassOnDemand},
+		lab.NodeSpec{Name: "cp-1", Class: lab.ClassControlPlane},
+	)
+	config := filepath.Join(t.TempDir(), "spotter.yaml")
+	if err := os.WriteFile(config, []byte("apiVersion: spotter.dev/v1alpha1\nkind: SpotterConfiguration\nlabeler:\n  preferSpotTaint: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	metrics, health := testenv.FreeAddr(t), testenv.FreeAddr(t)
+	testenv.StartSpotter(t, "controller", "controller", "--config", config, "--kubeconfig", env.Kubeconfig,
+		"--metrics-bind-address", metrics, "--health-probe-bind-address", health)
+
+	want := func(node string, label, taint bool) {
+		t.Helper()
+		testenv.Eventually(t, 30*time.Second, fmt.Sprintf("%s: interruptible label %v, on-demand taint %v", node, label, taint), func(ctx context.Context) (bool, string, error) {
+			n, err := env.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+			if err != nil {
+				return false, "", err
+			}
+			_, hasLabel := n.Labels["cluster.x-k8s.io/interruptible"]
+			hasTaint := false
+			for _, tt := range n.Spec.Taints {
+				if tt.Key == "spotter.dev/on-demand" && tt.Effect == corev1.TaintEffectPreferNoSchedule {
+					hasTaint = true
+				}
+			}
+			return hasLabel == label && hasTaint == taint, fmt.Sprintf("labels %v taints %v", n.Labels, n.Spec.Taints), nil
+		})
+	}
+	want("spot-1", true, false)
+	want("od-1", false, true)
+	want("cp-1", false, false)
+
+	// The nodes swap classes: the labeler follows.
+	setCapacityType(t, env, "spot-1", "on-demand")
+	setCapacityType(t, env, "od-1", "spot")
+	want("spot-1", false, true)
+	want("od-1", true, false)
+
+	// The control-plane taint was kept, and Spotter wrote nothing on cp-1.
+	cp, err := env.Client.CoreV1().Nodes().Get(testenv.Context(t, time.Minute), "cp-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cp.Spec.Taints) != 1 || cp.Spec.Taints[0].Key != lab.ControlPlaneRole {
+		t.Errorf("control-plane taints changed: %v", cp.Spec.Taints)
+	}
+
+	for path, wantBody := range map[string]string{
+		"http://" + health + "/healthz":  "ok",
+		"http://" + health + "/readyz":   "ok",
+		"http://" + metrics + "/metrics": `spotter_nodes{class="spot"} 1`,
+	} {
+		testenv.Eventually(t, 30*time.Second, path, func(ctx context.Context) (bool, string, error) {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, path, nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return false, "", err
+			}
+			defer func() { _ = resp.Body.Close() }()
+			body, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode == http.StatusOK && strings.Contains(string(body), wantBody), resp.Status, nil
+		})
+	}
+}
+
+func setCapacityType(t *testing.T, env *testenv.Env, node, value string) {
+	t.Helper()
+	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:%q}}}`, lab.CapacityTypeLabel, value)
+	if _, err := env.Client.CoreV1().Nodes().Patch(testenv.Context(t, time.Minute), node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
