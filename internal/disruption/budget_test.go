@@ -1,0 +1,69 @@
+package disruption
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
+)
+
+func TestAcquireRelease(t *testing.T) {
+	b, err := New(v1alpha1.DisruptionConfig{MaxConcurrentDrains: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Acquire("n1", "rescheduler"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Acquire("n1", "migrator"); err == nil || !strings.Contains(err.Error(), "already being drained by the rescheduler") {
+		t.Errorf("same node twice: %v", err)
+	}
+	if err := b.Acquire("n2", "migrator"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Acquire("n3", "rescheduler"); err == nil || !strings.Contains(err.Error(), "2 of 2 concurrent drains") {
+		t.Errorf("third drain with a budget of two: %v", err)
+	}
+	b.Release("n1")
+	if err := b.Acquire("n3", "rescheduler"); err != nil {
+		t.Errorf("after a release: %v", err)
+	}
+	if b.InUse() != 2 {
+		t.Errorf("in use %d", b.InUse())
+	}
+}
+
+func TestWindows(t *testing.T) {
+	b, err := New(v1alpha1.DisruptionConfig{Windows: []v1alpha1.Window{
+		{Schedule: "0 22 * * 1-5", Duration: metav1.Duration{Duration: 8 * time.Hour}, TimeZone: "Europe/Berlin"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+	cases := []struct {
+		at   time.Time
+		open bool
+		next time.Time
+	}{
+		{time.Date(2026, 11, 23, 21, 59, 0, 0, berlin), false, time.Date(2026, 11, 23, 22, 0, 0, 0, berlin)}, // Monday
+		{time.Date(2026, 11, 23, 22, 0, 0, 0, berlin), true, time.Time{}},
+		{time.Date(2026, 11, 24, 5, 59, 0, 0, berlin), true, time.Time{}},
+		{time.Date(2026, 11, 24, 6, 0, 0, 0, berlin), false, time.Date(2026, 11, 24, 22, 0, 0, 0, berlin)},
+		{time.Date(2026, 11, 28, 23, 0, 0, 0, berlin), false, time.Date(2026, 11, 30, 22, 0, 0, 0, berlin)}, // Saturday
+		{time.Date(2026, 11, 28, 3, 0, 0, 0, berlin), true, time.Time{}},                                      // Friday night's window
+	}
+	for _, tc := range cases {
+		open, next := b.Open(tc.at)
+		if open != tc.open || (!open && !next.Equal(tc.next)) {
+			t.Errorf("at %s: open=%v next=%s, want open=%v next=%s", tc.at, open, next, tc.open, tc.next)
+		}
+	}
+	always, _ := New(v1alpha1.DisruptionConfig{})
+	if open, _ := always.Open(time.Now()); !open {
+		t.Error("no windows must mean always open")
+	}
+}
