@@ -54,7 +54,7 @@ func TestWindows(t *testing.T) {
 		{time.Date(2026, 11, 24, 5, 59, 0, 0, berlin), true, time.Time{}},
 		{time.Date(2026, 11, 24, 6, 0, 0, 0, berlin), false, time.Date(2026, 11, 24, 22, 0, 0, 0, berlin)},
 		{time.Date(2026, 11, 28, 23, 0, 0, 0, berlin), false, time.Date(2026, 11, 30, 22, 0, 0, 0, berlin)}, // Saturday
-		{time.Date(2026, 11, 28, 3, 0, 0, 0, berlin), true, time.Time{}},                                      // Friday night's window
+		{time.Date(2026, 11, 28, 3, 0, 0, 0, berlin), true, time.Time{}},                                    // Friday night's window
 	}
 	for _, tc := range cases {
 		open, next := b.Open(tc.at)
