@@ -122,6 +122,11 @@ type Planner struct {
 	opts Options
 }
 
+// Classify returns a node's class as the planner sees it.
+func (p *Planner) Classify(node *corev1.Node) classify.Result {
+	return p.opts.Classifier.Classify(node)
+}
+
 // New returns a planner.
 func New(opts Options) *Planner {
 	if opts.Classifier == nil {
@@ -145,15 +150,10 @@ type podSize struct{ cpu, mem int64 }
 
 // Plan computes a plan for s. It does not modify s.
 func (p *Planner) Plan(ctx context.Context, s *snapshot.Snapshot) (*Plan, error) {
-	classes := make(map[string]classify.Result, len(s.Nodes))
-	for _, node := range s.Nodes {
-		classes[node.Name] = p.opts.Classifier.Classify(node)
-	}
-	fit, err := newFitter(ctx, s, func(node string) bool { return classes[node].Class == classify.Spot })
+	r, classes, err := p.newRun(ctx, s)
 	if err != nil {
 		return nil, err
 	}
-	r := &run{Planner: p, fit: fit, budgets: newBudgets(s.PDBs), requests: map[*corev1.Pod]podSize{}}
 
 	podsByNode := map[string][]*corev1.Pod{}
 	var pending []*corev1.Pod
@@ -199,7 +199,6 @@ func (p *Planner) Plan(ctx context.Context, s *snapshot.Snapshot) (*Plan, error)
 		}
 		switch c.Class {
 		case classify.Spot:
-			r.spot = append(r.spot, node.Name)
 			out.Summary.SpotNodes++
 			np.Reason = "spot node: a destination"
 			others = append(others, np)
@@ -210,10 +209,6 @@ func (p *Planner) Plan(ctx context.Context, s *snapshot.Snapshot) (*Plan, error)
 			np.Reason = fmt.Sprintf("%s node: never drained", c.Class)
 			others = append(others, np)
 		}
-	}
-	slices.Sort(r.spot)
-	for _, name := range r.spot {
-		r.spotInfo = append(r.spotInfo, fit.nodeInfo(name))
 	}
 	out.Summary.Nodes = len(s.Nodes)
 
@@ -266,6 +261,49 @@ func (p *Planner) Plan(ctx context.Context, s *snapshot.Snapshot) (*Plan, error)
 		out.Nodes = append(out.Nodes, *np)
 	}
 	return out, nil
+}
+
+// newRun classifies the nodes of s and builds the fit engine over it.
+func (p *Planner) newRun(ctx context.Context, s *snapshot.Snapshot) (*run, map[string]classify.Result, error) {
+	classes := make(map[string]classify.Result, len(s.Nodes))
+	for _, node := range s.Nodes {
+		classes[node.Name] = p.opts.Classifier.Classify(node)
+	}
+	fit, err := newFitter(ctx, s, func(node string) bool { return classes[node].Class == classify.Spot })
+	if err != nil {
+		return nil, nil, err
+	}
+	r := &run{Planner: p, fit: fit, budgets: newBudgets(s.PDBs), requests: map[*corev1.Pod]podSize{}}
+	for _, node := range s.Nodes {
+		if classes[node.Name].Class == classify.Spot {
+			r.spot = append(r.spot, node.Name)
+		}
+	}
+	slices.Sort(r.spot)
+	for _, name := range r.spot {
+		r.spotInfo = append(r.spotInfo, fit.nodeInfo(name))
+	}
+	return r, classes, nil
+}
+
+// FitsOnSpot reports whether pod, taken off its node, would fit on a spot node
+// of s now: the spot node the plan would choose, or "" and why none fits. The
+// rescheduler asks it before each eviction, because the cluster changes while
+// a node drains.
+func (p *Planner) FitsOnSpot(ctx context.Context, s *snapshot.Snapshot, pod *corev1.Pod) (string, string, error) {
+	r, _, err := p.newRun(ctx, s)
+	if err != nil {
+		return "", "", err
+	}
+	if pod.Spec.NodeName != "" && r.fit.nodeInfo(pod.Spec.NodeName) != nil {
+		if err := r.fit.remove(pod, pod.Spec.NodeName); err != nil {
+			return "", "", fmt.Errorf("taking %s/%s off its node in the snapshot: %w", pod.Namespace, pod.Name, err)
+		}
+	}
+	replacement := *pod
+	replacement.Spec.NodeName = ""
+	dest, reason, _ := r.place(ctx, &replacement)
+	return dest, reason, nil
 }
 
 // share is a node's requested share of its scarcer resource.

@@ -369,3 +369,20 @@ func TestCrossNamespaceAntiAffinity(t *testing.T) {
 		})
 	}
 }
+
+func TestFitsOnSpot(t *testing.T) {
+	a := pod("a", "od", "2")
+	s := &snapshot.Snapshot{
+		Nodes: []*corev1.Node{tu.Node("od", tu.OnDemand()), tu.Node("spot", tu.Spot())},
+		Pods:  []*corev1.Pod{a, pod("b", "spot", "1")},
+	}
+	dest, reason, err := New(Options{}).FitsOnSpot(context.Background(), s, a)
+	if err != nil || dest != "spot" || reason != "" {
+		t.Errorf("room on spot: %q %q %v", dest, reason, err)
+	}
+	s.Pods = append(s.Pods, pod("c", "spot", "2"))
+	dest, reason, err = New(Options{}).FitsOnSpot(context.Background(), s, a)
+	if err != nil || dest != "" || !strings.Contains(reason, "Insufficient cpu") {
+		t.Errorf("spot full: %q %q %v", dest, reason, err)
+	}
+}

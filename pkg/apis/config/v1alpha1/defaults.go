@@ -57,6 +57,7 @@ func SetDefaults(c *SpotterConfiguration) {
 	l := &c.Labeler
 	defaultBool(&l.Enabled, true)
 	defaultBool(&l.InterruptibleLabel, true)
+	defaultBool(&l.PreferSpotTaint, true)
 
 	a := &c.Agent
 	if a.Cloud == "" {

@@ -219,8 +219,11 @@ type LabelerConfig struct {
 	// (and removes it from nodes that are no longer spot). Default true.
 	InterruptibleLabel *bool `json:"interruptibleLabel"`
 	// PreferSpotTaint keeps the taint spotter.dev/on-demand=true:PreferNoSchedule on
-	// on-demand nodes, so that new pods prefer spot. Default false.
-	PreferSpotTaint bool `json:"preferSpotTaint"`
+	// on-demand nodes, so that new pods, and the replacements of the pods the
+	// rescheduler evicts, prefer spot nodes over emptier on-demand ones. Default
+	// true; without it the scheduler tends to put replacements back on the
+	// emptiest on-demand node.
+	PreferSpotTaint *bool `json:"preferSpotTaint"`
 }
 
 // AgentConfig configures spotter-agent.

@@ -1,0 +1,53 @@
+package rescheduler
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Metrics of the rescheduler, under spotter_rescheduler_.
+var (
+	drains = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "spotter", Subsystem: "rescheduler", Name: "drains_total",
+		Help: "Node drains by outcome: started, succeeded, failed, rolled_back.",
+	}, []string{labelOutcome})
+	podsEvicted = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "spotter", Subsystem: "rescheduler", Name: "pods_evicted_total",
+		Help: "Pods evicted from on-demand nodes.",
+	})
+	evictionRetries = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "spotter", Subsystem: "rescheduler", Name: "eviction_retries_total",
+		Help: "Evictions refused by a PodDisruptionBudget (HTTP 429) and retried.",
+	})
+	planDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "spotter", Subsystem: "rescheduler", Name: "plan_duration_seconds",
+		Help:    "Time to compute one plan.",
+		Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
+	})
+	drainableNodes = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "spotter", Subsystem: "rescheduler", Name: "drainable_nodes",
+		Help: "On-demand nodes the last plan found could be emptied onto spot.",
+	})
+	hourlySavings = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "spotter", Subsystem: "rescheduler", Name: "estimated_hourly_savings",
+		Help: "On-demand price per hour of the nodes the last plan found drainable, when prices are configured.",
+	})
+)
+
+const labelOutcome = "outcome"
+
+// Drain outcomes.
+const (
+	outcomeStarted    = "started"
+	outcomeSucceeded  = "succeeded"
+	outcomeFailed     = "failed"
+	outcomeRolledBack = "rolled_back"
+)
+
+func init() {
+	metrics.Registry.MustRegister(drains, podsEvicted, evictionRetries, planDuration, drainableNodes, hourlySavings)
+}
+
+// CountEvictionRetry counts one eviction refused by a PodDisruptionBudget; give
+// it to the drain engine as drain.Options.OnEvictionRetry.
+func CountEvictionRetry() { evictionRetries.Inc() }

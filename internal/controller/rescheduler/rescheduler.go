@@ -1,0 +1,348 @@
+// Package rescheduler empties on-demand nodes onto spot, one at a time: every
+// interval it plans from the informers' cache, drains the best drainable node
+// through the drain engine (each eviction re-checked against the current
+// cluster), waits until the evicted pods' replacements run, then pauses for
+// drainDelay. It shares the disruption budget with the migrator, skips cycles
+// while Pending pods need the spot capacity, drains its own node last and puts
+// a node whose drain failed into a cooldown that grows with each failure.
+package rescheduler
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"spotter.dev/spotter/internal/classify"
+	"spotter.dev/spotter/internal/disruption"
+	"spotter.dev/spotter/internal/drain"
+	"spotter.dev/spotter/internal/plan"
+	"spotter.dev/spotter/internal/snapshot"
+)
+
+// Component is the rescheduler's name on drain marks and Events.
+const Component = "rescheduler"
+
+// Options configure the rescheduler.
+type Options struct {
+	Interval           time.Duration
+	DrainDelay         time.Duration
+	ReplacementTimeout time.Duration
+	CordonAfterDrain   bool
+	FailureBackoff     time.Duration
+	MaxFailureBackoff  time.Duration
+	// OnRestart says what to do with a drain of ours found unfinished at start.
+	OnRestart drain.RecoverPolicy
+	// OwnNode is the node Spotter runs on (NODE_NAME); it is drained last.
+	OwnNode string
+	DryRun  bool
+}
+
+// Controller is the rescheduler.
+type Controller struct {
+	reader   client.Reader
+	planner  *plan.Planner
+	drainer  *drain.Drainer
+	budget   *disruption.Budget
+	clock    clock.Clock
+	recorder events.EventRecorder
+	opts     Options
+
+	failures map[string]failure // node -> cooldown
+	reported map[string]string  // node -> last reason published in an Event
+	// misplaced pauses the rescheduler after replacements landed on on-demand
+	// nodes, so that it does not move the same pods back and forth.
+	misplaced failure
+}
+
+type failure struct {
+	count int
+	until time.Time
+}
+
+// New returns the rescheduler. reader should be the manager's cache; drainer
+// must be built for Component.
+func New(reader client.Reader, planner *plan.Planner, drainer *drain.Drainer, budget *disruption.Budget, clk clock.Clock, recorder events.EventRecorder, opts Options) *Controller {
+	return &Controller{reader: reader, planner: planner, drainer: drainer, budget: budget, clock: clk, recorder: recorder, opts: opts,
+		failures: map[string]failure{}, reported: map[string]string{}}
+}
+
+// Name is the controller's name in logs.
+func (c *Controller) Name() string { return Component }
+
+// Register adds the rescheduler to the manager as a Runnable that runs on the
+// leader only.
+func (c *Controller) Register(mgr ctrl.Manager) error { return mgr.Add(c) }
+
+// NeedLeaderElection makes the rescheduler run on the leader only.
+func (c *Controller) NeedLeaderElection() bool { return true }
+
+// Start runs cycles until ctx ends. Unfinished drains of a previous process are
+// resumed or rolled back first.
+func (c *Controller) Start(ctx context.Context) error {
+	logger := klog.FromContext(ctx).WithValues("controller", Component)
+	ctx = klog.NewContext(ctx, logger)
+	if !c.opts.DryRun {
+		if nodes, err := c.drainer.Recover(ctx, c.opts.OnRestart); err != nil {
+			logger.Error(err, "Recovering unfinished drains")
+		} else if len(nodes) > 0 {
+			logger.Info("Recovered unfinished drains", "nodes", nodes, "policy", c.opts.OnRestart)
+		}
+	}
+	for {
+		wait := c.Cycle(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.clock.After(wait):
+		}
+	}
+}
+
+// Cycle plans once and drains at most one node. It returns how long to wait
+// before the next cycle.
+func (c *Controller) Cycle(ctx context.Context) time.Duration {
+	logger := klog.FromContext(ctx)
+	now := c.clock.Now()
+	if now.Before(c.misplaced.until) {
+		logger.V(1).Info("Paused: replacements of evicted pods landed on on-demand nodes", "until", c.misplaced.until)
+		return min(c.opts.Interval, c.misplaced.until.Sub(now))
+	}
+	if open, next := c.budget.Open(now); !open {
+		logger.V(1).Info("Outside the allowed drain windows", "next", next)
+		return min(c.opts.Interval, next.Sub(now))
+	}
+	logger.V(1).Info("Cycle starts")
+	snap, err := snapshot.FromReader(ctx, c.reader)
+	if err != nil {
+		logger.Error(err, "Reading the cluster from the cache")
+		return c.opts.Interval
+	}
+	start := c.clock.Now()
+	p, err := c.planner.Plan(ctx, snap)
+	planDuration.Observe(c.clock.Since(start).Seconds())
+	if err != nil {
+		logger.Error(err, "Planning")
+		return c.opts.Interval
+	}
+	logger.Info("Planned", "onDemandNodes", p.Summary.OnDemandNodes, "drainable", p.Summary.DrainableNodes,
+		"podsToMove", p.Summary.PodsToMove, "duration", c.clock.Since(start))
+	drainableNodes.Set(float64(p.Summary.DrainableNodes))
+	hourlySavings.Set(p.Summary.HourlySaving)
+	c.report(p)
+	if p.Summary.PendingReserved > 0 {
+		logger.Info("Skipping this cycle: Pending pods need the spot capacity", "pending", p.Summary.PendingReserved)
+		return c.opts.Interval
+	}
+	target := c.choose(p, now)
+	if target == nil {
+		return c.opts.Interval
+	}
+	if err := c.budget.Acquire(target.Name, Component); err != nil {
+		logger.Info("Not draining now", "node", target.Name, "reason", err.Error())
+		return c.opts.Interval
+	}
+	defer c.budget.Release(target.Name)
+	if c.drainNode(ctx, target, snap) && !c.opts.DryRun {
+		return max(c.opts.DrainDelay, time.Second)
+	}
+	return c.opts.Interval
+}
+
+// choose picks the drainable node to empty: plan order (emptiest first), not in
+// cooldown, Spotter's own node only when nothing else is drainable.
+func (c *Controller) choose(p *plan.Plan, now time.Time) *plan.NodePlan {
+	var own *plan.NodePlan
+	for i := range p.Nodes {
+		n := &p.Nodes[i]
+		// A node with nothing to move needs no drain: the autoscaler removes it.
+		if !n.Drainable || n.Class != classify.OnDemand || countMoves(n) == 0 {
+			continue
+		}
+		if f, ok := c.failures[n.Name]; ok && now.Before(f.until) {
+			continue
+		}
+		if n.Name == c.opts.OwnNode {
+			own = n
+			continue
+		}
+		return n
+	}
+	return own
+}
+
+// drainNode drains one node and waits for the evicted pods' replacements. It
+// reports whether the drain succeeded.
+func (c *Controller) drainNode(ctx context.Context, target *plan.NodePlan, snap *snapshot.Snapshot) bool {
+	logger := klog.FromContext(ctx).WithValues("node", target.Name)
+	// The workloads on the node, and the pods they had before the drain: any
+	// other pod of theirs afterwards is a replacement.
+	owners := map[types.UID]bool{}
+	for _, pod := range snap.Pods {
+		if pod.Spec.NodeName == target.Name {
+			if ref := metav1.GetControllerOf(pod); ref != nil {
+				owners[ref.UID] = true
+			}
+		}
+	}
+	existing := map[types.UID]bool{}
+	for _, pod := range snap.Pods {
+		if ref := metav1.GetControllerOf(pod); ref != nil && owners[ref.UID] {
+			existing[pod.UID] = true
+		}
+	}
+	drains.WithLabelValues(outcomeStarted).Inc()
+	res, err := c.drainer.Drain(ctx, drain.Request{
+		Node:          target.Name,
+		Reason:        fmt.Sprintf("all %d pods fit on spot nodes", countMoves(target)),
+		BeforeEvict:   c.recheck,
+		LeaveCordoned: c.opts.CordonAfterDrain,
+	})
+	podsEvicted.Add(float64(len(res.Evicted)))
+	if err != nil {
+		drains.WithLabelValues(outcomeFailed).Inc()
+		if res.RolledBack {
+			drains.WithLabelValues(outcomeRolledBack).Inc()
+		}
+		f := c.failures[target.Name]
+		f.count++
+		backoff := c.opts.FailureBackoff << min(f.count-1, 20)
+		f.until = c.clock.Now().Add(min(backoff, c.opts.MaxFailureBackoff))
+		c.failures[target.Name] = f
+		logger.Error(err, "Drain failed; node cooling down", "until", f.until, "failures", f.count)
+		return false
+	}
+	delete(c.failures, target.Name)
+	drains.WithLabelValues(outcomeSucceeded).Inc()
+	if c.opts.DryRun {
+		return true
+	}
+	if misplaced := c.waitReplacements(ctx, owners, existing); len(misplaced) > 0 {
+		// The scheduler preferred on-demand capacity for the replacements: draining
+		// more would move pods in circles. Pause, longer each time.
+		c.misplaced.count++
+		backoff := c.opts.FailureBackoff << min(c.misplaced.count-1, 20)
+		c.misplaced.until = c.clock.Now().Add(min(backoff, c.opts.MaxFailureBackoff))
+		msg := fmt.Sprintf("replacements of the evicted pods were scheduled on on-demand nodes (%v); pausing until %s. "+
+			"Keep labeler.preferSpotTaint on so that the scheduler prefers spot", misplaced, c.misplaced.until.UTC().Format(time.RFC3339))
+		logger.Info("Replacements landed on on-demand nodes", "pods", misplaced, "pausedUntil", c.misplaced.until)
+		if c.recorder != nil {
+			c.recorder.Eventf(&corev1.ObjectReference{Kind: "Node", Name: target.Name, UID: types.UID(target.Name)}, nil,
+				corev1.EventTypeWarning, "SpotterReplacementsOnOnDemand", "Reschedule", "%s", msg)
+		}
+		return true
+	}
+	c.misplaced = failure{}
+	return true
+}
+
+// recheck is called before each eviction: the pod must still fit on a spot
+// node in the cluster as it is now.
+func (c *Controller) recheck(ctx context.Context, pod *corev1.Pod) error {
+	snap, err := snapshot.FromReader(ctx, c.reader)
+	if err != nil {
+		return err
+	}
+	dest, reason, err := c.planner.FitsOnSpot(ctx, snap, pod)
+	if err != nil {
+		return err
+	}
+	if dest == "" {
+		return fmt.Errorf("no longer fits on spot: %s", reason)
+	}
+	return nil
+}
+
+// waitReplacements waits until every pod of the drained workloads runs again,
+// or ReplacementTimeout, and returns the replacements (pods not in existing)
+// that run on nodes that are not spot.
+func (c *Controller) waitReplacements(ctx context.Context, owners, existing map[types.UID]bool) []string {
+	deadline := c.clock.Now().Add(c.opts.ReplacementTimeout)
+	for {
+		var pods corev1.PodList
+		var nodes corev1.NodeList
+		if err := c.reader.List(ctx, &pods); err == nil {
+			waiting := 0
+			var running []*corev1.Pod
+			for i := range pods.Items {
+				p := &pods.Items[i]
+				ref := metav1.GetControllerOf(p)
+				if ref == nil || !owners[ref.UID] {
+					continue
+				}
+				if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+					waiting++
+				} else {
+					running = append(running, p)
+				}
+			}
+			if waiting == 0 && c.reader.List(ctx, &nodes) == nil {
+				spot := map[string]bool{}
+				for i := range nodes.Items {
+					spot[nodes.Items[i].Name] = c.planner.Classify(&nodes.Items[i]).Class == classify.Spot
+				}
+				var misplaced []string
+				for _, p := range running {
+					if !existing[p.UID] && !spot[p.Spec.NodeName] {
+						misplaced = append(misplaced, p.Namespace+"/"+p.Name+"@"+p.Spec.NodeName)
+					}
+				}
+				return misplaced
+			}
+		}
+		if !c.clock.Now().Before(deadline) {
+			klog.FromContext(ctx).Info("Replacements not all Running yet; going on", "timeout", c.opts.ReplacementTimeout)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.clock.After(time.Second):
+		}
+	}
+}
+
+// report records an Event on each on-demand node whose verdict changed, so
+// that `kubectl describe node` says why Spotter leaves it alone.
+func (c *Controller) report(p *plan.Plan) {
+	for _, n := range p.Nodes {
+		if n.Class != classify.OnDemand {
+			continue
+		}
+		reason := n.Reason
+		if n.Drainable {
+			reason = "drainable"
+		}
+		if c.reported[n.Name] == reason {
+			continue
+		}
+		c.reported[n.Name] = reason
+		if c.recorder == nil {
+			continue
+		}
+		ref := &corev1.ObjectReference{Kind: "Node", Name: n.Name, UID: types.UID(n.Name)}
+		if n.Drainable {
+			c.recorder.Eventf(ref, nil, corev1.EventTypeNormal, "SpotterDrainable", "Plan", "all pods of this on-demand node fit on spot nodes")
+		} else {
+			c.recorder.Eventf(ref, nil, corev1.EventTypeNormal, "SpotterNotDrainable", "Plan", "not moved to spot: %s", reason)
+		}
+	}
+}
+
+func countMoves(n *plan.NodePlan) int {
+	count := 0
+	for _, p := range n.Pods {
+		if p.Action == "move" {
+			count++
+		}
+	}
+	return count
+}

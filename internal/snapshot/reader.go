@@ -1,0 +1,52 @@
+package snapshot
+
+import (
+	"context"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// FromReader builds a snapshot from a controller-runtime reader: the manager's
+// cache in the controller, so that after the initial sync a snapshot costs no
+// request to the apiserver.
+func FromReader(ctx context.Context, r client.Reader) (*Snapshot, error) {
+	s := &Snapshot{}
+	var (
+		nodes  corev1.NodeList
+		pods   corev1.PodList
+		pdbs   policyv1.PodDisruptionBudgetList
+		nss    corev1.NamespaceList
+		svcs   corev1.ServiceList
+		rcs    corev1.ReplicationControllerList
+		rss    appsv1.ReplicaSetList
+		stss   appsv1.StatefulSetList
+		pvs    corev1.PersistentVolumeList
+		pvcs   corev1.PersistentVolumeClaimList
+		scs    storagev1.StorageClassList
+		csinds storagev1.CSINodeList
+	)
+	lists := []struct {
+		resource string
+		list     client.ObjectList
+	}{
+		{"nodes", &nodes}, {"pods", &pods}, {"poddisruptionbudgets", &pdbs}, {"namespaces", &nss},
+		{"services", &svcs}, {"replicationcontrollers", &rcs}, {"replicasets", &rss}, {"statefulsets", &stss},
+		{"persistentvolumes", &pvs}, {"persistentvolumeclaims", &pvcs}, {"storageclasses", &scs}, {"csinodes", &csinds},
+	}
+	for _, l := range lists {
+		if err := r.List(ctx, l.list); err != nil {
+			return nil, &ListError{Resource: l.resource, Err: err}
+		}
+		// EachListItem hands out pointers into the list: no copies.
+		if err := meta.EachListItem(l.list, func(o runtime.Object) error { s.add(o); return nil }); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
