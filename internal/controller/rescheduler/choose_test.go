@@ -1,0 +1,48 @@
+package rescheduler
+
+import (
+	"testing"
+	"time"
+
+	"spotter.dev/spotter/internal/classify"
+	"spotter.dev/spotter/internal/plan"
+)
+
+func TestChoose(t *testing.T) {
+	move := []plan.PodPlan{{Name: "p", Action: "move"}}
+	node := func(name string, drainable bool, pods []plan.PodPlan) plan.NodePlan {
+		return plan.NodePlan{Name: name, Class: classify.OnDemand, Drainable: drainable, Pods: pods}
+	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name    string
+		nodes   []plan.NodePlan
+		own     string
+		cooling map[string]time.Time
+		want    string
+	}{
+		{"first drainable in plan order", []plan.NodePlan{node("a", false, move), node("b", true, move), node("c", true, move)}, "", nil, "b"},
+		{"nothing to move", []plan.NodePlan{node("a", true, nil), node("b", true, move)}, "", nil, "b"},
+		{"own node last", []plan.NodePlan{node("self", true, move), node("b", true, move)}, "self", nil, "b"},
+		{"own node when alone", []plan.NodePlan{node("self", true, move), node("b", false, move)}, "self", nil, "self"},
+		{"cooling down", []plan.NodePlan{node("a", true, move), node("b", true, move)}, "", map[string]time.Time{"a": now.Add(time.Minute)}, "b"},
+		{"cooldown over", []plan.NodePlan{node("a", true, move)}, "", map[string]time.Time{"a": now.Add(-time.Second)}, "a"},
+		{"spot never chosen", []plan.NodePlan{{Name: "s", Class: classify.Spot, Drainable: true, Pods: move}}, "", nil, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &Controller{opts: Options{OwnNode: tc.own}, failures: map[string]failure{}}
+			for n, until := range tc.cooling {
+				c.failures[n] = failure{count: 1, until: until}
+			}
+			got := c.choose(&plan.Plan{Nodes: tc.nodes}, now)
+			name := ""
+			if got != nil {
+				name = got.Name
+			}
+			if name != tc.want {
+				t.Errorf("chose %q, want %q", name, tc.want)
+			}
+		})
+	}
+}
