@@ -1,0 +1,83 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"spotter.dev/spotter/internal/drain"
+	"spotter.dev/spotter/internal/lab"
+	"spotter.dev/spotter/internal/testenv"
+	tu "spotter.dev/spotter/internal/testutil"
+)
+
+// kill -9 of the controller in the middle of a drain, then a restart: the new
+// process finds its marks on the node and finishes the drain; at the end no
+// node carries a Spotter taint, annotation or cordon.
+func TestControllerKilledMidDrainResumes(t *testing.T) {
+	env := testenv.StartLab(t)
+	ctx := testenv.Context(t, 5*time.Minute)
+	env.CreateNodes(lab.NodeSpec{Name: "od-1", Class: lab.ClassOnDemand})
+	// Long grace periods keep the drain going long enough to kill it midway.
+	web := tu.Deployment("web", 3, tu.CPU("100m"), tu.GracePeriod(15))
+	if _, err := env.Client.AppsV1().Deployments("default").Create(ctx, web, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitForPodsRunning("default", "app=web", 3, time.Minute)
+	env.CreateNodes(lab.NodeSpec{Name: "spot-1", Class: lab.ClassSpot})
+
+	config := filepath.Join(t.TempDir(), "spotter.yaml")
+	body := "apiVersion: spotter.dev/v1alpha1\nkind: SpotterConfiguration\ndrain:\n  cordon: true\n  onRestart: Resume\nrescheduler:\n  interval: 10s\n  drainDelay: 0s\n"
+	if err := os.WriteFile(config, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"controller", "--config", config, "--kubeconfig", env.Kubeconfig,
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--leader-elect=false"}
+	first := testenv.StartSpotter(t, "first", args...)
+
+	marked := func(want bool) func(ctx context.Context) (bool, string, error) {
+		return func(ctx context.Context) (bool, string, error) {
+			n, err := env.Client.CoreV1().Nodes().Get(ctx, "od-1", metav1.GetOptions{})
+			if err != nil {
+				return false, "", err
+			}
+			m, ok, _ := drain.MarkOf(n)
+			tainted := false
+			for _, taint := range n.Spec.Taints {
+				tainted = tainted || taint.Key == drain.DrainingTaintKey
+			}
+			if want {
+				return ok && m.By == "rescheduler" && tainted && n.Spec.Unschedulable, fmt.Sprintf("mark %v taints %v", ok, n.Spec.Taints), nil
+			}
+			return !ok && !tainted && !n.Spec.Unschedulable, fmt.Sprintf("mark %v taints %v cordoned %v", ok, n.Spec.Taints, n.Spec.Unschedulable), nil
+		}
+	}
+	testenv.Eventually(t, time.Minute, "the first controller to start draining od-1", marked(true))
+	first.Kill()
+
+	// The marks are the drain's only state, and they survived the crash.
+	time.Sleep(2 * time.Second)
+	testenv.Eventually(t, 5*time.Second, "od-1 still marked after the crash", marked(true))
+
+	second := testenv.StartSpotter(t, "second", args...)
+	testenv.Eventually(t, 2*time.Minute, "the resumed drain to finish and clear its marks", marked(false))
+	if log, _ := os.ReadFile(second.Log); !strings.Contains(string(log), "Resuming an unfinished drain") {
+		t.Error("the second controller did not resume the drain from the marks it found")
+	}
+	env.WaitForPodsRunning("default", "app=web", 3, time.Minute)
+	pods, err := env.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != "spot-1" {
+			t.Errorf("pod %s on %s after the resumed drain, want spot-1", p.Name, p.Spec.NodeName)
+		}
+	}
+}
