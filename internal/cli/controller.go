@@ -17,6 +17,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"spotter.dev/spotter/internal/controller"
+	"spotter.dev/spotter/internal/kubeclient"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
 
@@ -55,6 +56,7 @@ func runController(ctx context.Context, cfg *v1alpha1.SpotterConfiguration, kube
 	if err != nil {
 		return err
 	}
+	kubeclient.Count(restConfig)
 	le := cfg.Manager.LeaderElection
 	leaseNamespace := le.LeaseNamespace
 	if leaseNamespace == "" {
