@@ -10,8 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // BinDirEnv names the environment variable that points at the Kubernetes
@@ -55,5 +53,3 @@ func FindBinaries(progress io.Writer) (string, error) {
 var insecureTLS = &http.Client{Transport: &http.Transport{
 	TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback health checks of self-signed lab components
 }}
-
-var metav1GetOptions = metav1.GetOptions{}

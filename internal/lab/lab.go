@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -245,7 +246,7 @@ func Start(ctx context.Context, opts Options) (l *Lab, err error) {
 			return err
 		}
 		// Pods are refused until the default service account exists.
-		_, err := client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1GetOptions)
+		_, err := client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
 		return err
 	})
 	if err != nil {
