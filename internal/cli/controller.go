@@ -6,11 +6,13 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -72,9 +74,12 @@ func runController(ctx context.Context, cfg *v1alpha1.SpotterConfiguration, kube
 		LeaderElectionID:              le.LeaseName,
 		LeaderElectionNamespace:       leaseNamespace,
 		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 &le.LeaseDuration.Duration,
-		RenewDeadline:                 &le.RenewDeadline.Duration,
-		RetryPeriod:                   &le.RetryPeriod.Duration,
+		// Room for a drain in flight to finish (drain.shutdownGracePeriod) and then
+		// for its rollback, whose API calls are bounded at 30s.
+		GracefulShutdownTimeout: ptr.To(cfg.Drain.ShutdownGracePeriod.Duration + 45*time.Second),
+		LeaseDuration:           &le.LeaseDuration.Duration,
+		RenewDeadline:           &le.RenewDeadline.Duration,
+		RetryPeriod:             &le.RetryPeriod.Duration,
 	})
 	if err != nil {
 		return fmt.Errorf("creating the controller manager: %w", err)

@@ -59,15 +59,16 @@ func Setup(mgr ctrl.Manager, cfg *v1alpha1.SpotterConfiguration) ([]string, erro
 			Pricing:    cfg.Pricing,
 		})
 		r := rescheduler.New(mgr.GetCache(), planner, drainer, budget, clock.RealClock{}, recorder, rescheduler.Options{
-			Interval:           cfg.Rescheduler.Interval.Duration,
-			DrainDelay:         cfg.Rescheduler.DrainDelay.Duration,
-			ReplacementTimeout: cfg.Rescheduler.ReplacementTimeout.Duration,
-			CordonAfterDrain:   cfg.Rescheduler.CordonAfterDrain,
-			FailureBackoff:     cfg.Rescheduler.FailureBackoff.Duration,
-			MaxFailureBackoff:  cfg.Rescheduler.MaxFailureBackoff.Duration,
-			OnRestart:          drain.RecoverPolicy(cfg.Drain.OnRestart),
-			OwnNode:            os.Getenv("NODE_NAME"),
-			DryRun:             dryRun,
+			Interval:            cfg.Rescheduler.Interval.Duration,
+			DrainDelay:          cfg.Rescheduler.DrainDelay.Duration,
+			ReplacementTimeout:  cfg.Rescheduler.ReplacementTimeout.Duration,
+			CordonAfterDrain:    cfg.Rescheduler.CordonAfterDrain,
+			FailureBackoff:      cfg.Rescheduler.FailureBackoff.Duration,
+			MaxFailureBackoff:   cfg.Rescheduler.MaxFailureBackoff.Duration,
+			OnRestart:           drain.RecoverPolicy(cfg.Drain.OnRestart),
+			ShutdownGracePeriod: cfg.Drain.ShutdownGracePeriod.Duration,
+			OwnNode:             os.Getenv("NODE_NAME"),
+			DryRun:              dryRun,
 		})
 		if err := r.Register(mgr); err != nil {
 			return nil, fmt.Errorf("registering the %s: %w", r.Name(), err)

@@ -70,6 +70,8 @@ type Request struct {
 	// (ordinary, then system-cluster-critical and system-node-critical), each
 	// pod's grace period is capped by the time left, and a pod whose eviction
 	// is still refused when its tier's share of the time is spent is deleted.
+	// A deadline-mode drain takes over a node another component is draining,
+	// and is never rolled back: the node is going away.
 	Deadline time.Time
 	// KeepMarks leaves the taint, annotation and cordon on the node after a
 	// successful drain (the migrator deletes the node next).
@@ -166,7 +168,7 @@ func (d *Drainer) Drain(ctx context.Context, req Request) (*Result, error) {
 		return res, nil
 	}
 
-	if _, err := d.mark(ctx, req.Node, req.Reason); err != nil {
+	if _, err := d.mark(ctx, req.Node, req.Reason, !req.Deadline.IsZero()); err != nil {
 		return res, fmt.Errorf("marking node %s: %w", req.Node, err)
 	}
 	logger.Info("Draining node", "reason", req.Reason, "pods", len(evict))
@@ -182,6 +184,9 @@ func (d *Drainer) Drain(ctx context.Context, req Request) (*Result, error) {
 		err = d.waitGone(ctx, append(gone, wait...), res)
 	}
 	if err != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, ErrShutdown) {
+			err = fmt.Errorf("%w: %w", cause, err)
+		}
 		return res, d.fail(ctx, req, node, res, err)
 	}
 
@@ -222,10 +227,15 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Cause }
 
-// fail rolls a failed drain back and reports the pods that blocked it.
+// fail rolls a failed drain back and reports the pods that blocked it. A
+// deadline-mode drain keeps its marks: its node is going away, and new pods
+// must not land there.
 func (d *Drainer) fail(ctx context.Context, req Request, node *corev1.ObjectReference, res *Result, cause error) error {
 	err := &Error{Node: req.Node, Blocked: res.Blocked, Cause: cause}
 	d.event(node, corev1.EventTypeWarning, ReasonDrainFailed, "Drain", "%v", err)
+	if !req.Deadline.IsZero() {
+		return err
+	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if uerr := d.Unmark(rctx, req.Node, true); uerr != nil {

@@ -224,6 +224,54 @@ func TestDrain(t *testing.T) {
 		}
 	})
 
+	t.Run("a shutdown lets a drain finish within the grace period", func(t *testing.T) {
+		ns := namespace(ctx, t, env, "graceful")
+		env.CreateNodes(lab.NodeSpec{Name: "graceful-1", Class: lab.ClassOnDemand}, lab.NodeSpec{Name: "graceful-spot", Class: lab.ClassSpot})
+		deploy(ctx, t, env, ns, "web", 3, "graceful-1", tu.GracePeriod(1))
+		process, stop := context.WithCancel(ctx)
+		defer stop()
+		dctx, cancel := drain.Outlive(process, clock.RealClock{}, time.Minute)
+		defer cancel()
+		// SIGTERM arrives as the first pod is about to be evicted.
+		res, err := newDrainer("rescheduler", drain.Options{Cordon: true}).Drain(dctx, drain.Request{Node: "graceful-1", Reason: "test",
+			BeforeEvict: func(context.Context, *corev1.Pod) error { stop(); return nil }})
+		if err != nil || len(res.Evicted) != 3 {
+			t.Fatalf("drain: %v (%+v), want 3 pods evicted after the shutdown began", err, res)
+		}
+		node := getNode(ctx, t, env, "graceful-1")
+		if _, marked, _ := drain.MarkOf(node); marked || hasTaint(node, drain.DrainingTaintKey) || node.Spec.Unschedulable {
+			t.Errorf("node left with marks: taints %v unschedulable %v", node.Spec.Taints, node.Spec.Unschedulable)
+		}
+	})
+
+	t.Run("a shutdown rolls back a drain that cannot finish within the grace period", func(t *testing.T) {
+		ns := namespace(ctx, t, env, "shutdown")
+		env.CreateNodes(lab.NodeSpec{Name: "shutdown-1", Class: lab.ClassOnDemand})
+		deploy(ctx, t, env, ns, "db", 1, "shutdown-1")
+		pdb := tu.PDB("db", "db", tu.MinAvailable(1))
+		pdb.Namespace = ns
+		if _, err := env.Client.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitPDB(t, env, ns, "db", 0)
+		process, stop := context.WithCancel(ctx)
+		defer stop()
+		dctx, cancel := drain.Outlive(process, clock.RealClock{}, 2*time.Second)
+		defer cancel()
+		res, err := newDrainer("rescheduler", drain.Options{Cordon: true}).Drain(dctx, drain.Request{Node: "shutdown-1", Reason: "test",
+			BeforeEvict: func(context.Context, *corev1.Pod) error { stop(); return nil }})
+		if !errors.Is(err, drain.ErrShutdown) || !res.RolledBack {
+			t.Fatalf("got %v (%+v), want ErrShutdown and a rollback", err, res)
+		}
+		node := getNode(ctx, t, env, "shutdown-1")
+		if _, marked, _ := drain.MarkOf(node); marked || hasTaint(node, drain.DrainingTaintKey) || node.Spec.Unschedulable {
+			t.Errorf("rollback left marks: taints %v unschedulable %v", node.Spec.Taints, node.Spec.Unschedulable)
+		}
+		if pods := podsOn(ctx, t, env, "shutdown-1"); len(pods) != 1 {
+			t.Errorf("the protected pod must still run: %v", names(pods))
+		}
+	})
+
 	t.Run("dry run changes nothing", func(t *testing.T) {
 		ns := namespace(ctx, t, env, "dry")
 		env.CreateNodes(lab.NodeSpec{Name: "dry-1", Class: lab.ClassOnDemand})

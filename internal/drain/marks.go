@@ -54,8 +54,10 @@ func MarkOf(node *corev1.Node) (*Mark, bool, error) {
 
 // mark puts the taint and the annotation on the node, and cordons it if asked
 // to. A node already marked by the same component keeps its mark (a resumed
-// drain); one marked by another component is refused.
-func (d *Drainer) mark(ctx context.Context, name, reason string) (*Mark, error) {
+// drain); one marked by another component is refused, unless takeover is set:
+// an interruption (deadline mode) wins over a voluntary drain, whose owner then
+// finds the node no longer its own and leaves it alone.
+func (d *Drainer) mark(ctx context.Context, name, reason string, takeover bool) (*Mark, error) {
 	var out *Mark
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		node, err := d.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
@@ -66,11 +68,11 @@ func (d *Drainer) mark(ctx context.Context, name, reason string) (*Mark, error) 
 		if err != nil {
 			return err
 		}
-		if marked && existing.By != d.opts.Component {
+		if marked && existing.By != d.opts.Component && !takeover {
 			return fmt.Errorf("%w: %s (since %s: %s)", ErrDrainedByOther, existing.By, existing.At.UTC().Format("15:04:05"), existing.Reason)
 		}
 		m := existing
-		if !marked {
+		if !marked || existing.By != d.opts.Component {
 			m = &Mark{By: d.opts.Component, Reason: reason, At: metav1.NewTime(d.clock.Now())}
 		}
 		if d.opts.Cordon && !node.Spec.Unschedulable {

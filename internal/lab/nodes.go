@@ -41,6 +41,9 @@ type NodeSpec struct {
 	InstanceType string
 	Labels       map[string]string
 	Taints       []corev1.Taint
+	// ProviderID sets spec.providerID (the node agent reads the Azure VM name
+	// from it).
+	ProviderID string
 }
 
 // Node returns the Node object for spec: managed by the lab's kwok, with its
@@ -83,7 +86,7 @@ func Node(spec NodeSpec) *corev1.Node {
 			Labels:      labels,
 			Annotations: map[string]string{KwokNodeAnnotation: "fake"},
 		},
-		Spec: corev1.NodeSpec{Taints: taints},
+		Spec: corev1.NodeSpec{Taints: taints, ProviderID: spec.ProviderID},
 		Status: corev1.NodeStatus{
 			Capacity:    capacity,
 			Allocatable: capacity,

@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -14,9 +13,8 @@ import (
 )
 
 var (
-	buildOnce sync.Once
-	builtPath string
-	buildErr  error
+	buildMu sync.Mutex
+	built   = map[string]string{} // package -> binary
 )
 
 // SpotterBinary builds bin/spotter from the module under test, once per test
@@ -24,29 +22,40 @@ var (
 // cluster would.
 func SpotterBinary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		out, err := exec.Command("go", "env", "GOMOD").Output()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		root := filepath.Dir(strings.TrimSpace(string(out)))
-		dir, err := os.MkdirTemp("", "spotter-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		builtPath = filepath.Join(dir, "spotter")
-		cmd := exec.Command("go", "build", "-o", builtPath, "./cmd/spotter")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/spotter: %w\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	return binary(t, "./cmd/spotter")
+}
+
+// AgentBinary builds spotter-agent from the module under test, once per test
+// binary, and returns its path.
+func AgentBinary(t testing.TB) string {
+	t.Helper()
+	return binary(t, "./cmd/spotter-agent")
+}
+
+func binary(t testing.TB, pkg string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if path, ok := built[pkg]; ok {
+		return path
 	}
-	return builtPath
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(out)))
+	dir, err := os.MkdirTemp("", "spotter-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", path, pkg)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	built[pkg] = path
+	return path
 }
 
 // Process is a Spotter process started by a test.
@@ -61,7 +70,17 @@ type Process struct {
 // kernel if the test binary dies.
 func StartSpotter(t testing.TB, name string, args ...string) *Process {
 	t.Helper()
-	bin := SpotterBinary(t)
+	return startProcess(t, SpotterBinary(t), name, args)
+}
+
+// StartAgent runs spotter-agent with args, as StartSpotter runs spotter.
+func StartAgent(t testing.TB, name string, args ...string) *Process {
+	t.Helper()
+	return startProcess(t, AgentBinary(t), name, args)
+}
+
+func startProcess(t testing.TB, bin, name string, args []string) *Process {
+	t.Helper()
 	log := filepath.Join(t.TempDir(), name+".log")
 	f, err := os.Create(log)
 	if err != nil {

@@ -81,3 +81,56 @@ func TestControllerKilledMidDrainResumes(t *testing.T) {
 		}
 	}
 }
+
+// SIGTERM in the middle of a drain that cannot finish within
+// drain.shutdownGracePeriod: the controller rolls the drain back before it
+// exits, so the node is left as it was found.
+func TestControllerStoppedMidDrainRollsBack(t *testing.T) {
+	env := testenv.StartLab(t)
+	ctx := testenv.Context(t, 5*time.Minute)
+	env.CreateNodes(lab.NodeSpec{Name: "od-1", Class: lab.ClassOnDemand})
+	// Pods that take 30 s to terminate: the drain cannot end within the 1 s grace.
+	web := tu.Deployment("web", 2, tu.CPU("100m"), tu.GracePeriod(30))
+	if _, err := env.Client.AppsV1().Deployments("default").Create(ctx, web, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitForPodsRunning("default", "app=web", 2, time.Minute)
+	env.CreateNodes(lab.NodeSpec{Name: "spot-1", Class: lab.ClassSpot})
+
+	config := filepath.Join(t.TempDir(), "spotter.yaml")
+	body := "apiVersion: spotter.dev/v1alpha1\nkind: SpotterConfiguration\ndrain:\n  cordon: true\n  shutdownGracePeriod: 1s\nrescheduler:\n  interval: 10s\n  drainDelay: 0s\n"
+	if err := os.WriteFile(config, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := testenv.StartSpotter(t, "controller", "controller", "--config", config, "--kubeconfig", env.Kubeconfig,
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--leader-elect=false")
+	testenv.Eventually(t, time.Minute, "the controller to start draining od-1", func(ctx context.Context) (bool, string, error) {
+		n, err := env.Client.CoreV1().Nodes().Get(ctx, "od-1", metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		_, ok, _ := drain.MarkOf(n)
+		return ok, fmt.Sprint(n.Annotations), nil
+	})
+
+	start := time.Now()
+	p.Stop()
+	t.Logf("the controller exited %s after SIGTERM", time.Since(start).Round(10*time.Millisecond))
+	if code := p.Cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("exit code %d after SIGTERM, want 0", code)
+	}
+	n, err := env.Client.CoreV1().Nodes().Get(ctx, "od-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, marked, _ := drain.MarkOf(n)
+	for _, taint := range n.Spec.Taints {
+		marked = marked || taint.Key == drain.DrainingTaintKey
+	}
+	if marked || n.Spec.Unschedulable {
+		t.Errorf("od-1 left marked after a graceful stop: annotations %v taints %v cordoned %v", n.Annotations, n.Spec.Taints, n.Spec.Unschedulable)
+	}
+	if log, _ := os.ReadFile(p.Log); !strings.Contains(string(log), drain.ErrShutdown.Error()) {
+		t.Error("the controller's log does not say the drain was stopped by the shutdown")
+	}
+}

@@ -41,6 +41,9 @@ type Options struct {
 	MaxFailureBackoff  time.Duration
 	// OnRestart says what to do with a drain of ours found unfinished at start.
 	OnRestart drain.RecoverPolicy
+	// ShutdownGracePeriod is how long a drain in flight at shutdown may go on
+	// before it is rolled back (see drain.Outlive).
+	ShutdownGracePeriod time.Duration
 	// OwnNode is the node Spotter runs on (NODE_NAME); it is drained last.
 	OwnNode string
 	DryRun  bool
@@ -91,7 +94,10 @@ func (c *Controller) Start(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("controller", Component)
 	ctx = klog.NewContext(ctx, logger)
 	if !c.opts.DryRun {
-		if nodes, err := c.drainer.Recover(ctx, c.opts.OnRestart); err != nil {
+		rctx, cancel := drain.Outlive(ctx, c.clock, c.opts.ShutdownGracePeriod)
+		nodes, err := c.drainer.Recover(rctx, c.opts.OnRestart)
+		cancel()
+		if err != nil {
 			logger.Error(err, "Recovering unfinished drains")
 		} else if len(nodes) > 0 {
 			logger.Info("Recovered unfinished drains", "nodes", nodes, "policy", c.opts.OnRestart)
@@ -200,12 +206,16 @@ func (c *Controller) drainNode(ctx context.Context, target *plan.NodePlan, snap 
 		}
 	}
 	drains.WithLabelValues(outcomeStarted).Inc()
-	res, err := c.drainer.Drain(ctx, drain.Request{
+	// A shutdown lets the drain finish within the grace period, else rolls it
+	// back: never a half-drained node.
+	dctx, cancel := drain.Outlive(ctx, c.clock, c.opts.ShutdownGracePeriod)
+	res, err := c.drainer.Drain(dctx, drain.Request{
 		Node:          target.Name,
 		Reason:        fmt.Sprintf("all %d pods fit on spot nodes", countMoves(target)),
 		BeforeEvict:   c.recheck,
 		LeaveCordoned: c.opts.CordonAfterDrain,
 	})
+	cancel()
 	podsEvicted.Add(float64(len(res.Evicted)))
 	if err != nil {
 		drains.WithLabelValues(outcomeFailed).Inc()

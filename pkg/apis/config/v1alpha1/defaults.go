@@ -28,6 +28,7 @@ func SetDefaults(c *SpotterConfiguration) {
 	if d.OnRestart == "" {
 		d.OnRestart = RestartResume
 	}
+	defaultDurationPtr(&d.ShutdownGracePeriod, 15*time.Second)
 
 	defaultInt(&c.Disruption.MaxConcurrentDrains, 1)
 	for i := range c.Disruption.Windows {
@@ -73,6 +74,7 @@ func SetDefaults(c *SpotterConfiguration) {
 		a.MaintenanceAction = ActionDrain
 	}
 	defaultBool(&a.AcknowledgeAzureEvents, true)
+	defaultString(&a.MetricsBindAddress, ":9102")
 
 	defaultString(&c.Pricing.Currency, "USD")
 

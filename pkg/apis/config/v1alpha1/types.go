@@ -113,6 +113,13 @@ type DrainConfig struct {
 	// left unfinished (found by Spotter's marks on the node): Resume or Rollback.
 	// Default Resume.
 	OnRestart RestartPolicy `json:"onRestart"`
+	// ShutdownGracePeriod is how long a drain in flight when Spotter is asked to
+	// stop (SIGTERM, SIGINT) may go on to finish; when it passes, the drain is
+	// rolled back. Give the controller's pod a terminationGracePeriodSeconds of at
+	// least this plus 30s, so that the rollback has time; a process killed before
+	// either leaves marks that the next start resumes or rolls back (OnRestart).
+	// Default 15s; 0s to 10m (0s rolls back at once).
+	ShutdownGracePeriod *metav1.Duration `json:"shutdownGracePeriod"`
 }
 
 // RestartPolicy says what to do with an unfinished drain found at start.
@@ -253,6 +260,9 @@ type AgentConfig struct {
 	// AcknowledgeAzureEvents approves an Azure scheduled event once the node is
 	// drained, so that the platform can go ahead early. Default true.
 	AcknowledgeAzureEvents *bool `json:"acknowledgeAzureEvents"`
+	// MetricsBindAddress is where the agent serves Prometheus metrics, host:port;
+	// "0" turns them off. Default ":9102".
+	MetricsBindAddress string `json:"metricsBindAddress"`
 }
 
 // Cloud names a metadata service.

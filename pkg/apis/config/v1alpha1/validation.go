@@ -81,6 +81,9 @@ func validateDrain(c *DrainConfig, p *field.Path) field.ErrorList {
 	errs = append(errs, durationIn(p.Child("evictionBackoff"), c.EvictionBackoff, 100*time.Millisecond, 10*time.Minute)...)
 	errs = append(errs, durationIn(p.Child("maxEvictionBackoff"), c.MaxEvictionBackoff, c.EvictionBackoff.Duration, time.Hour)...)
 	errs = append(errs, oneOf(p.Child("onRestart"), c.OnRestart, RestartResume, RestartRollback)...)
+	if c.ShutdownGracePeriod != nil {
+		errs = append(errs, durationIn(p.Child("shutdownGracePeriod"), *c.ShutdownGracePeriod, 0, 10*time.Minute)...)
+	}
 	return errs
 }
 
@@ -139,6 +142,7 @@ func ValidateAgent(c *AgentConfig, p *field.Path) field.ErrorList {
 	}
 	errs = append(errs, oneOf(p.Child("rebalanceAction"), c.RebalanceAction, ActionNone, ActionTaint, ActionCordon, ActionDrain)...)
 	errs = append(errs, oneOf(p.Child("maintenanceAction"), c.MaintenanceAction, ActionNone, ActionTaint, ActionCordon, ActionDrain)...)
+	errs = append(errs, bindAddress(p.Child("metricsBindAddress"), c.MetricsBindAddress)...)
 	return errs
 }
 
