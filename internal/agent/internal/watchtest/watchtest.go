@@ -85,3 +85,16 @@ func None(t testing.TB, out <-chan notice.Notice) {
 	default:
 	}
 }
+
+// Eventually waits until cond holds, failing the test after Timeout. what
+// names the condition in the failure.
+func Eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(Timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting until %s", Timeout, what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
