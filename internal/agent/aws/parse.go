@@ -1,0 +1,195 @@
+package aws
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ScheduledEventTimeLayout is the layout of the dates in the scheduled-events
+// document, for example "21 Jan 2019 09:00:43 GMT" (EC2 User Guide,
+// "Instance metadata categories": events/maintenance/scheduled).
+const ScheduledEventTimeLayout = "2 Jan 2006 15:04:05 GMT"
+
+// InstanceAction is the spot instance-action document: the instance will be
+// stopped, hibernated or terminated at Time.
+type InstanceAction struct {
+	// Action is terminate, stop or hibernate.
+	Action string
+	// Time is when the action happens (two minutes after the notice).
+	Time time.Time
+}
+
+// ParseInstanceAction parses the body of spot/instance-action, for example
+// {"action": "terminate", "time": "2017-09-18T08:22:00Z"}. Action must be a
+// word (terminate, stop, hibernate; an unknown word is kept, because it still
+// announces an interruption) and time an RFC 3339 UTC timestamp.
+func ParseInstanceAction(b []byte) (InstanceAction, error) {
+	var raw struct {
+		Action *string `json:"action"`
+		Time   *string `json:"time"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return InstanceAction{}, fmt.Errorf("spot instance-action: %w", err)
+	}
+	if raw.Action == nil || raw.Time == nil {
+		return InstanceAction{}, errors.New("spot instance-action: want the fields action and time")
+	}
+	if !isWord(*raw.Action) {
+		return InstanceAction{}, fmt.Errorf("spot instance-action: action %q is not a word", *raw.Action)
+	}
+	t, err := parseRFC3339(*raw.Time)
+	if err != nil {
+		return InstanceAction{}, fmt.Errorf("spot instance-action: time: %w", err)
+	}
+	return InstanceAction{Action: *raw.Action, Time: t}, nil
+}
+
+// RebalanceRecommendation is the events/recommendations/rebalance document.
+type RebalanceRecommendation struct {
+	// NoticeTime is when EC2 issued the recommendation.
+	NoticeTime time.Time
+}
+
+// ParseRebalanceRecommendation parses the body of
+// events/recommendations/rebalance, for example
+// {"noticeTime": "2020-10-27T08:22:00Z"}.
+func ParseRebalanceRecommendation(b []byte) (RebalanceRecommendation, error) {
+	var raw struct {
+		NoticeTime *string `json:"noticeTime"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return RebalanceRecommendation{}, fmt.Errorf("rebalance recommendation: %w", err)
+	}
+	if raw.NoticeTime == nil {
+		return RebalanceRecommendation{}, errors.New("rebalance recommendation: want the field noticeTime")
+	}
+	t, err := parseRFC3339(*raw.NoticeTime)
+	if err != nil {
+		return RebalanceRecommendation{}, fmt.Errorf("rebalance recommendation: noticeTime: %w", err)
+	}
+	return RebalanceRecommendation{NoticeTime: t}, nil
+}
+
+// States of a scheduled event.
+const (
+	StateActive    = "active"
+	StateCanceled  = "canceled"
+	StateCompleted = "completed"
+)
+
+// ScheduledEvent is one entry of events/maintenance/scheduled.
+type ScheduledEvent struct {
+	// Code is the event type: instance-reboot, system-reboot,
+	// system-maintenance, instance-retirement or instance-stop.
+	Code string
+	// Description says what will happen, for people.
+	Description string
+	// EventID identifies the event ("instance-event-0d59937288b749b32").
+	EventID string
+	// NotBefore is the start of the event's window; zero when absent.
+	NotBefore time.Time
+	// NotAfter is the end of the event's window; zero when absent.
+	NotAfter time.Time
+	// NotBeforeDeadline is the latest the event can be rescheduled to; zero
+	// when absent.
+	NotBeforeDeadline time.Time
+	// State is active, canceled or completed.
+	State string
+}
+
+// Ended reports whether the event was canceled or has completed.
+func (e ScheduledEvent) Ended() bool {
+	return e.State == StateCanceled || e.State == StateCompleted
+}
+
+// ParseScheduledEvents parses the body of events/maintenance/scheduled: a JSON
+// array of events whose dates use ScheduledEventTimeLayout. An empty array
+// (or an empty body) means no event. Code and EventId are required; the dates
+// may be absent, but a date that is present must parse.
+func ParseScheduledEvents(b []byte) ([]ScheduledEvent, error) {
+	if len(strings.TrimSpace(string(b))) == 0 {
+		return nil, nil
+	}
+	var raw []struct {
+		Code              string `json:"Code"`
+		Description       string `json:"Description"`
+		EventID           string `json:"EventId"`
+		NotAfter          string `json:"NotAfter"`
+		NotBefore         string `json:"NotBefore"`
+		NotBeforeDeadline string `json:"NotBeforeDeadline"`
+		State             string `json:"State"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return nil, fmt.Errorf("scheduled events: %w", err)
+	}
+	events := make([]ScheduledEvent, 0, len(raw))
+	for i, r := range raw {
+		if r.EventID == "" || r.Code == "" {
+			return nil, fmt.Errorf("scheduled events: [%d]: want the fields Code and EventId", i)
+		}
+		if !isWord(r.Code) || !isWord(r.EventID) || (r.State != "" && !isWord(r.State)) {
+			return nil, fmt.Errorf("scheduled events: [%d]: Code, EventId and State must be words", i)
+		}
+		e := ScheduledEvent{Code: r.Code, Description: r.Description, EventID: r.EventID, State: r.State}
+		for _, f := range []struct {
+			name string
+			in   string
+			out  *time.Time
+		}{{"NotBefore", r.NotBefore, &e.NotBefore}, {"NotAfter", r.NotAfter, &e.NotAfter}, {"NotBeforeDeadline", r.NotBeforeDeadline, &e.NotBeforeDeadline}} {
+			if f.in == "" {
+				continue
+			}
+			t, err := time.Parse(ScheduledEventTimeLayout, f.in)
+			if err != nil {
+				return nil, fmt.Errorf("scheduled events: [%d] %s: %w", i, f.name, err)
+			}
+			*f.out = t
+		}
+		events = append(events, e)
+	}
+	return events, nil
+}
+
+// TargetLifecycleStateTerminated is the Auto Scaling target lifecycle state of
+// an instance the group is about to terminate.
+const TargetLifecycleStateTerminated = "Terminated"
+
+// ParseTargetLifecycleState parses the body of
+// autoscaling/target-lifecycle-state: a single state such as InService,
+// Terminated, Detached or Warmed:Stopped.
+func ParseTargetLifecycleState(b []byte) (string, error) {
+	s := strings.TrimSpace(string(b))
+	if s == "" || len(s) > 64 {
+		return "", fmt.Errorf("target lifecycle state: want one state, got %q", b)
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == ':' || r == '-' || r == '_') {
+			return "", fmt.Errorf("target lifecycle state %q: unexpected character %q", s, r)
+		}
+	}
+	return s, nil
+}
+
+// isWord reports whether s is a short identifier: letters, digits, '-', '_'.
+func isWord(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func parseRFC3339(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return t.UTC(), nil
+}

@@ -1,0 +1,404 @@
+// Package aws watches the EC2 instance metadata service (IMDSv2) for
+// interruption notices: the spot instance-action, the rebalance
+// recommendation, scheduled maintenance events and the Auto Scaling target
+// lifecycle state.
+//
+// Wire format: EC2 User Guide, "Use the Instance Metadata Service to access
+// instance metadata" (IMDSv2 session tokens) and "Instance metadata
+// categories" (spot/instance-action, events/recommendations/rebalance,
+// events/maintenance/scheduled, autoscaling/target-lifecycle-state).
+package aws
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"spotter.dev/spotter/internal/agent/internal/watch"
+	"spotter.dev/spotter/internal/agent/notice"
+)
+
+// Metadata paths the source reads, relative to the endpoint.
+const (
+	TokenPath                = "/latest/api/token"
+	InstanceActionPath       = "/latest/meta-data/spot/instance-action"
+	RebalancePath            = "/latest/meta-data/events/recommendations/rebalance"
+	ScheduledEventsPath      = "/latest/meta-data/events/maintenance/scheduled"
+	TargetLifecycleStatePath = "/latest/meta-data/autoscaling/target-lifecycle-state"
+)
+
+// IMDSv2 headers.
+const (
+	// TokenTTLHeader asks for (on PUT) and reports (in the answer) a token's
+	// lifetime in seconds, 1 to 21600.
+	TokenTTLHeader = "X-aws-ec2-metadata-token-ttl-seconds"
+	// TokenHeader carries the session token on every GET.
+	TokenHeader = "X-aws-ec2-metadata-token"
+)
+
+// MaxTokenTTL is the longest session token IMDSv2 issues (6 hours).
+const MaxTokenTTL = 21600 * time.Second
+
+// Notice IDs of the items that are not scheduled events (those use their
+// EventId).
+const (
+	InstanceActionID       = "spot/instance-action"
+	RebalanceID            = "rebalance"
+	TargetLifecycleStateID = "autoscaling/target-lifecycle-state"
+)
+
+// TargetLifecycleGrace is the deadline given to a target-lifecycle-state of
+// Terminated, counted from when the source first sees it. Auto Scaling
+// publishes no time: the instance goes once the lifecycle hooks, if any, are
+// done. Two minutes matches the spot notice the rest of the agent is built for.
+const TargetLifecycleGrace = 2 * time.Minute
+
+// Config configures a Source.
+type Config struct {
+	// Endpoint is the base URL of the metadata service; empty means
+	// http://169.254.169.254.
+	Endpoint string
+	// PollInterval between two rounds of reads. Default 1s.
+	PollInterval time.Duration
+	// RequestTimeout bounds one request. Default 2s.
+	RequestTimeout time.Duration
+	// MaxBackoff caps the wait between rounds after errors. Default 10s, and
+	// never below PollInterval.
+	MaxBackoff time.Duration
+	// TokenTTL is the lifetime asked for each session token, in whole seconds
+	// from 1s to 6h. Default 6h. The source renews a token when four fifths of
+	// it have passed, and at once when the service answers 401.
+	TokenTTL time.Duration
+	// HTTPClient sends the requests; nil means notice.NewHTTPClient().
+	HTTPClient *http.Client
+	// Clock paces the polls and token renewal; nil means the real clock.
+	Clock clock.Clock
+}
+
+// Source watches the EC2 instance metadata service. It implements
+// notice.Source.
+type Source struct {
+	cfg      Config
+	endpoint string
+}
+
+var _ notice.Source = (*Source)(nil)
+
+// New checks cfg, fills in its defaults and returns a Source.
+func New(cfg Config) (*Source, error) {
+	endpoint, err := watch.Endpoint(cfg.Endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("aws metadata source: %w", err)
+	}
+	if err := watch.Durations(&cfg.PollInterval, &cfg.RequestTimeout); err != nil {
+		return nil, fmt.Errorf("aws metadata source: %w", err)
+	}
+	switch {
+	case cfg.TokenTTL == 0:
+		cfg.TokenTTL = MaxTokenTTL
+	case cfg.TokenTTL < time.Second || cfg.TokenTTL > MaxTokenTTL || cfg.TokenTTL%time.Second != 0:
+		return nil, fmt.Errorf("aws metadata source: TokenTTL %v: want whole seconds from 1s to 6h", cfg.TokenTTL)
+	}
+	if cfg.MaxBackoff < 0 {
+		return nil, errors.New("aws metadata source: MaxBackoff must not be negative")
+	}
+	if cfg.MaxBackoff == 0 {
+		cfg.MaxBackoff = watch.DefaultMaxBackoff
+	}
+	cfg.MaxBackoff = max(cfg.MaxBackoff, cfg.PollInterval)
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = notice.NewHTTPClient()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	return &Source{cfg: cfg, endpoint: endpoint}, nil
+}
+
+// Cloud returns notice.CloudAWS.
+func (s *Source) Cloud() string { return notice.CloudAWS }
+
+// Watch reads the four notice items every PollInterval until ctx ends; see
+// notice.Source. Every error is transient: it is logged, and the next round
+// comes after an exponential backoff.
+//
+// Deadlines: the instance-action's time; a scheduled event's NotBefore; for
+// target-lifecycle-state Terminated, TargetLifecycleGrace after it was first
+// seen; none for a rebalance recommendation. An item that disappears after it
+// was sent is sent again with Ended set, as is a scheduled event that becomes
+// canceled or completed.
+func (s *Source) Watch(ctx context.Context, out chan<- notice.Notice) error {
+	log := klog.FromContext(ctx).WithValues("cloud", notice.CloudAWS)
+	w := &watcher{Source: s, groups: map[string]map[string]bool{}}
+	backoff := watch.Backoff{Initial: s.cfg.PollInterval, Max: s.cfg.MaxBackoff}
+	for {
+		notices, err := w.poll(ctx)
+		for _, n := range notices {
+			if !watch.Send(ctx, out, n) {
+				return nil
+			}
+		}
+		wait := s.cfg.PollInterval
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			wait = backoff.Next()
+			log.Error(err, "Reading the EC2 instance metadata; will retry", "retryIn", wait)
+		} else {
+			backoff.Reset()
+		}
+		if !watch.Sleep(ctx, s.cfg.Clock, wait) {
+			return nil
+		}
+	}
+}
+
+// watcher is the state of one Watch.
+type watcher struct {
+	*Source
+	token        string
+	tokenRenewAt time.Time
+	tracker      watch.Tracker
+	// groups maps an item (path) to the IDs of the notices it produced that
+	// have not ended, to tell which notices disappeared.
+	groups map[string]map[string]bool
+}
+
+// item reads one path and turns its answer into the notices present now.
+type item struct {
+	path  string
+	parse func(w *watcher, body []byte) ([]notice.Notice, error)
+}
+
+var items = []item{
+	{InstanceActionPath, (*watcher).instanceAction},
+	{RebalancePath, (*watcher).rebalance},
+	{ScheduledEventsPath, (*watcher).scheduledEvents},
+	{TargetLifecycleStatePath, (*watcher).targetLifecycleState},
+}
+
+// poll reads every item once and returns the notices that are new or
+// changed, and the errors met. An item that fails keeps its notices as they
+// were.
+func (w *watcher) poll(ctx context.Context) ([]notice.Notice, error) {
+	if err := w.ensureToken(ctx); err != nil {
+		return nil, err
+	}
+	var (
+		changed []notice.Notice
+		errs    []error
+	)
+	for _, it := range items {
+		present, err := w.read(ctx, it)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		changed = append(changed, w.update(it.path, present)...)
+	}
+	return changed, errors.Join(errs...)
+}
+
+// read GETs one item; a 404 means it is absent.
+func (w *watcher) read(ctx context.Context, it item) ([]notice.Notice, error) {
+	resp, err := w.get(ctx, it.path)
+	if err != nil {
+		return nil, err
+	}
+	switch resp.Status {
+	case http.StatusNotFound:
+		return nil, nil
+	case http.StatusOK:
+		ns, err := it.parse(w, resp.Body)
+		if err != nil {
+			return nil, fmt.Errorf("GET %s: %w", it.path, err)
+		}
+		return ns, nil
+	default:
+		return nil, watch.NewStatusError(http.MethodGet, w.endpoint+it.path, resp)
+	}
+}
+
+// update records the notices present at path and returns those to send:
+// new or changed ones, and the ones that disappeared, now Ended.
+func (w *watcher) update(path string, present []notice.Notice) []notice.Notice {
+	var send []notice.Notice
+	seen := map[string]bool{}
+	for _, n := range present {
+		seen[n.ID] = true
+		if w.tracker.Changed(n) {
+			send = append(send, n)
+		}
+	}
+	for id := range w.groups[path] {
+		if seen[id] {
+			continue
+		}
+		if last, ok := w.tracker.Last(id); ok && !last.Ended {
+			last.Ended = true
+			last.Detail += " (no longer in the instance metadata)"
+			w.tracker.Changed(last)
+			send = append(send, last)
+		}
+	}
+	open := map[string]bool{}
+	for _, n := range present {
+		if !n.Ended {
+			open[n.ID] = true
+		}
+	}
+	w.groups[path] = open
+	return send
+}
+
+func (w *watcher) instanceAction(body []byte) ([]notice.Notice, error) {
+	a, err := ParseInstanceAction(body)
+	if err != nil {
+		return nil, err
+	}
+	return []notice.Notice{{
+		Cloud:    notice.CloudAWS,
+		Kind:     notice.Termination,
+		ID:       InstanceActionID,
+		Action:   a.Action,
+		Deadline: a.Time,
+		Detail:   fmt.Sprintf("EC2 spot instance-action: %s at %s", a.Action, a.Time.Format(time.RFC3339)),
+	}}, nil
+}
+
+func (w *watcher) rebalance(body []byte) ([]notice.Notice, error) {
+	r, err := ParseRebalanceRecommendation(body)
+	if err != nil {
+		return nil, err
+	}
+	return []notice.Notice{{
+		Cloud:  notice.CloudAWS,
+		Kind:   notice.Rebalance,
+		ID:     RebalanceID,
+		Action: "rebalance",
+		Detail: fmt.Sprintf("EC2 rebalance recommendation issued at %s", r.NoticeTime.Format(time.RFC3339)),
+	}}, nil
+}
+
+func (w *watcher) scheduledEvents(body []byte) ([]notice.Notice, error) {
+	events, err := ParseScheduledEvents(body)
+	if err != nil {
+		return nil, err
+	}
+	ns := make([]notice.Notice, 0, len(events))
+	for _, e := range events {
+		state := e.State
+		if state == "" {
+			state = "unknown state"
+		}
+		detail := fmt.Sprintf("EC2 scheduled event %s %s (%s)", e.EventID, e.Code, state)
+		if !e.NotBefore.IsZero() {
+			detail += " from " + e.NotBefore.Format(time.RFC3339)
+		}
+		if !e.NotAfter.IsZero() {
+			detail += " to " + e.NotAfter.Format(time.RFC3339)
+		}
+		if e.Description != "" {
+			detail += ": " + e.Description
+		}
+		ns = append(ns, notice.Notice{
+			Cloud:    notice.CloudAWS,
+			Kind:     notice.Maintenance,
+			ID:       e.EventID,
+			Action:   e.Code,
+			Deadline: e.NotBefore,
+			Ended:    e.Ended(),
+			Detail:   detail,
+		})
+	}
+	return ns, nil
+}
+
+func (w *watcher) targetLifecycleState(body []byte) ([]notice.Notice, error) {
+	state, err := ParseTargetLifecycleState(body)
+	if err != nil {
+		return nil, err
+	}
+	if state != TargetLifecycleStateTerminated {
+		return nil, nil
+	}
+	deadline := w.cfg.Clock.Now().Add(TargetLifecycleGrace)
+	if last, ok := w.tracker.Last(TargetLifecycleStateID); ok && !last.Ended {
+		deadline = last.Deadline // counted from the first sighting
+	}
+	return []notice.Notice{{
+		Cloud:    notice.CloudAWS,
+		Kind:     notice.Termination,
+		ID:       TargetLifecycleStateID,
+		Action:   state,
+		Deadline: deadline,
+		Detail:   "EC2 Auto Scaling target lifecycle state: " + state,
+	}}, nil
+}
+
+// ensureToken gets a session token when there is none or the current one is
+// due for renewal.
+func (w *watcher) ensureToken(ctx context.Context) error {
+	now := w.cfg.Clock.Now()
+	if w.token != "" && now.Before(w.tokenRenewAt) {
+		return nil
+	}
+	req, err := http.NewRequest(http.MethodPut, w.endpoint+TokenPath, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set(TokenTTLHeader, strconv.Itoa(int(w.cfg.TokenTTL/time.Second)))
+	resp, err := watch.Do(ctx, w.cfg.HTTPClient, req, w.cfg.RequestTimeout)
+	if err != nil {
+		return fmt.Errorf("getting an IMDSv2 session token: %w", err)
+	}
+	if resp.Status != http.StatusOK {
+		return fmt.Errorf("getting an IMDSv2 session token: %w", watch.NewStatusError(req.Method, req.URL.String(), resp))
+	}
+	token := strings.TrimSpace(string(resp.Body))
+	if token == "" {
+		return errors.New("getting an IMDSv2 session token: empty answer")
+	}
+	ttl := w.cfg.TokenTTL
+	if granted, err := strconv.Atoi(resp.Header.Get(TokenTTLHeader)); err == nil && granted > 0 {
+		ttl = min(ttl, time.Duration(granted)*time.Second)
+	}
+	w.token = token
+	w.tokenRenewAt = now.Add(ttl * 4 / 5)
+	return nil
+}
+
+// get reads path with the session token; on a 401 (token expired or
+// revoked) it gets a new token and tries once more.
+func (w *watcher) get(ctx context.Context, path string) (*watch.Response, error) {
+	resp, err := w.getOnce(ctx, path)
+	if err != nil || resp.Status != http.StatusUnauthorized {
+		return resp, err
+	}
+	w.token = ""
+	if err := w.ensureToken(ctx); err != nil {
+		return nil, err
+	}
+	return w.getOnce(ctx, path)
+}
+
+func (w *watcher) getOnce(ctx context.Context, path string) (*watch.Response, error) {
+	req, err := http.NewRequest(http.MethodGet, w.endpoint+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set(TokenHeader, w.token)
+	resp, err := watch.Do(ctx, w.cfg.HTTPClient, req, w.cfg.RequestTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", path, err)
+	}
+	return resp, nil
+}

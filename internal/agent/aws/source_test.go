@@ -1,0 +1,255 @@
+package aws
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	testingclock "k8s.io/utils/clock/testing"
+
+	"spotter.dev/spotter/internal/agent/internal/watchtest"
+	"spotter.dev/spotter/internal/agent/notice"
+	"spotter.dev/spotter/internal/emulator/awsimds"
+)
+
+var start = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// setup starts an emulator behind handler (nil: the emulator itself) and a
+// Source on a fake clock.
+func setup(t *testing.T, cfg Config, wrap func(http.Handler) http.Handler) (*awsimds.Server, *testingclock.FakeClock, *Source) {
+	t.Helper()
+	clk := testingclock.NewFakeClock(start)
+	imds := awsimds.New(awsimds.Options{Clock: clk})
+	var h http.Handler = imds
+	if wrap != nil {
+		h = wrap(h)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	cfg.Endpoint = srv.URL
+	cfg.Clock = clk
+	src, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return imds, clk, src
+}
+
+func TestSpotInstanceAction(t *testing.T) {
+	imds, clk, src := setup(t, Config{}, nil)
+	out := watchtest.Start(t, src)
+	watchtest.WaitIdle(t, clk)
+	watchtest.None(t, out)
+
+	at := start.Add(2 * time.Minute)
+	imds.SetInstanceAction("terminate", at)
+	watchtest.Step(t, clk, time.Second)
+	got := watchtest.Next(t, out)
+	want := notice.Notice{Cloud: "aws", Kind: notice.Termination, ID: InstanceActionID, Action: "terminate", Deadline: at,
+		Detail: "EC2 spot instance-action: terminate at 2030-01-02T03:06:05Z"}
+	if got != want {
+		t.Errorf("notice = %+v\nwant %+v", got, want)
+	}
+
+	// Unchanged: not sent again.
+	for range 3 {
+		watchtest.Step(t, clk, time.Second)
+	}
+	watchtest.None(t, out)
+
+	// Changed: sent again.
+	imds.SetInstanceAction("stop", at)
+	watchtest.Step(t, clk, time.Second)
+	if got := watchtest.Next(t, out); got.Action != "stop" || got.Ended {
+		t.Errorf("after the change: %+v, want action stop", got)
+	}
+
+	// Withdrawn: Ended.
+	imds.ClearInstanceAction()
+	watchtest.Step(t, clk, time.Second)
+	if got := watchtest.Next(t, out); !got.Ended || got.ID != InstanceActionID || got.Action != "stop" {
+		t.Errorf("after the withdrawal: %+v, want Ended", got)
+	}
+	watchtest.Step(t, clk, time.Second)
+	watchtest.None(t, out)
+	if n := imds.Unauthorized(); n != 0 {
+		t.Errorf("%d requests were refused for want of a token", n)
+	}
+	if n := imds.Requests(awsimds.TokenPath); n != 1 {
+		t.Errorf("%d token requests, want 1 for a 6h token", n)
+	}
+}
+
+func TestRebalanceRecommendation(t *testing.T) {
+	imds, clk, src := setup(t, Config{}, nil)
+	imds.SetRebalance(start.Add(-time.Minute))
+	out := watchtest.Start(t, src)
+	got := watchtest.Next(t, out)
+	want := notice.Notice{Cloud: "aws", Kind: notice.Rebalance, ID: RebalanceID, Action: "rebalance",
+		Detail: "EC2 rebalance recommendation issued at 2030-01-02T03:03:05Z"}
+	if got != want {
+		t.Errorf("notice = %+v\nwant %+v", got, want)
+	}
+	watchtest.Step(t, clk, time.Second)
+	watchtest.None(t, out)
+}
+
+func TestScheduledEvents(t *testing.T) {
+	imds, clk, src := setup(t, Config{}, nil)
+	out := watchtest.Start(t, src)
+	watchtest.WaitIdle(t, clk)
+
+	imds.SetScheduledEvents() // "[]": nothing
+	watchtest.Step(t, clk, time.Second)
+	watchtest.None(t, out)
+
+	reboot := awsimds.ScheduledEvent{Code: "system-reboot", Description: "scheduled reboot", EventID: "instance-event-0d59937288b749b32",
+		NotBefore: start.Add(time.Hour), NotAfter: start.Add(2 * time.Hour), State: "active"}
+	imds.SetScheduledEvents(reboot)
+	watchtest.Step(t, clk, time.Second)
+	got := watchtest.Next(t, out)
+	want := notice.Notice{Cloud: "aws", Kind: notice.Maintenance, ID: reboot.EventID, Action: "system-reboot", Deadline: reboot.NotBefore,
+		Detail: "EC2 scheduled event instance-event-0d59937288b749b32 system-reboot (active) from 2030-01-02T04:04:05Z to 2030-01-02T05:04:05Z: scheduled reboot"}
+	if got != want {
+		t.Errorf("notice = %+v\nwant %+v", got, want)
+	}
+	watchtest.Step(t, clk, time.Second)
+	watchtest.None(t, out)
+
+	// Canceled: sent again with Ended, then never again.
+	reboot.State = "canceled"
+	imds.SetScheduledEvents(reboot)
+	watchtest.Step(t, clk, time.Second)
+	if got := watchtest.Next(t, out); !got.Ended || got.ID != reboot.EventID {
+		t.Errorf("after cancel: %+v, want Ended", got)
+	}
+	imds.ClearScheduledEvents() // 404: nothing
+	watchtest.Step(t, clk, time.Second)
+	watchtest.None(t, out)
+
+	// An active event that disappears ends too.
+	stop := awsimds.ScheduledEvent{Code: "instance-stop", EventID: "instance-event-2", NotBefore: start.Add(time.Hour), State: "active"}
+	imds.SetScheduledEvents(stop)
+	watchtest.Step(t, clk, time.Second)
+	if got := watchtest.Next(t, out); got.Ended || got.ID != stop.EventID {
+		t.Errorf("new event: %+v", got)
+	}
+	imds.SetScheduledEvents()
+	watchtest.Step(t, clk, time.Second)
+	if got := watchtest.Next(t, out); !got.Ended || got.ID != stop.EventID {
+		t.Errorf("removed event: %+v, want Ended", got)
+	}
+}
+
+func TestTargetLifecycleState(t *testing.T) {
+	imds, clk, src := setup(t, Config{}, nil)
+	imds.SetTargetLifecycleState("InService")
+	out := watchtest.Start(t, src)
+	watchtest.WaitIdle(t, clk)
+	watchtest.None(t, out)
+
+	imds.SetTargetLifecycleState("Terminated")
+	watchtest.Step(t, clk, time.Second)
+	got := watchtest.Next(t, out)
+	seen := start.Add(time.Second)
+	want := notice.Notice{Cloud: "aws", Kind: notice.Termination, ID: TargetLifecycleStateID, Action: "Terminated",
+		Deadline: seen.Add(TargetLifecycleGrace), Detail: "EC2 Auto Scaling target lifecycle state: Terminated"}
+	if got != want {
+		t.Errorf("notice = %+v\nwant %+v", got, want)
+	}
+	// The deadline counts from the first sighting: later polls change nothing.
+	watchtest.Step(t, clk, time.Second)
+	watchtest.Step(t, clk, time.Second)
+	watchtest.None(t, out)
+}
+
+func TestTokenRenewedBeforeExpiry(t *testing.T) {
+	imds, clk, src := setup(t, Config{TokenTTL: 10 * time.Second}, nil)
+	out := watchtest.Start(t, src)
+	watchtest.Step(t, clk, time.Second)
+	if n := imds.Requests(awsimds.TokenPath); n != 1 {
+		t.Fatalf("%d token requests after 1s, want 1", n)
+	}
+	// Four fifths of the TTL: renewed before the emulator would refuse it.
+	watchtest.Step(t, clk, 7*time.Second)
+	if n := imds.Requests(awsimds.TokenPath); n != 2 {
+		t.Errorf("%d token requests after 8s of a 10s token, want 2", n)
+	}
+	if n := imds.Unauthorized(); n != 0 {
+		t.Errorf("%d requests refused: the token was not renewed in time", n)
+	}
+	watchtest.None(t, out)
+}
+
+func TestTokenRenewedOn401(t *testing.T) {
+	imds, clk, src := setup(t, Config{}, nil)
+	out := watchtest.Start(t, src)
+	watchtest.WaitIdle(t, clk)
+
+	imds.ExpireTokens()
+	imds.SetInstanceAction("terminate", start.Add(2*time.Minute))
+	watchtest.Step(t, clk, time.Second)
+	// The round that met the 401 renewed the token, retried, and saw the notice.
+	if got := watchtest.Next(t, out); got.ID != InstanceActionID {
+		t.Errorf("notice = %+v", got)
+	}
+	if n := imds.Unauthorized(); n != 1 {
+		t.Errorf("%d requests refused, want exactly the first after the expiry", n)
+	}
+	if n := imds.Requests(awsimds.TokenPath); n != 2 {
+		t.Errorf("%d token requests, want 2", n)
+	}
+}
+
+func TestTransientErrorsAreRetried(t *testing.T) {
+	var failing atomic.Bool
+	failing.Store(true)
+	imds, clk, src := setup(t, Config{MaxBackoff: 4 * time.Second}, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if failing.Load() && r.URL.Path == InstanceActionPath {
+				http.Error(w, "internal error", http.StatusInternalServerError)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	imds.SetInstanceAction("terminate", start.Add(2*time.Minute))
+	imds.SetRebalance(start)
+	out := watchtest.Start(t, src)
+	// The item that answers is reported despite the other's error.
+	if got := watchtest.Next(t, out); got.ID != RebalanceID {
+		t.Fatalf("notice = %+v, want the rebalance recommendation", got)
+	}
+	watchtest.Step(t, clk, 4*time.Second) // at most the backoff cap
+	watchtest.None(t, out)
+	failing.Store(false)
+	watchtest.Step(t, clk, 4*time.Second)
+	if got := watchtest.Next(t, out); got.ID != InstanceActionID {
+		t.Errorf("notice = %+v, want the instance-action once the service recovers", got)
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	for name, cfg := range map[string]Config{
+		"relative endpoint":      {Endpoint: "169.254.169.254"},
+		"endpoint with query":    {Endpoint: "http://x/?a=b"},
+		"negative poll interval": {PollInterval: -time.Second},
+		"TTL too long":           {TokenTTL: 7 * time.Hour},
+		"TTL not whole seconds":  {TokenTTL: 1500 * time.Millisecond},
+		"negative backoff":       {MaxBackoff: -1},
+	} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("%s: New accepted %+v", name, cfg)
+		}
+	}
+	src, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src.Cloud() != notice.CloudAWS || src.endpoint != "http://169.254.169.254" || src.cfg.PollInterval != time.Second ||
+		src.cfg.RequestTimeout != 2*time.Second || src.cfg.TokenTTL != MaxTokenTTL {
+		t.Errorf("defaults: %+v", src.cfg)
+	}
+}

@@ -1,0 +1,311 @@
+// Package azure watches Azure Scheduled Events (part of the Azure Instance
+// Metadata Service) for the events that affect this VM: Preempt and Terminate
+// (the VM goes away) and Reboot, Redeploy and Freeze (maintenance), and
+// acknowledges them so that the platform can go ahead early.
+//
+// Wire format: Azure documentation, "Azure Metadata Service: Scheduled Events
+// for Linux VMs" (api-version 2020-07-01) and "Azure Instance Metadata
+// Service" (the Metadata: true header, compute/name).
+package azure
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"spotter.dev/spotter/internal/agent/internal/watch"
+	"spotter.dev/spotter/internal/agent/notice"
+)
+
+// Requests the source sends, relative to the endpoint.
+const (
+	// ScheduledEventsPath is read with GET and acknowledged with POST.
+	ScheduledEventsPath = "/metadata/scheduledevents?api-version=2020-07-01"
+	// VMNamePath gives the VM's name when no provider ID is configured.
+	VMNamePath = "/metadata/instance/compute/name?api-version=2021-02-01&format=text"
+)
+
+// MetadataHeader must be on every request (the service answers 400 without
+// it), with the value "true".
+const MetadataHeader = "Metadata"
+
+// MinimumNotice is the least time between an event's scheduling and its start,
+// per event type, as documented. The source uses it as the deadline, counted
+// from when it sees the event, when NotBefore is empty (the event started).
+// Terminate's notice is configurable from 5 to 15 minutes: the minimum is used.
+var MinimumNotice = map[string]time.Duration{
+	EventFreeze:    15 * time.Minute,
+	EventReboot:    15 * time.Minute,
+	EventRedeploy:  10 * time.Minute,
+	EventPreempt:   30 * time.Second,
+	EventTerminate: 5 * time.Minute,
+}
+
+// unknownTypeNotice is the deadline of an event type not in MinimumNotice:
+// the shortest documented notice.
+const unknownTypeNotice = 30 * time.Second
+
+// Config configures a Source.
+type Config struct {
+	// Endpoint is the base URL of the metadata service; empty means
+	// http://169.254.169.254.
+	Endpoint string
+	// PollInterval between two reads of the document. Default 1s.
+	PollInterval time.Duration
+	// RequestTimeout bounds one request. Default 2s.
+	RequestTimeout time.Duration
+	// MaxBackoff caps the wait between reads after errors. Default 10s, and
+	// never below PollInterval.
+	MaxBackoff time.Duration
+	// ProviderID is the node's spec.providerID; it names this VM in the
+	// events' Resources (see ResourceName). Empty: Watch asks the metadata
+	// service for the name (compute/name).
+	ProviderID string
+	// HTTPClient sends the requests; nil means notice.NewHTTPClient().
+	HTTPClient *http.Client
+	// Clock paces the polls and dates the notices; nil means the real clock.
+	Clock clock.Clock
+}
+
+// Source watches Azure Scheduled Events. It implements notice.Source and
+// notice.Acknowledger.
+type Source struct {
+	cfg      Config
+	endpoint string
+	vmName   string // from ProviderID; empty until Watch asks the service
+}
+
+var (
+	_ notice.Source       = (*Source)(nil)
+	_ notice.Acknowledger = (*Source)(nil)
+)
+
+// New checks cfg, fills in its defaults and returns a Source.
+func New(cfg Config) (*Source, error) {
+	endpoint, err := watch.Endpoint(cfg.Endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("azure scheduled events source: %w", err)
+	}
+	if err := watch.Durations(&cfg.PollInterval, &cfg.RequestTimeout); err != nil {
+		return nil, fmt.Errorf("azure scheduled events source: %w", err)
+	}
+	if cfg.MaxBackoff < 0 {
+		return nil, errors.New("azure scheduled events source: MaxBackoff must not be negative")
+	}
+	if cfg.MaxBackoff == 0 {
+		cfg.MaxBackoff = watch.DefaultMaxBackoff
+	}
+	cfg.MaxBackoff = max(cfg.MaxBackoff, cfg.PollInterval)
+	var name string
+	if cfg.ProviderID != "" {
+		if name, err = ResourceName(cfg.ProviderID); err != nil {
+			return nil, fmt.Errorf("azure scheduled events source: %w", err)
+		}
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = notice.NewHTTPClient()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	return &Source{cfg: cfg, endpoint: endpoint, vmName: name}, nil
+}
+
+// Cloud returns notice.CloudAzure.
+func (s *Source) Cloud() string { return notice.CloudAzure }
+
+// Watch reads the Scheduled Events document every PollInterval until ctx
+// ends; see notice.Source. It processes a document only when its
+// DocumentIncarnation differs from the last one processed, and only the
+// events whose Resources name this VM. Errors are logged and retried after an
+// exponential backoff.
+//
+// Notices: Preempt and Terminate are terminations, Reboot, Redeploy, Freeze
+// (and types not known yet) maintenance; the ID is the EventId and the Action
+// the EventType. The deadline is NotBefore or, when empty, the one of an
+// earlier sighting, else MinimumNotice after the event is seen. An event that
+// disappears from the document is sent again with Ended set.
+func (s *Source) Watch(ctx context.Context, out chan<- notice.Notice) error {
+	log := klog.FromContext(ctx).WithValues("cloud", notice.CloudAzure)
+	backoff := watch.Backoff{Initial: s.cfg.PollInterval, Max: s.cfg.MaxBackoff}
+	vmName := s.vmName
+	for vmName == "" {
+		name, err := s.readVMName(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err == nil {
+			vmName = name
+			log.V(1).Info("VM name from the metadata service", "vmName", vmName)
+			break
+		}
+		wait := backoff.Next()
+		log.Error(err, "Reading the VM name from the Azure metadata service; will retry", "retryIn", wait)
+		if !watch.Sleep(ctx, s.cfg.Clock, wait) {
+			return nil
+		}
+	}
+	backoff.Reset()
+	w := &watcher{Source: s, vmName: vmName, incarnation: -1}
+	for {
+		notices, err := w.poll(ctx)
+		for _, n := range notices {
+			if !watch.Send(ctx, out, n) {
+				return nil
+			}
+		}
+		wait := s.cfg.PollInterval
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			wait = backoff.Next()
+			log.Error(err, "Reading Azure Scheduled Events; will retry", "retryIn", wait)
+		} else {
+			backoff.Reset()
+		}
+		if !watch.Sleep(ctx, s.cfg.Clock, wait) {
+			return nil
+		}
+	}
+}
+
+// Acknowledge approves the event n names (POST StartRequests), so that the
+// platform may start it before NotBefore. n must be an Azure notice.
+func (s *Source) Acknowledge(ctx context.Context, n notice.Notice) error {
+	if n.Cloud != notice.CloudAzure || n.ID == "" {
+		return fmt.Errorf("acknowledging %s notice %q: not an Azure scheduled event", n.Cloud, n.ID)
+	}
+	type startRequest struct {
+		EventID string `json:"EventId"`
+	}
+	body, err := json.Marshal(struct {
+		StartRequests []startRequest `json:"StartRequests"`
+	}{[]startRequest{{n.ID}}})
+	if err != nil {
+		return err
+	}
+	u := s.endpoint + ScheduledEventsPath
+	req, err := http.NewRequest(http.MethodPost, u, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set(MetadataHeader, "true")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := watch.Do(ctx, s.cfg.HTTPClient, req, s.cfg.RequestTimeout)
+	if err != nil {
+		return fmt.Errorf("acknowledging Azure event %s: %w", n.ID, err)
+	}
+	if resp.Status < 200 || resp.Status > 299 {
+		return fmt.Errorf("acknowledging Azure event %s: %w", n.ID, watch.NewStatusError(http.MethodPost, u, resp))
+	}
+	return nil
+}
+
+func (s *Source) readVMName(ctx context.Context) (string, error) {
+	resp, err := s.get(ctx, VMNamePath)
+	if err != nil {
+		return "", err
+	}
+	name := strings.TrimSpace(string(resp.Body))
+	if name == "" || strings.ContainsAny(name, "/ \t\n{}\"") {
+		return "", fmt.Errorf("GET %s: %q is not a VM name", VMNamePath, resp.Body)
+	}
+	return name, nil
+}
+
+// get GETs path with Metadata: true and wants a 200.
+func (s *Source) get(ctx context.Context, path string) (*watch.Response, error) {
+	u := s.endpoint + path
+	req, err := http.NewRequest(http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set(MetadataHeader, "true")
+	resp, err := watch.Do(ctx, s.cfg.HTTPClient, req, s.cfg.RequestTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", path, err)
+	}
+	if resp.Status != http.StatusOK {
+		return nil, watch.NewStatusError(http.MethodGet, u, resp)
+	}
+	return resp, nil
+}
+
+// watcher is the state of one Watch.
+type watcher struct {
+	*Source
+	vmName      string
+	incarnation int64 // last processed; -1 before the first
+	tracker     watch.Tracker
+}
+
+// poll reads the document and returns the notices to send.
+func (w *watcher) poll(ctx context.Context) ([]notice.Notice, error) {
+	resp, err := w.get(ctx, ScheduledEventsPath)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := ParseDocument(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", ScheduledEventsPath, err)
+	}
+	if doc.Incarnation == w.incarnation {
+		return nil, nil
+	}
+	w.incarnation = doc.Incarnation
+	var send []notice.Notice
+	present := map[string]bool{}
+	for _, e := range doc.Events {
+		if !e.Affects(w.vmName) {
+			continue
+		}
+		present[e.EventID] = true
+		if n := w.notice(e); w.tracker.Changed(n) {
+			send = append(send, n)
+		}
+	}
+	for _, id := range w.tracker.Open() {
+		if present[id] {
+			continue
+		}
+		n, _ := w.tracker.Last(id)
+		n.Ended = true
+		n.Detail = fmt.Sprintf("Azure %s event %s is no longer scheduled", n.Action, n.ID)
+		w.tracker.Changed(n)
+		send = append(send, n)
+	}
+	return send, nil
+}
+
+func (w *watcher) notice(e Event) notice.Notice {
+	kind := notice.Maintenance
+	if e.EventType == EventPreempt || e.EventType == EventTerminate {
+		kind = notice.Termination
+	}
+	deadline := e.NotBefore
+	if deadline.IsZero() {
+		if last, ok := w.tracker.Last(e.EventID); ok && !last.Ended && !last.Deadline.IsZero() {
+			deadline = last.Deadline
+		} else {
+			d, ok := MinimumNotice[e.EventType]
+			if !ok {
+				d = unknownTypeNotice
+			}
+			deadline = w.cfg.Clock.Now().Add(d)
+		}
+	}
+	detail := fmt.Sprintf("Azure %s event %s (%s, source %s) not before %s", e.EventType, e.EventID, e.EventStatus, e.EventSource, deadline.Format(time.RFC3339))
+	if e.Description != "" {
+		detail += ": " + e.Description
+	}
+	return notice.Notice{Cloud: notice.CloudAzure, Kind: kind, ID: e.EventID, Action: e.EventType, Deadline: deadline, Detail: detail}
+}

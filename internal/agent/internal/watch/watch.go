@@ -1,0 +1,199 @@
+// Package watch holds what the agent's notice sources share: the wait between
+// polls on an injected clock, exponential backoff, de-duplication of notices,
+// and bounded metadata requests.
+package watch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"spotter.dev/spotter/internal/agent/notice"
+)
+
+// Defaults of the sources' configuration, the same as the agent's
+// configuration defaults (agent.pollInterval, agent.requestTimeout).
+const (
+	DefaultPollInterval   = time.Second
+	DefaultRequestTimeout = 2 * time.Second
+	// DefaultMaxBackoff caps the wait after repeated errors. Short against the
+	// 30 s notices of GCP and Azure: a metadata service that comes back must be
+	// read again quickly.
+	DefaultMaxBackoff = 10 * time.Second
+)
+
+// MaxBody bounds a metadata response the sources read; the documents they
+// read are a few kilobytes at most.
+const MaxBody = 1 << 20
+
+// Sleep waits d on clk. It returns false if ctx ended first.
+func Sleep(ctx context.Context, clk clock.Clock, d time.Duration) bool {
+	t := clk.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	}
+}
+
+// Backoff doubles a wait from Initial up to Max on each failure.
+type Backoff struct {
+	Initial, Max time.Duration
+	next         time.Duration
+}
+
+// Next returns the wait after one more failure.
+func (b *Backoff) Next() time.Duration {
+	if b.next == 0 {
+		b.next = b.Initial
+	}
+	d := b.next
+	b.next = min(2*b.next, b.Max)
+	return min(d, b.Max)
+}
+
+// Reset starts over after a success.
+func (b *Backoff) Reset() { b.next = 0 }
+
+// Send sends n on out unless ctx ends first; it reports whether it sent.
+func Send(ctx context.Context, out chan<- notice.Notice, n notice.Notice) bool {
+	select {
+	case out <- n:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// Tracker remembers the last notice sent per ID so that a source sends only
+// what is new or changed. It is not safe for concurrent use.
+type Tracker struct {
+	last map[string]notice.Notice
+}
+
+// Changed records n and reports whether it differs from the last notice
+// recorded with its ID (or is the first one).
+func (t *Tracker) Changed(n notice.Notice) bool {
+	if t.last == nil {
+		t.last = map[string]notice.Notice{}
+	}
+	prev, ok := t.last[n.ID]
+	t.last[n.ID] = n
+	return !ok || !prev.Deadline.Equal(n.Deadline) || prev.Kind != n.Kind || prev.Action != n.Action ||
+		prev.Ended != n.Ended || prev.Detail != n.Detail || prev.Cloud != n.Cloud
+}
+
+// Last returns the last notice recorded with id.
+func (t *Tracker) Last(id string) (notice.Notice, bool) {
+	n, ok := t.last[id]
+	return n, ok
+}
+
+// Open returns the IDs of recorded notices that have not ended.
+func (t *Tracker) Open() []string {
+	var ids []string
+	for id, n := range t.last {
+		if !n.Ended {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// Endpoint checks a configured base URL and returns it without a trailing
+// slash; empty means notice.DefaultEndpoint.
+func Endpoint(s string) (string, error) {
+	if s == "" {
+		return notice.DefaultEndpoint, nil
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return "", fmt.Errorf("endpoint %q: %w", s, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("endpoint %q: want a base URL such as http://169.254.169.254", s)
+	}
+	return u.Scheme + "://" + u.Host + trimSlash(u.Path), nil
+}
+
+func trimSlash(p string) string {
+	for len(p) > 0 && p[len(p)-1] == '/' {
+		p = p[:len(p)-1]
+	}
+	return p
+}
+
+// Durations checks and defaults a source's poll interval and request timeout.
+func Durations(poll, timeout *time.Duration) error {
+	if *poll < 0 || *timeout < 0 {
+		return errors.New("PollInterval and RequestTimeout must not be negative")
+	}
+	if *poll == 0 {
+		*poll = DefaultPollInterval
+	}
+	if *timeout == 0 {
+		*timeout = DefaultRequestTimeout
+	}
+	return nil
+}
+
+// Response is a metadata answer read in full.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// Do sends req with at most timeout for the whole exchange, and reads the
+// body (up to MaxBody; a longer body is an error).
+func Do(ctx context.Context, client *http.Client, req *http.Request, timeout time.Duration) (*Response, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	resp, err := client.Do(req.WithContext(ctx))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: reading the response: %w", req.Method, req.URL.Redacted(), err)
+	}
+	if len(body) > MaxBody {
+		return nil, fmt.Errorf("%s %s: response larger than %d bytes", req.Method, req.URL.Redacted(), MaxBody)
+	}
+	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, nil
+}
+
+// StatusError is a metadata answer with an unexpected HTTP status.
+type StatusError struct {
+	Method, URL string
+	Status      int
+	Body        string // the start of the body, for the log
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("%s %s: HTTP %d %s: %q", e.Method, e.URL, e.Status, http.StatusText(e.Status), e.Body)
+}
+
+// NewStatusError describes resp, the answer to a request.
+func NewStatusError(method, url string, resp *Response) *StatusError {
+	body := string(resp.Body)
+	if len(body) > 200 {
+		body = body[:200] + "..."
+	}
+	return &StatusError{Method: method, URL: url, Status: resp.Status, Body: body}
+}
+
+// IsStatus reports whether err is a StatusError with the given status.
+func IsStatus(err error, status int) bool {
+	var se *StatusError
+	return errors.As(err, &se) && se.Status == status
+}

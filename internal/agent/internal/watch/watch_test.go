@@ -1,0 +1,67 @@
+package watch
+
+import (
+	"testing"
+	"time"
+
+	"spotter.dev/spotter/internal/agent/notice"
+)
+
+func TestBackoff(t *testing.T) {
+	b := Backoff{Initial: time.Second, Max: 5 * time.Second}
+	var got []time.Duration
+	for range 5 {
+		got = append(got, b.Next())
+	}
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("waits %v, want %v", got, want)
+		}
+	}
+	b.Reset()
+	if d := b.Next(); d != time.Second {
+		t.Errorf("after Reset: %v", d)
+	}
+}
+
+func TestTracker(t *testing.T) {
+	var tr Tracker
+	n := notice.Notice{Cloud: "aws", ID: "a", Action: "stop", Deadline: time.Unix(100, 0)}
+	if !tr.Changed(n) {
+		t.Error("first sighting not a change")
+	}
+	if tr.Changed(n) {
+		t.Error("same notice is a change")
+	}
+	same := n
+	same.Deadline = time.Unix(100, 0).In(time.FixedZone("x", 3600)) // same instant
+	if tr.Changed(same) {
+		t.Error("same deadline in another zone is a change")
+	}
+	n.Ended = true
+	if !tr.Changed(n) {
+		t.Error("Ended is not a change")
+	}
+	if len(tr.Open()) != 0 {
+		t.Errorf("open: %v", tr.Open())
+	}
+}
+
+func TestEndpoint(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                       notice.DefaultEndpoint,
+		"http://127.0.0.1:8080/": "http://127.0.0.1:8080",
+		"https://proxy/base//":   "https://proxy/base",
+		"http://169.254.169.254": "http://169.254.169.254",
+	} {
+		if got, err := Endpoint(in); err != nil || got != want {
+			t.Errorf("Endpoint(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"169.254.169.254", "ftp://x", "http://x/?q=1", "http://"} {
+		if _, err := Endpoint(in); err == nil {
+			t.Errorf("Endpoint(%q) accepted", in)
+		}
+	}
+}
