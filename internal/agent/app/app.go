@@ -24,14 +24,15 @@ import (
 // Options are the agent's flags. Their names are a contract: deployment
 // manifests and tests outside the project use them.
 type Options struct {
-	NodeName         string
-	Kubeconfig       string
-	Cloud            string
-	MetadataEndpoint string
-	ConfigFile       string
-	DryRun           bool
-	Check            bool
-	Version          bool
+	NodeName           string
+	Kubeconfig         string
+	Cloud              string
+	MetadataEndpoint   string
+	ConfigFile         string
+	DryRun             bool
+	MetricsBindAddress string
+	Check              bool
+	Version            bool
 
 	set map[string]bool // flags given on the command line
 }
@@ -47,6 +48,7 @@ func ParseFlags(args []string, stderr io.Writer) (*Options, error) {
 	fs.StringVar(&o.MetadataEndpoint, "metadata-endpoint", "", "base URL of the metadata service (overrides agent.metadataEndpoint)")
 	fs.StringVar(&o.ConfigFile, "config", "", "SpotterConfiguration file; the agent reads its agent section and dryRun")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "log and record what would be done, change nothing")
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", "", `where Prometheus metrics are served, host:port, "0" for none (overrides agent.metricsBindAddress; default ":9102")`)
 	fs.BoolVar(&o.Check, "check", false, "check the configuration, API access and the node, then exit")
 	fs.BoolVar(&o.Version, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
@@ -71,6 +73,9 @@ func (o *Options) Config() (*v1alpha1.SpotterConfiguration, error) {
 		}
 		if o.set["dry-run"] {
 			c.Agent.DryRun = o.DryRun
+		}
+		if o.set["metrics-bind-address"] {
+			c.Agent.MetricsBindAddress = o.MetricsBindAddress
 		}
 	}
 	if o.ConfigFile != "" {
@@ -129,7 +134,7 @@ func run(ctx context.Context, o *Options, stdout io.Writer) error {
 		fmt.Fprintln(stdout, "check passed")
 		return nil
 	}
-	return errors.New("watching for interruption notices is not part of this build yet; run with --check to verify configuration and access")
+	return watch(ctx, cfg, client, node, dryRun)
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

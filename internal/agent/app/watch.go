@@ -1,0 +1,134 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"spotter.dev/spotter/internal/agent/aws"
+	"spotter.dev/spotter/internal/agent/azure"
+	"spotter.dev/spotter/internal/agent/gcp"
+	"spotter.dev/spotter/internal/agent/interrupt"
+	"spotter.dev/spotter/internal/agent/notice"
+	"spotter.dev/spotter/internal/drain"
+	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
+)
+
+// watch runs the agent: the cloud's notice source feeds the interruption
+// handler until ctx ends.
+func watch(ctx context.Context, cfg *v1alpha1.SpotterConfiguration, client kubernetes.Interface, node *corev1.Node, dryRun bool) error {
+	logger := klog.FromContext(ctx).WithValues("node", node.Name)
+	ctx = klog.NewContext(ctx, logger)
+	a := cfg.Agent
+
+	cloud := string(a.Cloud)
+	if a.Cloud == v1alpha1.CloudAuto {
+		found, err := notice.Detect(ctx, nil, a.MetadataEndpoint, a.RequestTimeout.Duration)
+		if err != nil {
+			return fmt.Errorf("--cloud auto: %w; set --cloud aws, gcp or azure", err)
+		}
+		cloud = found
+	}
+	source, err := newSource(cloud, a, node)
+	if err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	interrupt.MustRegister(reg)
+	if err := serveMetrics(ctx, a.MetricsBindAddress, reg); err != nil {
+		return err
+	}
+
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
+	broadcaster.StartRecordingToSink(ctx.Done())
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, "spotter-agent")
+
+	clk := clock.RealClock{}
+	drainer := drain.New(client, clk, recorder, drain.Options{
+		Component:              interrupt.Component,
+		MaxConcurrentEvictions: int(cfg.Drain.MaxConcurrentEvictions),
+		Timeout:                cfg.Drain.Timeout.Duration,
+		MaxGracePeriod:         cfg.Drain.MaxGracePeriod.Duration,
+		Backoff:                cfg.Drain.EvictionBackoff.Duration,
+		MaxBackoff:             cfg.Drain.MaxEvictionBackoff.Duration,
+		// The agent evicts many pods at once: the deadline is short.
+		PollInterval: 250 * time.Millisecond,
+		DryRun:       dryRun,
+	})
+	ack, _ := source.(notice.Acknowledger)
+	handler := interrupt.New(client, drainer, clk, recorder, ack, interrupt.Options{
+		Node:              node.Name,
+		DeadlineMargin:    a.DeadlineMargin.Duration,
+		RebalanceAction:   a.RebalanceAction,
+		MaintenanceAction: a.MaintenanceAction,
+		Acknowledge:       *a.AcknowledgeAzureEvents,
+		DryRun:            dryRun,
+	})
+
+	notices := make(chan notice.Notice, 16)
+	watchErr := make(chan error, 1)
+	go func() { watchErr <- source.Watch(ctx, notices) }()
+	logger.Info("Watching for interruption notices", "cloud", cloud, "endpoint", a.MetadataEndpoint, "dryRun", dryRun)
+	handled := make(chan struct{})
+	go func() { handler.Run(ctx, notices); close(handled) }()
+	select {
+	case err := <-watchErr:
+		if err != nil {
+			return fmt.Errorf("watching the %s metadata service: %w", cloud, err)
+		}
+	case <-ctx.Done():
+	}
+	<-handled
+	return nil
+}
+
+// newSource builds the notice source of cloud from the agent's configuration.
+func newSource(cloud string, a v1alpha1.AgentConfig, node *corev1.Node) (notice.Source, error) {
+	switch cloud {
+	case notice.CloudAWS:
+		return aws.New(aws.Config{Endpoint: a.MetadataEndpoint, PollInterval: a.PollInterval.Duration, RequestTimeout: a.RequestTimeout.Duration})
+	case notice.CloudGCP:
+		return gcp.New(gcp.Config{Endpoint: a.MetadataEndpoint, PollInterval: a.PollInterval.Duration, RequestTimeout: a.RequestTimeout.Duration})
+	case notice.CloudAzure:
+		return azure.New(azure.Config{Endpoint: a.MetadataEndpoint, PollInterval: a.PollInterval.Duration, RequestTimeout: a.RequestTimeout.Duration,
+			ProviderID: node.Spec.ProviderID})
+	}
+	return nil, fmt.Errorf("unknown cloud %q: want aws, gcp or azure", cloud)
+}
+
+// serveMetrics serves reg on addr until ctx ends; "0" serves nothing.
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry) error {
+	if addr == "0" {
+		return nil
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("serving metrics on %s: %w (set --metrics-bind-address)", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			klog.FromContext(ctx).Error(err, "Serving metrics")
+		}
+	}()
+	context.AfterFunc(ctx, func() { _ = srv.Close() })
+	return nil
+}

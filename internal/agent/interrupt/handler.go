@@ -1,0 +1,357 @@
+// Package interrupt acts on the interruption notices of the node the agent runs
+// on. A notice's level (from its kind and the configuration) decides what
+// happens: Taint puts spotter.dev/interruption=<kind>:PreferNoSchedule on the
+// node; Cordon makes that taint NoSchedule and cordons the node; Drain also
+// empties the node through the drain engine's deadline mode, ordinary pods
+// first, critical ones last, deleting what a PodDisruptionBudget still keeps
+// when time runs short. Termination notices always drain.
+//
+// The taint and cordon go on in one update as soon as the notice arrives,
+// before any eviction. What the agent did is recorded on the node (Annotation),
+// so that the end of an event (maintenance canceled or completed) undoes it,
+// and only it, also after the agent restarted. A repeated notice changes
+// nothing.
+package interrupt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"spotter.dev/spotter/internal/agent/notice"
+	"spotter.dev/spotter/internal/drain"
+	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
+)
+
+// Component is the agent's name on drain marks and Events.
+const Component = "agent"
+
+// Event reasons recorded on the node.
+const (
+	ReasonNotice       = "SpotterInterruptionNotice"
+	ReasonEnded        = "SpotterInterruptionEnded"
+	ReasonAcknowledged = "SpotterInterruptionAcknowledged"
+	ReasonWouldAct     = "SpotterWouldHandleInterruption"
+)
+
+// Options configure a Handler.
+type Options struct {
+	// Node is the node the agent runs on.
+	Node string
+	// DeadlineMargin is kept free before a notice's deadline.
+	DeadlineMargin time.Duration
+	// RebalanceAction and MaintenanceAction are the levels of advisory notices.
+	RebalanceAction, MaintenanceAction v1alpha1.NoticeAction
+	// Acknowledge approves an event (Azure) once the node is drained.
+	Acknowledge bool
+	// DrainLead is how long before a maintenance event's deadline its drain
+	// starts; an event further ahead only taints and cordons until then.
+	// Default 10m.
+	DrainLead time.Duration
+	// DryRun logs and records Events of what would be done, and changes nothing.
+	DryRun bool
+}
+
+// Handler acts on notices for one node.
+type Handler struct {
+	client   kubernetes.Interface
+	drainer  *drain.Drainer
+	clock    clock.Clock
+	recorder events.EventRecorder
+	ack      notice.Acknowledger
+	opts     Options
+
+	mu   sync.Mutex
+	seen map[string]notice.Notice // by key: the last notice handled
+	job  *job                     // the drain running or scheduled, if any
+	jobs sync.WaitGroup
+}
+
+// job is a drain for one notice.
+type job struct {
+	key         string
+	termination bool
+	cancel      context.CancelFunc
+	done        chan struct{}
+}
+
+// New returns a Handler. drainer must be built for Component, without
+// cordoning (the Handler cordons itself). ack, when not nil, acknowledges
+// events once the node is drained; recorder may be nil.
+func New(client kubernetes.Interface, drainer *drain.Drainer, clk clock.Clock, recorder events.EventRecorder, ack notice.Acknowledger, opts Options) *Handler {
+	if opts.DrainLead <= 0 {
+		opts.DrainLead = 10 * time.Minute
+	}
+	return &Handler{client: client, drainer: drainer, clock: clk, recorder: recorder, ack: ack, opts: opts, seen: map[string]notice.Notice{}}
+}
+
+// Run handles the notices from in until ctx ends, then waits for a
+// termination drain in flight: it is bounded by its deadline, and leaving it
+// would leave pods to be killed with the node.
+func (h *Handler) Run(ctx context.Context, in <-chan notice.Notice) {
+	for {
+		select {
+		case <-ctx.Done():
+			h.jobs.Wait()
+			return
+		case n := <-in:
+			h.Handle(ctx, n)
+		}
+	}
+}
+
+// Handle acts on one notice. It returns once the node is tainted (and cordoned
+// if the level calls for it); a drain goes on in the background.
+func (h *Handler) Handle(ctx context.Context, n notice.Notice) {
+	received := h.clock.Now()
+	key := n.Cloud + "/" + n.ID
+	h.mu.Lock()
+	if prev, ok := h.seen[key]; ok && prev == n {
+		h.mu.Unlock()
+		return
+	}
+	h.seen[key] = n
+	h.mu.Unlock()
+
+	level := h.level(n)
+	logger := klog.FromContext(ctx).WithValues("node", h.opts.Node, "cloud", n.Cloud, "kind", n.Kind, "id", n.ID, "action", n.Action)
+	ctx = klog.NewContext(ctx, logger)
+	if n.Ended {
+		h.end(ctx, key, n)
+		return
+	}
+	noticesTotal.WithLabelValues(n.Cloud, string(n.Kind)).Inc()
+	deadline := "none"
+	if !n.Deadline.IsZero() {
+		deadline = n.Deadline.UTC().Format(time.RFC3339)
+	}
+	logger.Info("Interruption notice", "deadline", deadline, "level", level, "detail", n.Detail)
+	if h.opts.DryRun {
+		h.event(corev1.EventTypeWarning, ReasonWouldAct, "dry run: %s notice from %s (%s, deadline %s): would %s", n.Kind, n.Cloud, n.Action, deadline, words(level))
+		return
+	}
+	if level == v1alpha1.ActionNone {
+		h.event(corev1.EventTypeNormal, ReasonNotice, "%s notice from %s (%s, deadline %s): no action configured", n.Kind, n.Cloud, n.Action, deadline)
+		return
+	}
+	err := h.update(ctx, func(s *State) { s.Notices[key] = Entry{Kind: n.Kind, Action: n.Action, Level: level} })
+	if err != nil {
+		logger.Error(err, "Marking the node")
+	} else if rank[level] >= rank[v1alpha1.ActionCordon] {
+		cordonSeconds.Observe(h.clock.Since(received).Seconds())
+	}
+	h.event(corev1.EventTypeWarning, ReasonNotice, "%s notice from %s (%s, deadline %s): action: %s", n.Kind, n.Cloud, n.Action, deadline, words(level))
+	if level == v1alpha1.ActionDrain {
+		h.startDrain(ctx, key, n)
+	}
+}
+
+// level is what a notice calls for.
+func (h *Handler) level(n notice.Notice) v1alpha1.NoticeAction {
+	switch n.Kind {
+	case notice.Termination:
+		return v1alpha1.ActionDrain
+	case notice.Rebalance:
+		return h.opts.RebalanceAction
+	case notice.Maintenance:
+		// GCP migrates the instance live: pods keep running; at most a taint.
+		if n.Action == "MIGRATE_ON_HOST_MAINTENANCE" && rank[h.opts.MaintenanceAction] > rank[v1alpha1.ActionTaint] {
+			return v1alpha1.ActionTaint
+		}
+		return h.opts.MaintenanceAction
+	}
+	return v1alpha1.ActionNone
+}
+
+// end undoes what a notice did, once its event is over: its drain stops (a
+// termination's never does), and the taint and cordon go unless another notice
+// still calls for them.
+func (h *Handler) end(ctx context.Context, key string, n notice.Notice) {
+	logger := klog.FromContext(ctx)
+	h.mu.Lock()
+	j := h.job
+	h.mu.Unlock()
+	if j != nil && j.key == key && !j.termination {
+		j.cancel()
+		<-j.done
+	}
+	if h.opts.DryRun {
+		h.event(corev1.EventTypeNormal, ReasonWouldAct, "dry run: %s event %s ended: would lift its taint and cordon", n.Kind, n.ID)
+		return
+	}
+	var drainStill bool
+	removed := false
+	err := h.update(ctx, func(s *State) {
+		if _, ok := s.Notices[key]; ok {
+			delete(s.Notices, key)
+			removed = true
+		}
+		_, level := s.strongest()
+		drainStill = level == v1alpha1.ActionDrain
+	})
+	if err != nil {
+		logger.Error(err, "Lifting the marks of an ended notice")
+		return
+	}
+	if !removed {
+		return
+	}
+	if !drainStill {
+		if err := h.drainer.Unmark(ctx, h.opts.Node, false); err != nil && !errors.Is(err, drain.ErrDrainedByOther) {
+			logger.Error(err, "Removing the drain marks of an ended notice")
+		}
+	}
+	logger.Info("Interruption event ended; marks lifted")
+	h.event(corev1.EventTypeNormal, ReasonEnded, "%s event %s (%s) ended: its taint and cordon are lifted", n.Kind, n.ID, n.Action)
+}
+
+// startDrain drains the node for n in the background. One drain runs at a
+// time: a termination stops an advisory drain and takes its place; while a
+// termination drains, other notices add nothing.
+func (h *Handler) startDrain(ctx context.Context, key string, n notice.Notice) {
+	termination := n.Kind == notice.Termination
+	h.mu.Lock()
+	prev := h.job
+	if prev != nil && (prev.termination || !termination) {
+		h.mu.Unlock()
+		return
+	}
+	var jctx context.Context
+	var cancel context.CancelFunc
+	if termination {
+		// Not tied to the agent's own life: the node goes at the deadline,
+		// whatever happens to the agent; the deadline bounds the drain.
+		jctx, cancel = context.WithCancel(context.WithoutCancel(ctx))
+	} else {
+		jctx, cancel = context.WithCancel(ctx)
+	}
+	j := &job{key: key, termination: termination, cancel: cancel, done: make(chan struct{})}
+	h.job = j
+	h.jobs.Add(1)
+	h.mu.Unlock()
+	if prev != nil {
+		prev.cancel()
+		<-prev.done
+	}
+	go func() {
+		defer h.jobs.Done()
+		defer close(j.done)
+		defer cancel()
+		h.drain(jctx, n)
+		h.mu.Lock()
+		if h.job == j {
+			h.job = nil
+		}
+		h.mu.Unlock()
+	}()
+}
+
+// drain empties the node before n's deadline less the margin, and acknowledges
+// the event when it is done.
+func (h *Handler) drain(ctx context.Context, n notice.Notice) {
+	logger := klog.FromContext(ctx)
+	var deadline time.Time
+	if !n.Deadline.IsZero() {
+		deadline = n.Deadline.Add(-h.opts.DeadlineMargin)
+		if wait := deadline.Sub(h.clock.Now()) - h.opts.DrainLead; n.Kind != notice.Termination && wait > 0 {
+			logger.Info("Drain scheduled before the maintenance event", "at", h.clock.Now().Add(wait))
+			select {
+			case <-ctx.Done():
+				return
+			case <-h.clock.After(wait):
+			}
+		}
+		// A notice that comes late still gets its pods a moment to go.
+		deadline = maxTime(deadline, h.clock.Now().Add(time.Second))
+	}
+	start := h.clock.Now()
+	res, err := h.drainer.Drain(ctx, drain.Request{
+		Node:      h.opts.Node,
+		Reason:    fmt.Sprintf("%s notice from %s (%s)", n.Kind, n.Cloud, n.Action),
+		Deadline:  deadline,
+		KeepMarks: true,
+	})
+	elapsed := h.clock.Since(start)
+	drainSeconds.WithLabelValues(string(n.Kind)).Observe(elapsed.Seconds())
+	podsEvicted.Add(float64(len(res.Evicted)))
+	podsDeleted.Add(float64(len(res.Deleted)))
+	if ctx.Err() != nil && n.Kind != notice.Termination {
+		logger.Info("Drain stopped: the event ended")
+		return
+	}
+	if err != nil || (!deadline.IsZero() && h.clock.Now().After(deadline)) {
+		deadlineMisses.Inc()
+		logger.Error(err, "Drain did not finish before the deadline", "deadline", deadline, "evicted", len(res.Evicted), "deleted", len(res.Deleted), "blocked", res.Blocked)
+		return
+	}
+	logger.Info("Node drained", "evicted", len(res.Evicted), "deleted", len(res.Deleted), "duration", elapsed)
+	if h.ack != nil && h.opts.Acknowledge {
+		if err := h.ack.Acknowledge(ctx, n); err != nil {
+			logger.Error(err, "Acknowledging the event")
+			return
+		}
+		logger.Info("Event acknowledged")
+		h.event(corev1.EventTypeNormal, ReasonAcknowledged, "node drained; %s event %s acknowledged so that the platform can go ahead", n.Cloud, n.ID)
+	}
+}
+
+// update changes the agent's State on the node and applies it, retrying on
+// conflicts.
+func (h *Handler) update(ctx context.Context, change func(*State)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := h.client.CoreV1().Nodes().Get(ctx, h.opts.Node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		s, err := stateOf(node)
+		if err != nil {
+			// An unreadable record is replaced: the notices resend what is in effect.
+			klog.FromContext(ctx).Error(err, "Resetting the agent's record on the node")
+		}
+		change(&s)
+		out, changed, err := apply(node, s)
+		if err != nil || !changed {
+			return err
+		}
+		_, err = h.client.CoreV1().Nodes().Update(ctx, out, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+func (h *Handler) event(typ, reason, note string, args ...any) {
+	if h.recorder != nil {
+		ref := &corev1.ObjectReference{Kind: "Node", Name: h.opts.Node, UID: types.UID(h.opts.Node)}
+		h.recorder.Eventf(ref, nil, typ, reason, "Interruption", note, args...)
+	}
+}
+
+// words says what a level does, for Events.
+func words(level v1alpha1.NoticeAction) string {
+	switch level {
+	case v1alpha1.ActionTaint:
+		return "taint PreferNoSchedule"
+	case v1alpha1.ActionCordon:
+		return "taint NoSchedule and cordon"
+	case v1alpha1.ActionDrain:
+		return "taint NoSchedule, cordon and drain"
+	}
+	return "do nothing"
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
