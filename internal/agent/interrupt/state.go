@@ -33,8 +33,8 @@ type State struct {
 
 // Entry is one notice in effect.
 type Entry struct {
-	Kind   notice.Kind         `json:"kind"`
-	Action string              `json:"action"`
+	Kind   notice.Kind           `json:"kind"`
+	Action string                `json:"action"`
 	Level  v1alpha1.NoticeAction `json:"level"`
 }
 

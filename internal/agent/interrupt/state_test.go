@@ -35,8 +35,8 @@ func TestApply(t *testing.T) {
 		},
 		{
 			name: "rebalance with Taint: PreferNoSchedule only", node: tu.Node("n"),
-			notices:   map[string]Entry{"aws/rebalance": rebalance},
-			wantTaint: &corev1.Taint{Key: TaintKey, Value: "rebalance", Effect: corev1.TaintEffectPreferNoSchedule},
+			notices:    map[string]Entry{"aws/rebalance": rebalance},
+			wantTaint:  &corev1.Taint{Key: TaintKey, Value: "rebalance", Effect: corev1.TaintEffectPreferNoSchedule},
 			wantRecord: true, wantChanged: true,
 		},
 		{
