@@ -219,6 +219,31 @@ func TestAgent(t *testing.T) {
 			return !hasTaintEffect(n, interrupt.TaintKey, corev1.TaintEffectPreferNoSchedule) && !recorded, fmt.Sprint(n.Spec.Taints), nil
 		})
 	})
+
+	t.Run("AWS scheduled maintenance with action Cordon: cordoned, uncordoned when canceled", func(t *testing.T) {
+		env.CreateNodes(lab.NodeSpec{Name: "maint-1", Class: lab.ClassSpot})
+		emu := awsimds.New(awsimds.Options{})
+		srv := httptest.NewServer(emu)
+		t.Cleanup(srv.Close)
+		startAgent(t, env, "maint-1", "aws", srv.URL, "agent:\n  maintenanceAction: Cordon\n")
+		testenv.Eventually(t, 30*time.Second, "the agent to poll", func(context.Context) (bool, string, error) {
+			return emu.Requests("/latest/meta-data/events/maintenance/scheduled") > 0, "", nil
+		})
+		event := awsimds.ScheduledEvent{Code: "system-reboot", Description: "scheduled reboot", EventID: "instance-event-0d59937288b749b32",
+			NotBefore: time.Now().Add(48 * time.Hour), NotAfter: time.Now().Add(50 * time.Hour), State: "active"}
+		emu.SetScheduledEvents(event)
+		waitCordoned(t, env, "maint-1", time.Now())
+		event.State = "canceled"
+		emu.SetScheduledEvents(event)
+		testenv.Eventually(t, 30*time.Second, "maint-1 uncordoned and untainted", func(ctx context.Context) (bool, string, error) {
+			n, err := env.Client.CoreV1().Nodes().Get(ctx, "maint-1", metav1.GetOptions{})
+			if err != nil {
+				return false, "", err
+			}
+			return !n.Spec.Unschedulable && !hasTaintEffect(n, interrupt.TaintKey, corev1.TaintEffectNoSchedule), fmt.Sprint(n.Spec.Unschedulable, n.Spec.Taints), nil
+		})
+		waitEventOn(t, env, "maint-1", interrupt.ReasonEnded)
+	})
 }
 
 // poolLabel keeps each subtest's pods on its own nodes.

@@ -1,0 +1,134 @@
+package bench
+
+import (
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"spotter.dev/spotter/internal/agent/interrupt"
+	"spotter.dev/spotter/internal/emulator/awsimds"
+	"spotter.dev/spotter/internal/emulator/gcpmetadata"
+	"spotter.dev/spotter/internal/lab"
+	"spotter.dev/spotter/internal/testenv"
+)
+
+// BenchmarkAgentIdle: spotter-agent on one node, polling an AWS metadata
+// emulator every second (the default) with no notice. Reports its RSS and its
+// CPU use over a measured minute, as a share of one core.
+//
+//	go test ./test/bench -run '^$' -bench AgentIdle -benchtime 1x
+func BenchmarkAgentIdle(b *testing.B) {
+	env := testenv.StartAPIServer(b)
+	if err := lab.CreateNodes(testenv.Context(b, time.Minute), env.Client, lab.NodeSpec{Name: "spot-1", Class: lab.ClassSpot}); err != nil {
+		b.Fatal(err)
+	}
+	emu := awsimds.New(awsimds.Options{})
+	srv := httptest.NewServer(emu)
+	b.Cleanup(srv.Close)
+	config := filepath.Join(b.TempDir(), "agent.yaml")
+	if err := os.WriteFile(config, []byte("apiVersion: spotter.dev/v1alpha1\nkind: SpotterConfiguration\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	p := testenv.StartAgent(b, "agent", "--node-name", "spot-1", "--kubeconfig", env.Kubeconfig, "--cloud", "aws",
+		"--metadata-endpoint", srv.URL, "--config", config, "--metrics-bind-address", testenv.FreeAddr(b))
+	pid := p.Cmd.Process.Pid
+	// Past start-up: the first polls, the client's discovery and caches.
+	time.Sleep(10 * time.Second)
+	cpuBefore, polls := cpuSeconds(b, pid), emu.Requests("/latest/meta-data/spot/instance-action")
+	b.ResetTimer()
+	start := time.Now()
+	time.Sleep(time.Minute)
+	elapsed := time.Since(start)
+	cpu := cpuSeconds(b, pid) - cpuBefore
+	b.StopTimer()
+	polls = emu.Requests("/latest/meta-data/spot/instance-action") - polls
+	rss := rssMiB(b, pid)
+	b.ReportMetric(rss, "RSS-MiB")
+	b.ReportMetric(100*cpu/elapsed.Seconds(), "%core")
+	b.ReportMetric(float64(polls), "polls/min")
+	b.Logf("idle agent: RSS %.1f MiB, CPU %.2f%% of a core, %d instance-action polls in %s", rss, 100*cpu/elapsed.Seconds(), polls, elapsed.Round(time.Second))
+}
+
+// cpuSeconds returns the user and system CPU time of pid, from /proc.
+func cpuSeconds(b *testing.B, pid int) float64 {
+	b.Helper()
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The fields after the command name, which is in parentheses and may hold spaces.
+	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	const ticksPerSecond = 100 // USER_HZ on Linux
+	return (utime + stime) / ticksPerSecond
+}
+
+// BenchmarkAgentNoticeToCordon: time from a GCP preemption notice (the
+// emulator's long-poll answers at once) to the node tainted NoSchedule and
+// cordoned, as the apiserver shows it. Each iteration withdraws the notice and
+// waits until the agent has lifted its marks.
+//
+//	go test ./test/bench -run '^$' -bench AgentNoticeToCordon -benchtime 10x
+func BenchmarkAgentNoticeToCordon(b *testing.B) {
+	env := testenv.StartAPIServer(b)
+	ctx := testenv.Context(b, 10*time.Minute)
+	if err := lab.CreateNodes(ctx, env.Client, lab.NodeSpec{Name: "spot-1", Class: lab.ClassSpot}); err != nil {
+		b.Fatal(err)
+	}
+	emu := gcpmetadata.New(gcpmetadata.Options{})
+	srv := httptest.NewServer(emu)
+	b.Cleanup(srv.Close)
+	b.Cleanup(emu.Close)
+	config := filepath.Join(b.TempDir(), "agent.yaml")
+	if err := os.WriteFile(config, []byte("apiVersion: spotter.dev/v1alpha1\nkind: SpotterConfiguration\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	testenv.StartAgent(b, "agent", "--node-name", "spot-1", "--kubeconfig", env.Kubeconfig, "--cloud", "gcp",
+		"--metadata-endpoint", srv.URL, "--config", config, "--metrics-bind-address", "0")
+	cordoned := func(want bool) bool {
+		n, err := env.Client.CoreV1().Nodes().Get(ctx, "spot-1", metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		tainted := false
+		for _, t := range n.Spec.Taints {
+			tainted = tainted || (t.Key == interrupt.TaintKey && t.Effect == corev1.TaintEffectNoSchedule)
+		}
+		return (n.Spec.Unschedulable && tainted) == want
+	}
+	waitFor := func(what string, cond func() bool) {
+		deadline := time.Now().Add(time.Minute)
+		for !cond() {
+			if time.Now().After(deadline) {
+				b.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	waitFor("the agent to long-poll", func() bool { return emu.Waiting(gcpmetadata.PreemptedPath) > 0 })
+	var total, worst time.Duration
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		emu.SetPreempted(true)
+		waitFor("the cordon", func() bool { return cordoned(true) })
+		took := time.Since(start)
+		total += took
+		worst = max(worst, took)
+		b.StopTimer()
+		emu.SetPreempted(false)
+		waitFor("the marks to be lifted", func() bool { return cordoned(false) })
+		waitFor("the agent to long-poll again", func() bool { return emu.Waiting(gcpmetadata.PreemptedPath) > 0 })
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/notice")
+	b.ReportMetric(float64(worst.Milliseconds()), "worst-ms")
+}
