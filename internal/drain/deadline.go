@@ -58,7 +58,9 @@ func (d *Drainer) evictByDeadline(ctx context.Context, req Request, pods []*core
 		tierEnd := d.clock.Now().Add(share)
 		evictUntil := d.clock.Now().Add(share / 2)
 		tierCtx, cancel := context.WithDeadline(ctx, tierEnd)
-		g, err := d.evictConcurrently(tierCtx, req, tier, res, func(ctx context.Context, p *corev1.Pod) (bool, error) {
+		// Every pod of the tier at once: a pod its PodDisruptionBudget holds
+		// back must not keep the others waiting, or they would miss the deadline.
+		g, err := d.evictConcurrently(tierCtx, req, tier, len(tier), res, func(ctx context.Context, p *corev1.Pod) (bool, error) {
 			return d.evictOrDelete(ctx, req, p, evictUntil, tierEnd)
 		})
 		cancel()

@@ -44,6 +44,7 @@ type Options struct {
 	// MaxGracePeriod caps each pod's termination grace period; 0 keeps them.
 	MaxGracePeriod time.Duration
 	// MaxConcurrentEvictions bounds evictions in flight on the node. Default 5.
+	// Deadline mode ignores it: all pods of a tier go at once.
 	MaxConcurrentEvictions int
 	// Backoff is the first wait after a refused eviction; it doubles, with
 	// jitter, up to MaxBackoff. Defaults 1s and 30s.
@@ -282,15 +283,15 @@ func isDaemonSetPod(p *corev1.Pod) bool {
 // evictAll evicts pods with bounded concurrency, each retried on PDB refusals
 // until the drain's deadline. It returns the pods evicted.
 func (d *Drainer) evictAll(ctx context.Context, req Request, pods []*corev1.Pod, res *Result) ([]*corev1.Pod, error) {
-	return d.evictConcurrently(ctx, req, pods, res, func(ctx context.Context, p *corev1.Pod) (bool, error) {
+	return d.evictConcurrently(ctx, req, pods, d.opts.MaxConcurrentEvictions, res, func(ctx context.Context, p *corev1.Pod) (bool, error) {
 		return false, d.evictWithRetry(ctx, req, p, d.grace(p, time.Time{}), d.opts.Backoff, d.opts.MaxBackoff)
 	})
 }
 
-// evictConcurrently runs remove on every pod, at most MaxConcurrentEvictions at
-// a time, and records the outcome. remove reports whether it deleted (rather
-// than evicted) the pod.
-func (d *Drainer) evictConcurrently(ctx context.Context, req Request, pods []*corev1.Pod, res *Result, remove func(context.Context, *corev1.Pod) (bool, error)) ([]*corev1.Pod, error) {
+// evictConcurrently runs remove on every pod, at most limit at a time, and
+// records the outcome. remove reports whether it deleted (rather than evicted)
+// the pod.
+func (d *Drainer) evictConcurrently(ctx context.Context, req Request, pods []*corev1.Pod, limit int, res *Result, remove func(context.Context, *corev1.Pod) (bool, error)) ([]*corev1.Pod, error) {
 	var (
 		mu       sync.Mutex
 		wg       sync.WaitGroup
@@ -299,7 +300,7 @@ func (d *Drainer) evictConcurrently(ctx context.Context, req Request, pods []*co
 	)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sem := make(chan struct{}, d.opts.MaxConcurrentEvictions)
+	sem := make(chan struct{}, limit)
 	for _, p := range pods {
 		select {
 		case sem <- struct{}{}:

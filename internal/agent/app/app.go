@@ -120,6 +120,11 @@ func run(ctx context.Context, o *Options, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// A notice brings a burst: every pod of the node evicted, PDB refusals
+	// retried, within seconds. client-go's default of 5 requests per second
+	// would spend the deadline waiting on the client's own rate limiter.
+	restConfig.QPS, restConfig.Burst = 50, 100
+	restConfig.UserAgent = "spotter-agent/" + version.Get().Version
 	client, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
 		return err
