@@ -106,7 +106,7 @@ func TestAgent(t *testing.T) {
 		if left := podsOnNode(ctx, t, env, "gcp-1"); len(left) != 0 {
 			t.Errorf("pods left on gcp-1: %v", podNames(left))
 		}
-		body := scrape(t, metrics)
+		body := scrapeAfterDrain(t, metrics)
 		for _, want := range []string{`spotter_agent_notices_total{cloud="gcp",kind="termination"} 1`, "spotter_agent_deadline_misses_total 0"} {
 			if !strings.Contains(body, want) {
 				t.Errorf("metrics lack %q", want)
@@ -170,7 +170,7 @@ func TestAgent(t *testing.T) {
 		emu.SetInstanceAction("terminate", time.Now().Add(2*time.Minute))
 		waitCordoned(t, env, "aws-1", time.Now())
 		waitGone(t, env, victims, 2*time.Minute)
-		body := scrape(t, metrics)
+		body := scrapeAfterDrain(t, metrics)
 		if v := metricValue(body, "spotter_agent_pods_deleted_total"); v != "0" {
 			t.Errorf("%s pods deleted; with 2 minutes and a PDB that lets pods go one by one, all must be evicted", v)
 		}
@@ -384,6 +384,18 @@ func scrape(t *testing.T, addr string) string {
 		b, err := io.ReadAll(resp.Body)
 		body = string(b)
 		return err == nil && resp.StatusCode == http.StatusOK, resp.Status, err
+	})
+	return body
+}
+
+// scrapeAfterDrain returns the agent's metrics once its termination drain has
+// returned (the pods may be gone a moment before).
+func scrapeAfterDrain(t *testing.T, addr string) string {
+	t.Helper()
+	var body string
+	testenv.Eventually(t, 30*time.Second, "the agent's drain to return", func(context.Context) (bool, string, error) {
+		body = scrape(t, addr)
+		return strings.Contains(body, `spotter_agent_drain_duration_seconds_count{kind="termination"} 1`), "", nil
 	})
 	return body
 }
