@@ -166,7 +166,7 @@ func ParseTargetLifecycleState(b []byte) (string, error) {
 		return "", fmt.Errorf("target lifecycle state: want one state, got %q", b)
 	}
 	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == ':' || r == '-' || r == '_') {
+		if !isWordRune(r) && r != ':' {
 			return "", fmt.Errorf("target lifecycle state %q: unexpected character %q", s, r)
 		}
 	}
@@ -179,11 +179,15 @@ func isWord(s string) bool {
 		return false
 	}
 	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+		if !isWordRune(r) {
 			return false
 		}
 	}
 	return true
+}
+
+func isWordRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_'
 }
 
 func parseRFC3339(s string) (time.Time, error) {

@@ -145,13 +145,13 @@ func ResourceName(providerID string) (string, error) {
 	}
 	rest, ok := strings.CutPrefix(providerID, "azure://")
 	if !ok {
-		return "", fmt.Errorf("provider ID %q: want azure:///subscriptions/...", providerID)
+		return "", fmt.Errorf("provider ID %q: want the form azure:///subscriptions/<s>/resourceGroups/<rg>/providers/Microsoft.Compute/<type>/<name>", providerID)
 	}
 	parts := strings.Split(strings.Trim(rest, "/"), "/")
 	// subscriptions S resourceGroups RG providers Microsoft.Compute <type> <name> [virtualMachines <id>]
 	if len(parts) < 8 || !strings.EqualFold(parts[0], "subscriptions") || !strings.EqualFold(parts[2], "resourceGroups") ||
 		!strings.EqualFold(parts[4], "providers") || !strings.EqualFold(parts[5], "Microsoft.Compute") {
-		return "", fmt.Errorf("provider ID %q: want azure:///subscriptions/<s>/resourceGroups/<rg>/providers/Microsoft.Compute/...", providerID)
+		return "", fmt.Errorf("provider ID %q: want the form azure:///subscriptions/<s>/resourceGroups/<rg>/providers/Microsoft.Compute/<type>/<name>", providerID)
 	}
 	for _, p := range parts {
 		if p == "" {

@@ -179,7 +179,8 @@ func (s *Source) Watch(ctx context.Context, out chan<- notice.Notice) error {
 }
 
 // Acknowledge approves the event n names (POST StartRequests), so that the
-// platform may start it before NotBefore. n must be an Azure notice.
+// platform may start it before NotBefore. n must be an Azure notice. It is
+// safe to call while Watch runs.
 func (s *Source) Acknowledge(ctx context.Context, n notice.Notice) error {
 	if n.Cloud != notice.CloudAzure || n.ID == "" {
 		return fmt.Errorf("acknowledging %s notice %q: not an Azure scheduled event", n.Cloud, n.ID)

@@ -33,10 +33,8 @@ func ParseMaintenanceEvent(b []byte) (string, error) {
 	if s == "" || len(s) > 128 {
 		return "", fmt.Errorf("instance/maintenance-event: want one value such as NONE, got %q", truncate(s))
 	}
-	for _, r := range s {
-		if !(r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_') {
-			return "", fmt.Errorf("instance/maintenance-event: want an upper-case word such as NONE, got %q", truncate(s))
-		}
+	if strings.ContainsFunc(s, func(r rune) bool { return (r < 'A' || r > 'Z') && (r < '0' || r > '9') && r != '_' }) {
+		return "", fmt.Errorf("instance/maintenance-event: want an upper-case word such as NONE, got %q", truncate(s))
 	}
 	return s, nil
 }

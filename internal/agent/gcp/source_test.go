@@ -21,11 +21,10 @@ import (
 var start = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
 type env struct {
-	md     *gcpmetadata.Server
-	mdClk  *testingclock.FakeClock // times the emulator's long-polls
-	clk    *testingclock.FakeClock // the source's clock
-	src    *Source
-	passed func() int // requests that reached the emulator
+	md    *gcpmetadata.Server
+	mdClk *testingclock.FakeClock // times the emulator's long-polls
+	clk   *testingclock.FakeClock // the source's clock
+	src   *Source
 }
 
 // setup starts an emulator (behind wrap, when not nil) and a Source, each on

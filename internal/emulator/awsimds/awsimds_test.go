@@ -12,7 +12,14 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 )
 
-func do(t *testing.T, method, url string, header map[string]string, body string) (*http.Response, string) {
+// answer is a response read in full.
+type answer struct {
+	StatusCode int
+	Status     string
+	Header     http.Header
+}
+
+func do(t *testing.T, method, url string, header map[string]string, body string) (answer, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
@@ -30,7 +37,7 @@ func do(t *testing.T, method, url string, header map[string]string, body string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp, string(b)
+	return answer{resp.StatusCode, resp.Status, resp.Header}, string(b)
 }
 
 func TestTokenFlow(t *testing.T) {

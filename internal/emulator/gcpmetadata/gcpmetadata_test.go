@@ -11,7 +11,14 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 )
 
-func get(t *testing.T, url string, header bool) (*http.Response, string) {
+// answer is a response read in full.
+type answer struct {
+	StatusCode int
+	Status     string
+	Header     http.Header
+}
+
+func get(t *testing.T, url string, header bool) (answer, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
@@ -29,7 +36,7 @@ func get(t *testing.T, url string, header bool) (*http.Response, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp, string(b)
+	return answer{resp.StatusCode, resp.Status, resp.Header}, string(b)
 }
 
 func start(t *testing.T, opts Options) (*Server, string) {
@@ -69,13 +76,13 @@ func TestLongPoll(t *testing.T) {
 	}
 
 	// The current one waits until the value changes.
-	type answer struct {
+	type value struct {
 		body, etag string
 	}
-	done := make(chan answer, 1)
+	done := make(chan value, 1)
 	go func() {
 		resp, body := get(t, url+PreemptedPath+"?wait_for_change=true&timeout_sec=30&last_etag="+etag, true)
-		done <- answer{body, resp.Header.Get("ETag")}
+		done <- value{body, resp.Header.Get("ETag")}
 	}()
 	waitUntil(t, func() bool { return s.Waiting(PreemptedPath) == 1 })
 	s.SetMaintenanceEvent("MIGRATE_ON_HOST_MAINTENANCE") // another key: still waiting
@@ -93,7 +100,7 @@ func TestLongPoll(t *testing.T) {
 	// Or until timeout_sec passes, with the same value.
 	go func() {
 		resp, body := get(t, url+PreemptedPath+"?wait_for_change=true&timeout_sec=30&last_etag="+ETag("TRUE"), true)
-		done <- answer{body, resp.Header.Get("ETag")}
+		done <- value{body, resp.Header.Get("ETag")}
 	}()
 	waitUntil(t, func() bool { return s.Waiting(PreemptedPath) == 1 })
 	clk.Step(30 * time.Second)
