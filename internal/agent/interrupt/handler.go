@@ -117,7 +117,9 @@ func (h *Handler) Handle(ctx context.Context, n notice.Notice) {
 	received := h.clock.Now()
 	key := n.Cloud + "/" + n.ID
 	h.mu.Lock()
-	if prev, ok := h.seen[key]; ok && prev == n {
+	// Detail may change while the event does not (an Azure event going from
+	// Scheduled to Started after our acknowledgement): that is no new notice.
+	if prev, ok := h.seen[key]; ok && same(prev, n) {
 		h.mu.Unlock()
 		return
 	}
@@ -347,6 +349,11 @@ func words(level v1alpha1.NoticeAction) string {
 		return "taint NoSchedule, cordon and drain"
 	}
 	return "do nothing"
+}
+
+// same reports whether two sightings of one event call for the same handling.
+func same(a, b notice.Notice) bool {
+	return a.Kind == b.Kind && a.Action == b.Action && a.Deadline.Equal(b.Deadline) && a.Ended == b.Ended
 }
 
 func maxTime(a, b time.Time) time.Time {
