@@ -92,6 +92,7 @@ func TestAgent(t *testing.T) {
 
 		deadline := notice.Add(30 * time.Second)
 		waitGone(t, env, victims, time.Until(deadline)+10*time.Second)
+		t.Logf("all %d pods gone %s after the notice", len(victims), time.Since(notice).Round(100*time.Millisecond))
 		if gone := time.Now(); gone.After(deadline) {
 			t.Errorf("the last pod left %s after the 30 s deadline", gone.Sub(deadline).Round(time.Millisecond))
 		}
