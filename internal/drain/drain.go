@@ -351,6 +351,7 @@ func (d *Drainer) evictWithRetry(ctx context.Context, req Request, p *corev1.Pod
 		}
 	}
 	wait := backoff
+	var refused error // the last refusal, reported if time runs out mid-request
 	for {
 		err := d.client.CoreV1().Pods(p.Namespace).EvictV1(ctx, &policyv1.Eviction{
 			ObjectMeta:    metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
@@ -368,6 +369,10 @@ func (d *Drainer) evictWithRetry(ctx context.Context, req Request, p *corev1.Pod
 			if d.opts.OnEvictionRetry != nil && apierrors.IsTooManyRequests(err) {
 				d.opts.OnEvictionRetry()
 			}
+			refused = err
+		case ctx.Err() != nil && refused != nil:
+			// Time ran out during a retry: what kept the pod is the refusal.
+			return fmt.Errorf("eviction still refused when time ran out: %w: %w", refused, ctx.Err())
 		default:
 			return fmt.Errorf("evicting: %w", err)
 		}
