@@ -60,7 +60,8 @@ func (a *autoscaler) scaleUp(ctx context.Context, unschedulable []*Pod) error {
 	if len(todo) == 0 || (w.version == a.lastVersion && !expired) {
 		return nil
 	}
-	defer func() { a.lastVersion, a.lastRun = w.version, now }()
+	seen := w.version
+	defer func() { a.lastVersion, a.lastRun = seen, now }()
 	readyNodes := w.ReadyNodes()
 	var upcoming []*Node
 	for _, n := range w.nodes {
