@@ -117,7 +117,7 @@ func score(pod *corev1.Pod, feasible []fwk.NodeInfo) int {
 			}
 		}
 		for _, pi := range ni.GetPods() {
-			if pi.GetPod().Labels[AppLabel] == app && pi.GetPod().Namespace == pod.Namespace {
+			if app != "" && pi.GetPod().Labels[AppLabel] == app && pi.GetPod().Namespace == pod.Namespace {
 				host[i]++
 			}
 		}

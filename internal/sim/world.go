@@ -540,9 +540,11 @@ func (w *World) pdbHealth(wl *App) (healthy, desired int) {
 	}
 	spec := wl.PDB.Spec
 	if spec.MinAvailable != nil {
-		desired = spec.MinAvailable.IntValue()
-	} else {
-		desired = max(wl.desired-spec.MaxUnavailable.IntValue(), 0)
+		// Percentages round up, as the disruption controller does.
+		desired, _ = intstr.GetScaledValueFromIntOrPercent(spec.MinAvailable, wl.desired, true)
+	} else if spec.MaxUnavailable != nil {
+		unavailable, _ := intstr.GetScaledValueFromIntOrPercent(spec.MaxUnavailable, wl.desired, true)
+		desired = max(wl.desired-unavailable, 0)
 	}
 	return healthy, desired
 }
