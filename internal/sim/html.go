@@ -37,7 +37,7 @@ type rug struct {
 
 const (
 	chartW, chartH = 860, 280
-	padL, padR     = 64, 16
+	padL, padR     = 84, 16
 	padT, padB     = 36, 44
 )
 
@@ -176,7 +176,6 @@ footer{color:#6b7280;font-size:12px;margin-top:24px}
 	}
 	b.WriteString("</tbody></table>\n")
 	for _, c := range []*chart{&cost, &share, &capacity, &pending} {
-		b.WriteString("<h2>" + html.EscapeString(c.title) + "</h2>\n")
 		b.WriteString(c.svg(xMax))
 		b.WriteString("\n")
 	}
