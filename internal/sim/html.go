@@ -150,6 +150,10 @@ func (r *Report) WriteHTML(out io.Writer) error {
 	var b strings.Builder
 	b.WriteString(`<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>Spotter simulation: ` + html.EscapeString(r.Scenario) + `</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<script>
+window.__errors=0;window.addEventListener("error",function(){window.__errors++;});
+(function(){var e=console.error;console.error=function(){window.__errors++;e.apply(console,arguments);};})();
+</script>
 <style>
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px auto;max-width:920px;color:#111827;padding:0 12px}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:16px;margin:28px 0 8px}p.meta{color:#4b5563;margin:0 0 16px}
@@ -189,7 +193,7 @@ footer{color:#6b7280;font-size:12px;margin-top:24px}
 <script>
 (function(){var charts=document.querySelectorAll("svg.chart");var lines=document.querySelectorAll("svg.chart polyline.series");
 document.body.setAttribute("data-charts",String(charts.length));document.body.setAttribute("data-series",String(lines.length));
-document.body.setAttribute("data-rendered","true");})();
+document.body.setAttribute("data-errors",String(window.__errors));document.body.setAttribute("data-rendered","true");})();
 </script></body></html>
 `)
 	_, err := io.WriteString(out, b.String())

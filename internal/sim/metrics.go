@@ -178,6 +178,9 @@ func (m *recorder) observe(step time.Duration) {
 
 	open := false
 	for _, z := range w.zones {
+		if !w.hasSpot {
+			break // the baseline: no spot to go back to
+		}
 		if misplaced[z] > 0 && z.capacity(w.Elapsed()) > spotByZone[z] {
 			open = true
 		}

@@ -190,4 +190,3 @@ func runOne(ctx context.Context, sc *Scenario, name string, opts Options, progre
 type initialState struct {
 	apply func(*World)
 }
-

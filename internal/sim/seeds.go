@@ -93,7 +93,9 @@ func (s *reschedulerSeed) step(ctx context.Context, w *World) error {
 	s.lastVersion = w.version
 	ods := onDemandNodes(w)
 	sort.SliceStable(ods, func(i, j int) bool { return requestedCPU(ods[i]) < requestedCPU(ods[j]) })
-	isSpot := func(n *corev1.Node) bool { return n.Labels[NodeGroupLabel] != "" && w.groupOf(n.Name).Spot && !w.NodeByName(n.Name).Noticed() }
+	isSpot := func(n *corev1.Node) bool {
+		return n.Labels[NodeGroupLabel] != "" && w.groupOf(n.Name).Spot && !w.NodeByName(n.Name).Noticed()
+	}
 	nodes := nodeObjs(w.ReadyNodes())
 	for _, od := range ods {
 		pods := movable(od)

@@ -48,8 +48,8 @@ func ParseTrace(data []byte) (*Trace, error) {
 	if err := dec.Decode(&f); err != nil {
 		return nil, fmt.Errorf("not a trace file ({\"metadata\": {\"gap_seconds\": N}, \"data\": [...]}): %w", err)
 	}
-	if f.Metadata.GapSeconds == nil || *f.Metadata.GapSeconds <= 0 || *f.Metadata.GapSeconds > 86400 {
-		return nil, errors.New("metadata.gap_seconds must be between 0 and 86400 seconds")
+	if f.Metadata.GapSeconds == nil || *f.Metadata.GapSeconds < 0.001 || *f.Metadata.GapSeconds > 86400 {
+		return nil, errors.New("metadata.gap_seconds must be between 0.001 and 86400 seconds")
 	}
 	if len(f.Data) == 0 {
 		return nil, errors.New("data is empty")

@@ -92,13 +92,13 @@ func (n *Node) Pods() []*Pod { return n.pods }
 
 // Pod is a simulated pod.
 type Pod struct {
-	Obj      *corev1.Pod
-	App      *App
-	ordinal  int
-	Node     *Node
-	Created  time.Time
-	BoundAt  time.Time
-	ReadyAt  time.Time
+	Obj     *corev1.Pod
+	App     *App
+	ordinal int
+	Node    *Node
+	Created time.Time
+	BoundAt time.Time
+	ReadyAt time.Time
 	// Terminating pods leave at goneAt.
 	Terminating bool
 	goneAt      time.Time
@@ -157,6 +157,7 @@ type World struct {
 	m             *recorder
 	classifier    *classify.Classifier
 	onNotice      func(*Node)
+	hasSpot       bool
 }
 
 // newWorld builds the world of a scenario at its start: the initial nodes
@@ -188,6 +189,7 @@ func newWorld(sc *Scenario, seed int64, onlyOnDemand bool) (*World, error) {
 			}
 		}
 		w.Groups = append(w.Groups, g)
+		w.hasSpot = w.hasSpot || g.Spot
 	}
 	for _, g := range w.Groups {
 		for range *g.Initial {
