@@ -148,11 +148,11 @@ func runOne(ctx context.Context, sc *Scenario, name string, opts Options, progre
 	if err != nil {
 		return Result{}, err
 	}
-	strat, err := newStrategy(name, opts.Config)
+	strategyImpl, err := newStrategy(name, opts.Config)
 	if err != nil {
 		return Result{}, err
 	}
-	if err := strat.setup(w, e); err != nil {
+	if err := strategyImpl.setup(w, e); err != nil {
 		return Result{}, err
 	}
 	sched := &scheduler{w: w, e: e}
@@ -168,7 +168,7 @@ func runOne(ctx context.Context, sc *Scenario, name string, opts Options, progre
 			progress.Store(int64(i))
 		}
 		w.advance(max(prev, 0))
-		if err := strat.step(ctx, w); err != nil {
+		if err := strategyImpl.step(ctx, w); err != nil {
 			return Result{}, err
 		}
 		if err := sched.run(ctx); err != nil {

@@ -173,8 +173,8 @@ func TestSeedsTiming(t *testing.T) {
 			t.Fatal(err)
 		}
 		e := mustEngine(t, w)
-		strat, _ := newStrategy(name, nil)
-		if err := strat.setup(w, e); err != nil {
+		strategyImpl, _ := newStrategy(name, nil)
+		if err := strategyImpl.setup(w, e); err != nil {
 			t.Fatal(err)
 		}
 		sched, as := &scheduler{w: w, e: e}, &autoscaler{w: w, e: e}
@@ -183,7 +183,7 @@ func TestSeedsTiming(t *testing.T) {
 		prev := time.Duration(0)
 		for range 24 * 60 {
 			w.advance(prev)
-			if err := strat.step(context.Background(), w); err != nil {
+			if err := strategyImpl.step(context.Background(), w); err != nil {
 				t.Fatal(err)
 			}
 			if w.m.evict > prevEvictions {
@@ -205,9 +205,9 @@ func TestSeedsTiming(t *testing.T) {
 				t.Errorf("migrator: first eviction at %s, not at the top of an hour", first)
 			}
 		case StrategyRescheduler:
-			s := strat.(*reschedulerSeed)
+			s := strategyImpl.(*reschedulerSeed)
 			_ = s
-			last := time.Duration(-time.Hour)
+			last := -time.Hour
 			for _, d := range drainStarts {
 				if gap := d - last; gap > 2*time.Minute && gap < seedDrainDelay {
 					t.Errorf("rescheduler: evictions at %s and %s, less than the drain delay apart", last, d)

@@ -593,7 +593,7 @@ func (w *World) Snapshot() *snapshot.Snapshot {
 	return s
 }
 
-// PodByObj finds the world's pod of a plan's pod name.
+// PodByName finds the world's pod of a plan's pod name.
 func (w *World) PodByName(namespace, name string) *Pod {
 	for _, p := range w.pods {
 		if p.Obj.Name == name && p.Obj.Namespace == namespace {
