@@ -5,7 +5,7 @@ LINT := $(GO) tool -modfile=hack/tools/lint/go.mod golangci-lint
 # Modules whose go.mod/go.sum `go mod tidy` must leave unchanged.
 MODULES := . hack/tools/kube hack/tools/etcd hack/tools/lint
 
-.PHONY: all build kube-bin test unit verify fmt lint tidy golden lab lab-down clean
+.PHONY: all build kube-bin chromium test unit verify fmt lint tidy golden lab lab-down clean simulate
 
 all: build
 
@@ -15,7 +15,10 @@ build: ## Build bin/spotter and bin/spotter-agent.
 kube-bin: ## Build the Kubernetes binaries the tests use (cached; see hack/kube-bin.sh).
 	bash hack/kube-bin.sh >/dev/null
 
-test: kube-bin ## Unit, integration and e2e tests, on real Kubernetes binaries.
+chromium: ## Install Debian's chromium for the report test of spotter simulate, if missing.
+	bash hack/chromium.sh >/dev/null
+
+test: kube-bin chromium ## Unit, integration and e2e tests, on real Kubernetes binaries and a headless browser.
 	SPOTTER_KUBE_BIN_DIR=$$(bash hack/kube-bin.sh --dir) $(GO) test -count=1 -timeout 20m ./...
 
 unit: ## Unit tests only (no apiserver).
@@ -34,13 +37,16 @@ tidy:
 	done
 
 golden: ## Rewrite golden files from the code.
-	UPDATE_GOLDEN=1 $(GO) test ./pkg/apis/config/...
+	UPDATE_GOLDEN=1 $(GO) test ./pkg/apis/config/... ./internal/sim/...
 
 lab: build kube-bin ## Start a local lab (real control plane, kwok nodes).
 	SPOTTER_KUBE_BIN_DIR=$$(bash hack/kube-bin.sh --dir) bin/spotter lab up
 
 lab-down: build ## Stop the lab started by `make lab`.
 	bin/spotter lab down
+
+simulate: ## Run spotter simulate on the built-in scenario (report in spotter-report/).
+	$(GO) run ./cmd/spotter simulate
 
 clean:
 	rm -rf bin/

@@ -64,6 +64,7 @@ spot nodes in priority order when the cloud takes them back.`,
 		newLabCommand(),
 		newPlanCommand(),
 		newControllerCommand(),
+		newSimulateCommand(),
 	)
 	return root
 }

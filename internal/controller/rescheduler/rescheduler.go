@@ -163,26 +163,13 @@ func (c *Controller) Cycle(ctx context.Context) time.Duration {
 	return c.opts.Interval
 }
 
-// choose picks the drainable node to empty: plan order (emptiest first), not in
-// cooldown, Spotter's own node only when nothing else is drainable.
+// choose picks the drainable node to empty (see Choose), with the cooldowns of
+// failed drains as they stand at now.
 func (c *Controller) choose(p *plan.Plan, now time.Time) *plan.NodePlan {
-	var own *plan.NodePlan
-	for i := range p.Nodes {
-		n := &p.Nodes[i]
-		// A node with nothing to move needs no drain: the autoscaler removes it.
-		if !n.Drainable || n.Class != classify.OnDemand || countMoves(n) == 0 {
-			continue
-		}
-		if f, ok := c.failures[n.Name]; ok && now.Before(f.until) {
-			continue
-		}
-		if n.Name == c.opts.OwnNode {
-			own = n
-			continue
-		}
-		return n
-	}
-	return own
+	return Choose(p, func(node string) bool {
+		f, ok := c.failures[node]
+		return ok && now.Before(f.until)
+	}, c.opts.OwnNode)
 }
 
 // drainNode drains one node and waits for the evicted pods' replacements. It

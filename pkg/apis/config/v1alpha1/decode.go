@@ -1,11 +1,8 @@
 package v1alpha1
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"reflect"
 	"sort"
@@ -14,7 +11,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	sigsyaml "sigs.k8s.io/yaml"
 )
 
 // Override changes a decoded configuration before it is defaulted and validated;
@@ -107,38 +103,10 @@ func Decode(data []byte) (*SpotterConfiguration, field.ErrorList) {
 
 // decode is Decode that also returns the line of each field path in the file.
 func decode(data []byte) (*SpotterConfiguration, map[string]int, field.ErrorList) {
-	root := field.NewPath("")
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, nil, field.ErrorList{field.Required(root,
-				"the configuration is empty; `spotter config defaults` prints a complete one")}
-		}
-		return nil, nil, field.ErrorList{field.Invalid(root, "", fmt.Sprintf("not YAML or JSON: %v", err))}
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, nil, field.ErrorList{field.Invalid(root, "", "expected one YAML document, found more (remove the extra `---`)")}
-	}
-
-	var errs field.ErrorList
-	lines := map[string]int{}
-	checkNode(&doc, reflect.TypeFor[SpotterConfiguration](), nil, lines, &errs)
-
-	// Decode what checkNode left: the values of the wrong type are unset.
 	c := &SpotterConfiguration{}
-	dropNulls(&doc)
-	checked, err := yaml.Marshal(&doc)
-	if err != nil {
-		return nil, nil, field.ErrorList{field.Invalid(root, "", fmt.Sprintf("not YAML or JSON: %v", err))}
-	}
-	if j, err := sigsyaml.YAMLToJSON(checked); err != nil {
-		errs = append(errs, field.Invalid(root, "", fmt.Sprintf("not YAML or JSON: %v", err)))
-	} else if err := json.Unmarshal(j, c); err != nil && len(errs) == 0 {
-		// checkNode reports every type error with its path; this is a backstop
-		// for any it does not recognise.
-		errs = append(errs, field.Invalid(root, "", err.Error()))
+	lines, errs, ok := decodeStrict(data, c, "the configuration is empty; `spotter config defaults` prints a complete one")
+	if !ok {
+		return nil, nil, errs
 	}
 
 	if c.APIVersion == "" {

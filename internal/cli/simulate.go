@@ -1,0 +1,199 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"spotter.dev/spotter/internal/sim"
+	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
+)
+
+type simulateOptions struct {
+	scenario      string
+	strategies    string
+	duration      string
+	seed          int32
+	out           string
+	configFile    string
+	printScenario bool
+	fromCluster   bool
+	plan          planOptions
+}
+
+func newSimulateCommand() *cobra.Command {
+	var o simulateOptions
+	cmd := &cobra.Command{
+		Use:   "simulate [--scenario FILE] [--strategies a,b] [--duration 7d] [--seed N] [--out DIR]",
+		Short: "Show what Spotter does and saves: strategies side by side in a simulated cluster, no cluster needed",
+		Long: `Simulates a cluster through days of spot-market history in seconds and compares
+strategies in the same world with the same seed:
+
+  none         the autoscaler alone
+  rescheduler  k8s-spot-rescheduler as documented
+  migrator     cost-manager's spot-migrator as documented
+  spotter      this project: the real planner, node choice and disruption budget
+
+Without --scenario it runs the built-in scenario (print it with --print-scenario):
+three zones, on-demand and spot node groups, 39 workloads with
+PodDisruptionBudgets and a daily load cycle, spot capacity and preemptions
+replayed from real AWS traces. It prints a table and writes report.json and
+report.html (self-contained, charts inline) into --out.
+
+--from-cluster starts from a real cluster's nodes and workloads instead, with the
+prices of the configuration's pricing section. See docs/simulate.md.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runSimulate(cmd.Context(), &o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.scenario, "scenario", "", "scenario file (default: the built-in scenario)")
+	f.StringVar(&o.strategies, "strategies", strings.Join(sim.Strategies, ","), "strategies to compare, comma-separated")
+	f.StringVar(&o.duration, "duration", "", "simulated time, such as 7d, 36h or 90m (default: the scenario's)")
+	f.Int32Var(&o.seed, "seed", 0, "random seed (default: the scenario's)")
+	f.StringVar(&o.out, "out", "spotter-report", "folder for report.json and report.html")
+	f.StringVarP(&o.configFile, "config", "f", "", "SpotterConfiguration for the spotter strategy and, with --from-cluster, prices")
+	f.BoolVar(&o.printScenario, "print-scenario", false, "print the scenario (defaults filled in) and exit")
+	f.BoolVar(&o.fromCluster, "from-cluster", false, "start from the nodes and workloads of a real cluster")
+	f.StringVar(&o.plan.kubeconfig, "kubeconfig", "", "kubeconfig file for --from-cluster (default: $KUBECONFIG or ~/.kube/config)")
+	f.StringVar(&o.plan.context, "context", "", "kubeconfig context for --from-cluster")
+	return cmd
+}
+
+func runSimulate(ctx context.Context, o *simulateOptions, out, errOut io.Writer) error {
+	strategies, err := sim.ParseStrategies(o.strategies)
+	if err != nil {
+		return err
+	}
+	cfg := v1alpha1.NewDefaults()
+	if o.configFile != "" {
+		if cfg, err = v1alpha1.Load(o.configFile); err != nil {
+			return err
+		}
+	}
+	var sc *sim.Scenario
+	var opts sim.Options
+	switch {
+	case o.fromCluster:
+		if o.scenario != "" {
+			return errors.New("--from-cluster and --scenario exclude each other: the cluster is the scenario")
+		}
+		snap, err := readCluster(ctx, &o.plan)
+		if err != nil {
+			return err
+		}
+		if sc, opts, err = sim.FromCluster(snap, cfg.Pricing); err != nil {
+			return err
+		}
+		fmt.Fprintf(errOut, "read %s; simulating them with the built-in spot markets\n", snap.Counts())
+	case o.scenario != "":
+		if sc, err = sim.LoadScenario(o.scenario); err != nil {
+			return err
+		}
+	default:
+		sc = sim.DefaultScenario()
+	}
+	if o.duration != "" {
+		d, err := parseDays(o.duration)
+		if err != nil {
+			return fmt.Errorf("--duration: %w", err)
+		}
+		sc.Duration.Duration = d
+	}
+	if o.seed != 0 {
+		sc.Seed = o.seed
+	}
+	if errs := sim.ValidateScenario(sc, ""); len(errs) > 0 && (o.duration != "" || o.seed != 0) {
+		return &sim.InvalidScenarioError{Path: "(flags)", Errors: errs}
+	}
+	if o.printScenario {
+		data, err := sim.MarshalScenario(sc)
+		if err != nil {
+			return err
+		}
+		_, err = out.Write(data)
+		return err
+	}
+
+	opts.Strategies, opts.Config = strategies, cfg
+	bar := newProgressBar(errOut)
+	opts.Progress = bar.update
+	rep, err := sim.Run(ctx, sc, opts)
+	bar.finish()
+	if err != nil {
+		return err
+	}
+	if err := rep.WriteTable(out); err != nil {
+		return err
+	}
+	paths, err := rep.WriteFiles(o.out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nSimulated %d strategies and the baseline over %.0f days in %s. Report: %s\n",
+		len(rep.Results), rep.Days, rep.Elapsed.Round(10*time.Millisecond), strings.Join(paths, ", "))
+	return nil
+}
+
+// parseDays reads a duration that may use a day unit: 7d, 1d12h, 36h, 90m.
+func parseDays(s string) (time.Duration, error) {
+	var days time.Duration
+	if i := strings.Index(s, "d"); i >= 0 {
+		n, err := strconv.Atoi(s[:i])
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("%q is not a duration such as 7d, 36h or 90m", s)
+		}
+		days, s = time.Duration(n)*24*time.Hour, s[i+1:]
+		if s == "" {
+			return days, nil
+		}
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration such as 7d, 36h or 90m", s)
+	}
+	return days + d, nil
+}
+
+// progressBar draws "\r[####    ] 43% strategy spotter day 3/7" on a
+// terminal, and only a final line otherwise.
+type progressBar struct {
+	out  io.Writer
+	tty  bool
+	last string
+}
+
+func newProgressBar(out io.Writer) *progressBar {
+	f, ok := out.(*os.File)
+	return &progressBar{out: out, tty: ok && term.IsTerminal(int(f.Fd()))}
+}
+
+func (p *progressBar) update(done float64, what string) {
+	if !p.tty {
+		return
+	}
+	const width = 30
+	n := int(done * width)
+	line := fmt.Sprintf("\r[%s%s] %3d%% %s", strings.Repeat("#", n), strings.Repeat(" ", width-n), int(done*100), what)
+	if line != p.last {
+		// Pad so that a shorter line covers the previous one.
+		fmt.Fprintf(p.out, "%-*s", len(p.last), line)
+		p.last = line
+	}
+}
+
+func (p *progressBar) finish() {
+	if p.tty {
+		fmt.Fprint(p.out, "\r"+strings.Repeat(" ", len(p.last))+"\r")
+	}
+	fmt.Fprintln(p.out, "simulation done")
+}

@@ -1,0 +1,62 @@
+package cli
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSimulateCommand(t *testing.T) {
+	dir := t.TempDir()
+	var out, errOut bytes.Buffer
+	code := Main([]string{"simulate", "--duration", "6h", "--strategies", "none,spotter", "--out", dir}, Streams{Out: &out, Err: &errOut})
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errOut.String())
+	}
+	for _, want := range []string{"STRATEGY", "all-on-demand", "none", "spotter", "Report: "} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	// Not a terminal: no bar, one final line.
+	if errOut.String() != "simulation done\n" {
+		t.Errorf("stderr %q", errOut.String())
+	}
+	for _, f := range []string{"report.json", "report.html"} {
+		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+func TestSimulateErrors(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("apiVersion: spotter.dev/v1alpha1\nkind: SimulationScenario\nzones: [{name: a, spotCapacity: {nodes: -1}}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"simulate", "--strategies", "karpenter"}, `unknown strategy "karpenter"`},
+		{[]string{"simulate", "--duration", "soon"}, `--duration: "soon" is not a duration`},
+		{[]string{"simulate", "--scenario", bad}, "zones[0].spotCapacity.nodes: Invalid value: -1"},
+		{[]string{"simulate", "--scenario", bad}, "nodeGroups: Required value"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := Main(tc.args, Streams{Out: &out, Err: &errOut}); code != 1 || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q, want %q", tc.args, code, errOut.String(), tc.want)
+		}
+	}
+}
+
+func TestParseDays(t *testing.T) {
+	for in, want := range map[string]time.Duration{"7d": 168 * time.Hour, "1d12h": 36 * time.Hour, "90m": 90 * time.Minute} {
+		if got, err := parseDays(in); err != nil || got != want {
+			t.Errorf("parseDays(%q) = %s, %v", in, got, err)
+		}
+	}
+}

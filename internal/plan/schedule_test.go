@@ -1,0 +1,130 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"spotter.dev/spotter/internal/snapshot"
+	tu "spotter.dev/spotter/internal/testutil"
+)
+
+func pending(name, cpu string, opts ...tu.PodOption) *corev1.Pod {
+	base := []tu.PodOption{tu.WithUID(), tu.OwnedBy("ReplicaSet", "rs-"+name), tu.CPU(cpu)}
+	return tu.Pod(name, append(base, opts...)...)
+}
+
+func TestEngineSchedule(t *testing.T) {
+	ctx := context.Background()
+	e, err := NewEngine(ctx, &snapshot.Snapshot{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := []*corev1.Node{
+		tu.Node("a", tu.Capacity("2", "8Gi")),
+		tu.Node("b", tu.Capacity("4", "8Gi"), tu.Taint("dedicated", "x", corev1.TaintEffectNoSchedule)),
+		tu.Node("c", tu.Capacity("4", "8Gi")),
+	}
+	bound := []*corev1.Pod{pod("running", "c", "3")}
+	cases := []struct {
+		name    string
+		pending []*corev1.Pod
+		pick    func(*corev1.Pod, []fwk.NodeInfo) int
+		want    []string
+		reason  string
+	}{
+		{"first fit", []*corev1.Pod{pending("p", "1")}, nil, []string{"a"}, ""},
+		{"commits placements", []*corev1.Pod{pending("p", "1500m"), pending("q", "1")}, nil, []string{"a", "c"}, ""},
+		{"pick the last", []*corev1.Pod{pending("p", "500m")}, func(_ *corev1.Pod, f []fwk.NodeInfo) int { return len(f) - 1 }, []string{"c"}, ""},
+		{"taint respected", []*corev1.Pod{pending("p", "3")}, nil, []string{""}, "0/3 nodes fit: 2 NodeResourcesFit: Insufficient cpu, 1 TaintToleration"},
+		{"selector", []*corev1.Pod{pending("p", "1", func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": "c"} })}, nil, []string{"c"}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := e.Schedule(ctx, ScheduleRequest{Nodes: nodes, Pods: bound, Pending: tc.pending, Pick: tc.pick})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, p := range got {
+				if p.Node != tc.want[i] {
+					t.Errorf("pod %s on %q, want %q (%s)", p.Pod.Name, p.Node, tc.want[i], p.Reason)
+				}
+				if tc.reason != "" && !strings.Contains(p.Reason, tc.reason) {
+					t.Errorf("reason %q, want it to contain %q", p.Reason, tc.reason)
+				}
+			}
+		})
+	}
+	// Eligible restricts destinations; the bound pods' requests still count.
+	got, err := e.Schedule(ctx, ScheduleRequest{Nodes: nodes, Pods: bound, Pending: []*corev1.Pod{pending("p", "2")},
+		Eligible: func(n *corev1.Node) bool { return n.Name == "c" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].Node != "" || !strings.Contains(got[0].Reason, "0/1 nodes fit: 1 NodeResourcesFit: Insufficient cpu") {
+		t.Errorf("eligible: got %+v", got[0])
+	}
+}
+
+// The engine and the planner agree on what fits: the same plugins.
+func TestEngineAgreesWithFitsOnSpot(t *testing.T) {
+	ctx := context.Background()
+	e, err := NewEngine(ctx, &snapshot.Snapshot{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &snapshot.Snapshot{
+		Nodes: []*corev1.Node{tu.Node("od", tu.OnDemand()), tu.Node("s1", tu.Spot(), tu.Zone("z1")), tu.Node("s2", tu.Spot(), tu.Zone("z2"))},
+	}
+	for i := range 6 {
+		s.Pods = append(s.Pods, pod(fmt.Sprintf("p%d", i), []string{"s1", "s2"}[i%2], "600m", tu.WithLabels("app", "web")))
+	}
+	for _, cpu := range []string{"100m", "1", "2", "3"} {
+		candidate := pod("c"+cpu, "od", cpu, tu.WithLabels("app", "web"))
+		s2 := *s
+		s2.Pods = append(append([]*corev1.Pod{}, s.Pods...), candidate)
+		dest, _, err := New(Options{}).FitsOnSpot(ctx, &s2, candidate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := *candidate
+		c.Spec.NodeName = ""
+		got, err := e.Schedule(ctx, ScheduleRequest{Nodes: s.Nodes, Pods: s.Pods, Pending: []*corev1.Pod{&c},
+			Eligible: func(n *corev1.Node) bool { return n.Name != "od" }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (dest == "") != (got[0].Node == "") {
+			t.Errorf("cpu %s: planner says %q, engine says %q (%s)", cpu, dest, got[0].Node, got[0].Reason)
+		}
+	}
+}
+
+func BenchmarkEngineSchedule(b *testing.B) {
+	ctx := context.Background()
+	e, err := NewEngine(ctx, &snapshot.Snapshot{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var nodes []*corev1.Node
+	var pods []*corev1.Pod
+	for i := range 40 {
+		nodes = append(nodes, tu.Node(fmt.Sprintf("n%d", i), tu.Zone(fmt.Sprintf("z%d", i%3))))
+	}
+	for i := range 250 {
+		pods = append(pods, pod(fmt.Sprintf("p%d", i), fmt.Sprintf("n%d", i%40), "200m", tu.Memory("500Mi"), tu.WithLabels("app", fmt.Sprintf("a%d", i%40))))
+	}
+	var todo []*corev1.Pod
+	for i := range 10 {
+		todo = append(todo, pending(fmt.Sprintf("q%d", i), "300m", tu.Memory("1Gi")))
+	}
+	for b.Loop() {
+		if _, err := e.Schedule(ctx, ScheduleRequest{Nodes: nodes, Pods: pods, Pending: todo}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,207 @@
+package sim
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	resourcehelper "k8s.io/component-helpers/resource"
+
+	"spotter.dev/spotter/internal/classify"
+	"spotter.dev/spotter/internal/plan"
+	"spotter.dev/spotter/internal/snapshot"
+	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
+)
+
+// FromCluster turns a cluster snapshot into a simulation that starts from it:
+//
+//   - every (class, zone, instance type) of its spot and on-demand nodes
+//     becomes a node group with that many initial nodes, priced from the
+//     configuration's pricing section; each on-demand group gets a spot twin
+//     in its zone (at the spot price) when it has none, so that spot
+//     strategies have somewhere to go;
+//   - the cluster's zones replay the built-in scenario's markets, in order;
+//   - every Deployment (through its ReplicaSet) and StatefulSet becomes an app
+//     with its current number of pods, made from one of its real pods (node
+//     selectors, affinity, tolerations and spread constraints kept), with the
+//     PodDisruptionBudget that selects it; its pods start Pending and the
+//     first step schedules them. Pods without a controller, DaemonSet and
+//     static pods are left out. There is no load cycle.
+func FromCluster(s *snapshot.Snapshot, pricing v1alpha1.PricingConfig) (*Scenario, Options, error) {
+	def := DefaultScenario()
+	sc := &Scenario{Name: "from-cluster", Description: "Nodes and workloads read from a cluster; spot markets of the built-in scenario.",
+		Seed: def.Seed, Start: def.Start, Duration: def.Duration, Step: def.Step, Currency: pricing.Currency, Cluster: def.Cluster, Load: def.Load}
+	classifier := &classify.Classifier{}
+	type key struct{ class, zone, it string }
+	counts := map[key]int32{}
+	alloc := map[key]corev1.ResourceList{}
+	zoneIndex := map[string]int{}
+	var missing []string
+	for _, n := range s.Nodes {
+		c := classifier.Classify(n).Class
+		if c != classify.Spot && c != classify.OnDemand {
+			continue
+		}
+		z := n.Labels[ZoneLabel]
+		if z == "" {
+			z = "default"
+		}
+		if _, ok := zoneIndex[z]; !ok {
+			zoneIndex[z] = len(zoneIndex)
+		}
+		k := key{string(c), z, n.Labels[plan.InstanceTypeLabel]}
+		counts[k]++
+		alloc[k] = n.Status.Allocatable
+		if _, ok := pricing.InstanceTypes[k.it]; !ok && !containsString(missing, k.it) {
+			missing = append(missing, k.it)
+		}
+	}
+	if len(counts) == 0 {
+		return nil, Options{}, fmt.Errorf("the cluster has no spot or on-demand nodes to start from")
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return nil, Options{}, fmt.Errorf("no price for instance type(s) %s: add them to pricing.instanceTypes of the configuration (--config)",
+			strings.Join(missing, ", "))
+	}
+	zones := make([]string, len(zoneIndex))
+	for z, i := range zoneIndex {
+		zones[i] = z
+	}
+	sort.Strings(zones)
+	for i, z := range zones {
+		m := def.Zones[i%len(def.Zones)]
+		m.Name = z
+		sc.Zones = append(sc.Zones, m)
+	}
+	keys := make([]key, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	for k := range counts {
+		twin := key{string(classify.Spot), k.zone, k.it}
+		if k.class == string(classify.OnDemand) && counts[twin] == 0 {
+			if _, seen := alloc[twin]; !seen {
+				alloc[twin] = alloc[k]
+				keys = append(keys, twin)
+			}
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		if a.zone != b.zone {
+			return a.zone < b.zone
+		}
+		if a.class != b.class {
+			return a.class < b.class
+		}
+		return a.it < b.it
+	})
+	for i, k := range keys {
+		price := pricing.InstanceTypes[k.it]
+		rl := alloc[k]
+		g := NodeGroup{Name: fmt.Sprintf("group-%d", i+1), Zone: k.zone, CapacityType: k.class, InstanceType: k.it,
+			CPU: rl.Cpu().DeepCopy(), Memory: rl.Memory().DeepCopy(), Pods: int32(rl.Pods().Value()),
+			PricePerHour: price.OnDemand, Max: max(counts[k]*3, 10)}
+		if k.class == string(classify.Spot) {
+			g.PricePerHour = price.Spot
+		}
+		initial := counts[k]
+		g.Initial = &initial
+		sc.NodeGroups = append(sc.NodeGroups, g)
+	}
+	SetScenarioDefaults(sc)
+	if errs := ValidateScenario(sc, ""); len(errs) > 0 {
+		return nil, Options{}, &InvalidScenarioError{Path: "(from the cluster)", Errors: errs}
+	}
+
+	apps := appsFromPods(s)
+	opts := Options{initial: &initialState{apply: func(w *World) {
+		w.Apps = nil
+		for _, a := range apps {
+			w.Apps = append(w.Apps, a.copy())
+		}
+		w.nsObjs = s.Namespaces
+	}}}
+	if len(apps) == 0 {
+		return nil, Options{}, fmt.Errorf("the cluster has no Deployment or StatefulSet pods to simulate")
+	}
+	return sc, opts, nil
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// appsFromPods groups the pods by controller into apps.
+func appsFromPods(s *snapshot.Snapshot) []*App {
+	type owner struct{ ns, kind, name string }
+	byOwner := map[owner][]*corev1.Pod{}
+	var order []owner
+	for _, p := range s.Pods {
+		ref := metav1.GetControllerOf(p)
+		if ref == nil || ref.Kind == "DaemonSet" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+			continue
+		}
+		name, kind := ref.Name, Deployment
+		switch ref.Kind {
+		case "StatefulSet":
+			kind = StatefulSet
+		case "ReplicaSet":
+			// A Deployment's ReplicaSet is <deployment>-<hash>.
+			if i := strings.LastIndex(name, "-"); i > 0 {
+				name = name[:i]
+			}
+		}
+		o := owner{p.Namespace, kind, name}
+		if _, ok := byOwner[o]; !ok {
+			order = append(order, o)
+		}
+		byOwner[o] = append(byOwner[o], p)
+	}
+	var apps []*App
+	for _, o := range order {
+		pods := byOwner[o]
+		tmpl := pods[0].DeepCopy()
+		tmpl.Name, tmpl.Spec.NodeName, tmpl.Status = "", "", corev1.PodStatus{}
+		tmpl.OwnerReferences, tmpl.UID, tmpl.ResourceVersion = nil, "", ""
+		req := resourcehelper.PodRequests(tmpl, resourcehelper.PodResourcesOptions{})
+		onDemandOnly := tmpl.Spec.NodeSelector[classify.KarpenterCapacityLabel] == OnDemand
+		a := &App{Name: o.name, Namespace: o.ns, Kind: o.kind, Template: tmpl, Low: int32(len(pods)), Peak: int32(len(pods)),
+			SpotEligible: !onDemandOnly, uid: types.UID(o.ns + "/" + o.kind + "/" + o.name),
+			cpu: req.Cpu().MilliValue(), mem: req.Memory().Value()}
+		for _, pdb := range s.PDBs {
+			if pdb.Namespace != o.ns {
+				continue
+			}
+			sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+			if err == nil && !sel.Empty() && sel.Matches(labels.Set(tmpl.Labels)) {
+				c := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: pdb.Name, Namespace: pdb.Namespace, Generation: 1}, Spec: *pdb.Spec.DeepCopy()}
+				a.PDB = c
+				break
+			}
+		}
+		apps = append(apps, a)
+	}
+	return apps
+}
+
+// copy returns a fresh app with the same definition (each run has its own).
+func (a *App) copy() *App {
+	c := *a
+	c.pods, c.desired, c.seq = nil, 0, 0
+	return &c
+}

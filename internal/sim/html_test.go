@@ -1,0 +1,103 @@
+package sim
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// chromium finds the browser hack/chromium.sh installs.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{os.Getenv("CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser"} {
+		if p != "" {
+			if _, err := os.Stat(p); err == nil {
+				return p
+			}
+		}
+	}
+	t.Skip("chromium not found: run hack/chromium.sh (make test does)")
+	return ""
+}
+
+func headless(ctx context.Context, t *testing.T, bin string, args ...string) (string, string) {
+	t.Helper()
+	// The closed network refuses connections: no background traffic, no QUIC.
+	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--user-data-dir=" + t.TempDir(), "--enable-logging=stderr", "--v=0"}
+	cmd := exec.CommandContext(ctx, bin, append(base, args...)...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s: %v\n%s", bin, err, stderr.String())
+	}
+	return stdout.String(), stderr.String()
+}
+
+// The report opens in a real browser, offline: it renders, every chart is
+// there with its series, and the console has no errors. The screenshot is
+// kept in $SPOTTER_ARTIFACTS (default: <temp>/spotter-artifacts).
+func TestReportRendersInChromium(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens a browser; skipped with -short")
+	}
+	bin := chromium(t)
+	rep := run(t, short(t, 12*time.Hour))
+	dir := t.TempDir()
+	if _, err := rep.WriteFiles(dir); err != nil {
+		t.Fatal(err)
+	}
+	page := "file://" + filepath.Join(dir, "report.html")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	dom, logs := headless(ctx, t, bin, "--virtual-time-budget=2000", "--dump-dom", page)
+	attr := func(name string) string {
+		m := regexp.MustCompile(`<body[^>]*\s` + name + `="([^"]*)"`).FindStringSubmatch(dom)
+		if m == nil {
+			return ""
+		}
+		return m[1]
+	}
+	if attr("data-rendered") != "true" {
+		t.Fatalf("the page's script did not run; DOM starts:\n%.500s\n%s", dom, logs)
+	}
+	if got := attr("data-errors"); got != "0" {
+		t.Errorf("%s errors on the console:\n%s", got, logs)
+	}
+	if strings.Contains(logs, "Uncaught") {
+		t.Errorf("uncaught error:\n%s", logs)
+	}
+	if got := attr("data-charts"); got != "4" {
+		t.Errorf("%s charts rendered, want 4", got)
+	}
+	for _, id := range []string{"cost", "spot-share", "capacity", "pending"} {
+		if !regexp.MustCompile(`<svg[^>]*id="` + id + `"[\s\S]*?<polyline`).MatchString(dom) {
+			t.Errorf("chart %s missing or without a series", id)
+		}
+	}
+	// cost: baseline + 4 strategies; share and pending: 4; capacity: 3 zones.
+	if got := attr("data-series"); got != "16" {
+		t.Errorf("%s series drawn, want 16", got)
+	}
+
+	artifacts := os.Getenv("SPOTTER_ARTIFACTS")
+	if artifacts == "" {
+		artifacts = filepath.Join(os.TempDir(), "spotter-artifacts")
+	}
+	if err := os.MkdirAll(artifacts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shot := filepath.Join(artifacts, "simulate-report.png")
+	headless(ctx, t, bin, "--window-size=1000,2000", "--screenshot="+shot, page)
+	if fi, err := os.Stat(shot); err != nil || fi.Size() < 10000 {
+		t.Errorf("screenshot %s: %v", shot, err)
+	}
+	t.Logf("screenshot: %s", shot)
+}

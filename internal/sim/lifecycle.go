@@ -1,0 +1,146 @@
+package sim
+
+import (
+	"math"
+	"sort"
+	"time"
+)
+
+// advance runs the world's own processes for the step that ends now (the
+// previous step ended at elapsed time prev): nodes become Ready, noticed nodes
+// terminate, the market sends preemption notices, terminating and lost pods
+// go, and the workload controllers create and delete pods for the load.
+func (w *World) advance(prev time.Duration) {
+	now, e := w.Now(), w.Elapsed()
+	for _, n := range w.nodes {
+		if n.state == provisioning && !now.Before(n.ReadyAt) {
+			n.state = ready
+			w.refresh(n)
+		}
+	}
+	for _, n := range append([]*Node(nil), w.nodes...) {
+		if n.Noticed() && !now.Before(n.TerminateAt) {
+			w.terminate(n)
+		}
+	}
+	w.preemptions(prev, e)
+	for _, p := range append([]*Pod(nil), w.pods...) {
+		switch {
+		case p.Terminating && !now.Before(p.goneAt):
+			w.removePod(p)
+		case p.lost && !now.Before(p.lostUntil):
+			w.removePod(p)
+		}
+	}
+	for _, a := range w.Apps {
+		w.reconcile(a)
+	}
+}
+
+// preemptions sends the notices of the market between prev and e.
+func (w *World) preemptions(prev, e time.Duration) {
+	step := e - prev
+	for _, z := range w.zones {
+		var victims []*Node
+		for _, n := range w.nodes {
+			if n.Group.Spot && n.Group.zone == z && n.Ready() && !n.Noticed() {
+				victims = append(victims, n)
+			}
+		}
+		if len(victims) == 0 {
+			// Draw nothing: the random sequence then depends only on what
+			// happens to the nodes, not on idle zones.
+			continue
+		}
+		var take int
+		if z.preTrace != nil {
+			take = min(z.traceDrops(prev, e), len(victims))
+		} else if z.preRate > 0 {
+			p := 1 - math.Exp(-z.preRate*step.Hours())
+			for range victims {
+				if w.rng.Float64() < p {
+					take++
+				}
+			}
+		}
+		if take == 0 {
+			continue
+		}
+		perm := w.rng.Perm(len(victims))
+		for _, i := range perm[:take] {
+			w.notice(victims[i], z)
+		}
+	}
+}
+
+// notice gives a node its preemption notice.
+func (w *World) notice(n *Node, z *zone) {
+	n.NoticeAt = w.Now()
+	n.TerminateAt = w.Now().Add(z.notice)
+	w.m.preempted(n)
+	w.changed()
+	if w.onNotice != nil {
+		w.onNotice(n)
+	}
+}
+
+// desiredReplicas follows the daily cycle: Low at the trough, Peak at the
+// peak hour, a cosine in between.
+func (w *World) desiredReplicas(a *App) int {
+	if a.Peak == a.Low {
+		return int(a.Low)
+	}
+	t := w.Now().UTC()
+	hour := float64(t.Hour()) + float64(t.Minute())/60
+	phase := 2 * math.Pi * (hour - float64(w.sc.Load.PeakHour)) / 24
+	return int(a.Low) + int(math.Round(float64(a.Peak-a.Low)*(1+math.Cos(phase))/2))
+}
+
+// reconcile is the workload controller: a ReplicaSet creates a replacement as
+// soon as a pod is terminating; a StatefulSet (Parallel pod management)
+// recreates an ordinal only when its pod is gone.
+func (w *World) reconcile(a *App) {
+	a.desired = w.desiredReplicas(a)
+	if a.Kind == StatefulSet {
+		have := map[int]bool{}
+		for _, p := range a.pods {
+			have[p.ordinal] = true
+			if p.ordinal >= a.desired && !p.Terminating {
+				w.startTermination(p)
+			}
+		}
+		for i := range a.desired {
+			if !have[i] {
+				w.createPod(a, i)
+			}
+		}
+		return
+	}
+	var active []*Pod
+	for _, p := range a.pods {
+		if !p.Terminating {
+			active = append(active, p)
+		}
+	}
+	for range a.desired - len(active) {
+		w.createPod(a, 0)
+	}
+	if extra := len(active) - a.desired; extra > 0 {
+		// The ReplicaSet's order: unbound pods first, then not Ready, then
+		// the newest.
+		now := w.Now()
+		sort.SliceStable(active, func(i, j int) bool {
+			pi, pj := active[i], active[j]
+			if pi.Bound() != pj.Bound() {
+				return !pi.Bound()
+			}
+			if ri, rj := pi.Healthy(now), pj.Healthy(now); ri != rj {
+				return !ri
+			}
+			return pi.Created.After(pj.Created)
+		})
+		for _, p := range active[:extra] {
+			w.startTermination(p)
+		}
+	}
+}

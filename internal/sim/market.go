@@ -1,0 +1,84 @@
+package sim
+
+import (
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// zone is a zone's spot market during a run: how many spot nodes it can hold,
+// and when it takes running ones back.
+type zone struct {
+	*Zone
+	notice time.Duration
+	// capacity: a trace (times scale, from offset) or a synthetic constant with
+	// shortages.
+	capTrace  *Trace
+	capOffset time.Duration
+	capScale  float64
+	capNodes  int
+	shortages [][2]time.Duration // [start, end) since the run's start
+	// preemptions: a trace's drops, or a rate per node-hour.
+	preTrace  *Trace
+	preOffset time.Duration
+	preRate   float64
+}
+
+func newZone(z *Zone, sc *Scenario, seed int64, start time.Time) (*zone, error) {
+	out := &zone{Zone: z, notice: Notice(z.Cloud), capScale: z.SpotCapacity.Scale, capOffset: z.SpotCapacity.Offset.Duration,
+		preOffset: z.Preemptions.Offset.Duration, preRate: z.Preemptions.RatePerNodeHour}
+	var err error
+	if z.SpotCapacity.Trace != "" {
+		if out.capTrace, err = LoadTrace(z.SpotCapacity.Trace, sc.dir); err != nil {
+			return nil, err
+		}
+	} else {
+		out.capNodes = int(*z.SpotCapacity.Nodes)
+		if perDay := z.SpotCapacity.ShortagesPerDay; perDay > 0 {
+			// A Poisson process of shortages, from the seed.
+			rng := rand.New(rand.NewPCG(uint64(seed), 0xca9))
+			length := z.SpotCapacity.ShortageDuration.Duration
+			for t := time.Duration(0); t < sc.Duration.Duration; {
+				gap := time.Duration(rng.ExpFloat64() / perDay * float64(24*time.Hour))
+				t += gap
+				out.shortages = append(out.shortages, [2]time.Duration{t, t + length})
+				t += length
+			}
+		}
+	}
+	if z.Preemptions.Trace != "" {
+		if out.preTrace, err = LoadTrace(z.Preemptions.Trace, sc.dir); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// capacity is how many spot nodes the zone can hold at elapsed time d.
+func (z *zone) capacity(d time.Duration) int {
+	if z.capTrace != nil {
+		return int(math.Round(float64(z.capTrace.At(d+z.capOffset)) * z.capScale))
+	}
+	for _, s := range z.shortages {
+		if d >= s[0] && d < s[1] {
+			return 0
+		}
+	}
+	return z.capNodes
+}
+
+// traceDrops is how many instances the preemption trace lost between elapsed
+// times from (excluded) and to (included): the sum of its drops.
+func (z *zone) traceDrops(from, to time.Duration) int {
+	t := z.preTrace
+	if t == nil || to <= from {
+		return 0
+	}
+	i, j := int((from+z.preOffset)/t.Gap), int((to+z.preOffset)/t.Gap)
+	drops := 0
+	for k := i + 1; k <= j; k++ {
+		prev, cur := t.Data[(k-1)%len(t.Data)], t.Data[k%len(t.Data)]
+		drops += max(prev-cur, 0)
+	}
+	return drops
+}

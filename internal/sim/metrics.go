@@ -1,0 +1,243 @@
+package sim
+
+import (
+	"sort"
+	"time"
+)
+
+// sampleEvery is the spacing of the time series in the report.
+const sampleEvery = 10 * time.Minute
+
+// Result is what one strategy's run measured. Every figure is computed from
+// the simulation; none is set by hand.
+type Result struct {
+	Strategy string `json:"strategy"`
+	// Cost is the price of every node from its launch request to its
+	// termination, in the scenario's currency.
+	Cost float64 `json:"cost"`
+	// Saving is the share of the all-on-demand baseline's cost saved (0.3 is
+	// 30%); 0 for the baseline itself.
+	Saving float64 `json:"saving"`
+	// SpotShare is the share of pod-hours (pods bound to a node) on spot nodes.
+	SpotShare float64 `json:"spotShare"`
+	// Evictions counts voluntary evictions (Eviction API calls that succeeded)
+	// by strategy components; EvictionsPerPodDay divides them by the average
+	// number of pods and the days simulated.
+	Evictions          int            `json:"evictions"`
+	EvictionsBy        map[string]int `json:"evictionsBy,omitempty"`
+	EvictionsPerPodDay float64        `json:"evictionsPerPodDay"`
+	// EvictionsRefused counts evictions a PodDisruptionBudget refused (429).
+	EvictionsRefused int `json:"evictionsRefused"`
+	// WastedEvictions counts pods evicted by drains that were then abandoned,
+	// leaving their node in place.
+	WastedEvictions int `json:"wastedEvictions"`
+	// PreemptedNodes are spot nodes the market took back; PreemptedPods the
+	// pods running on them when the notice came.
+	PreemptedNodes int `json:"preemptedNodes"`
+	PreemptedPods  int `json:"preemptedPods"`
+	// PendingPodMinutes adds up the minutes each pod spent Pending (unbound).
+	PendingPodMinutes float64 `json:"pendingPodMinutes"`
+	// LostPodMinutes adds up the minutes pods spent on a node that was gone
+	// before their controller noticed (no drain on the notice).
+	LostPodMinutes float64 `json:"lostPodMinutes"`
+	// PDBViolations counts voluntary evictions after which a
+	// PodDisruptionBudget had fewer healthy pods than it demands.
+	PDBViolations int `json:"pdbViolations"`
+	// BackToSpot measures how long spot capacity stayed unused while
+	// spot-eligible pods ran on on-demand nodes of the same zone.
+	BackToSpot BackToSpot `json:"backToSpot"`
+	// NodesLaunched counts node launch requests that succeeded.
+	NodesLaunched int `json:"nodesLaunched"`
+	// Series holds the state every 10 simulated minutes, for the charts.
+	Series []Sample `json:"series"`
+	// Preemptions lists every preemption notice.
+	Preemptions []Mark `json:"preemptions"`
+}
+
+// BackToSpot is the "time back to spot after a shortage": an episode opens
+// when a zone has both spot capacity to spare and spot-eligible pods on its
+// on-demand nodes, and closes when no zone has both.
+type BackToSpot struct {
+	Episodes    int     `json:"episodes"`
+	MeanMinutes float64 `json:"meanMinutes"`
+	MaxMinutes  float64 `json:"maxMinutes"`
+	// OpenAtEnd is true when an episode was still open when the run ended (it
+	// is counted with its length so far).
+	OpenAtEnd bool `json:"openAtEnd"`
+}
+
+// Sample is the state at one time.
+type Sample struct {
+	// Hours since the start.
+	Hours         float64 `json:"hours"`
+	Cost          float64 `json:"cost"`
+	SpotShare     float64 `json:"spotShare"`
+	Pending       int     `json:"pending"`
+	SpotNodes     int     `json:"spotNodes"`
+	OnDemandNodes int     `json:"onDemandNodes"`
+	// Capacity is each zone's spot capacity (market), in scenario order.
+	Capacity []int `json:"capacity"`
+}
+
+// Mark is a preemption notice.
+type Mark struct {
+	Hours float64 `json:"hours"`
+	Zone  string  `json:"zone"`
+	Node  string  `json:"node"`
+	Pods  int     `json:"pods"`
+}
+
+// recorder accumulates a run's metrics, step by step.
+type recorder struct {
+	w                                  *World
+	r                                  Result
+	podSeconds, spotPodSeconds         float64
+	pendingSeconds, lostSeconds        float64
+	podCountSum, steps                 float64
+	episode                            time.Duration
+	inEpisode                          bool
+	episodes                           []time.Duration
+	nextSample                         time.Duration
+	launched                           int
+	refused, wasted, violations, evict int
+	evictBy                            map[string]int
+}
+
+func newRecorder(w *World) *recorder { return &recorder{w: w, evictBy: map[string]int{}} }
+
+func (m *recorder) nodeEnded(*Node) {}
+
+func (m *recorder) evictionRefused() { m.refused++ }
+
+// voluntaryEviction counts an eviction; the agent's, made because the node is
+// being taken back anyway, are listed by component but not counted as
+// voluntary.
+func (m *recorder) voluntaryEviction(_ *Pod, by string) {
+	m.evictBy[by]++
+	if by != componentAgent {
+		m.evict++
+	}
+}
+
+func (m *recorder) pdbViolation(*App) { m.violations++ }
+
+// wastedEvictions records pods evicted by an abandoned drain.
+func (m *recorder) wastedEvictions(n int) { m.wasted += n }
+
+func (m *recorder) preempted(n *Node) {
+	pods := 0
+	for _, p := range n.pods {
+		if !p.Terminating {
+			pods++
+		}
+	}
+	m.r.PreemptedNodes++
+	m.r.PreemptedPods += pods
+	m.r.Preemptions = append(m.r.Preemptions, Mark{Hours: m.w.Elapsed().Hours(), Zone: n.Group.Zone, Node: n.Name, Pods: pods})
+}
+
+// observe accounts for the interval [now, now+step) as the world is now.
+func (m *recorder) observe(step time.Duration) {
+	w := m.w
+	sec := step.Seconds()
+	var cost float64
+	spotNodes, odNodes := 0, 0
+	spotByZone := map[*zone]int{}
+	for _, n := range w.nodes {
+		cost += n.Group.PricePerHour * step.Hours()
+		if n.Group.Spot {
+			spotNodes++
+			spotByZone[n.Group.zone]++
+		} else {
+			odNodes++
+		}
+	}
+	m.r.Cost += cost
+	running, onSpot, pending := 0, 0, 0
+	misplaced := map[*zone]int{}
+	for _, p := range w.pods {
+		switch {
+		case p.lost:
+			m.lostSeconds += sec
+		case p.Node == nil:
+			pending++
+		default:
+			running++
+			if p.Node.Group.Spot {
+				onSpot++
+			} else if p.App.SpotEligible && !p.Terminating {
+				misplaced[p.Node.Group.zone]++
+			}
+		}
+	}
+	m.podSeconds += float64(running) * sec
+	m.spotPodSeconds += float64(onSpot) * sec
+	m.pendingSeconds += float64(pending) * sec
+	m.podCountSum += float64(running + pending)
+	m.steps++
+
+	open := false
+	for _, z := range w.zones {
+		if !w.hasSpot {
+			break // the baseline: no spot to go back to
+		}
+		if misplaced[z] > 0 && z.capacity(w.Elapsed()) > spotByZone[z] {
+			open = true
+		}
+	}
+	switch {
+	case open:
+		m.inEpisode = true
+		m.episode += step
+	case m.inEpisode:
+		m.episodes = append(m.episodes, m.episode)
+		m.inEpisode, m.episode = false, 0
+	}
+
+	if e := w.Elapsed(); e >= m.nextSample {
+		m.nextSample += sampleEvery
+		s := Sample{Hours: e.Hours(), Cost: m.r.Cost, Pending: pending, SpotNodes: spotNodes, OnDemandNodes: odNodes}
+		if running > 0 {
+			s.SpotShare = float64(onSpot) / float64(running)
+		}
+		for _, z := range w.zones {
+			s.Capacity = append(s.Capacity, z.capacity(e))
+		}
+		m.r.Series = append(m.r.Series, s)
+	}
+}
+
+// result completes the run's figures.
+func (m *recorder) result(strategy string, days float64) Result {
+	r := m.r
+	r.Strategy = strategy
+	if m.podSeconds > 0 {
+		r.SpotShare = m.spotPodSeconds / m.podSeconds
+	}
+	r.PendingPodMinutes = m.pendingSeconds / 60
+	r.LostPodMinutes = m.lostSeconds / 60
+	r.Evictions, r.EvictionsRefused, r.WastedEvictions, r.PDBViolations = m.evict, m.refused, m.wasted, m.violations
+	if len(m.evictBy) > 0 {
+		r.EvictionsBy = m.evictBy
+	}
+	if avg := m.podCountSum / max(m.steps, 1); avg > 0 && days > 0 {
+		r.EvictionsPerPodDay = float64(m.evict) / avg / days
+	}
+	episodes := m.episodes
+	if m.inEpisode {
+		episodes = append(episodes, m.episode)
+		r.BackToSpot.OpenAtEnd = true
+	}
+	r.BackToSpot.Episodes = len(episodes)
+	if len(episodes) > 0 {
+		var sum time.Duration
+		for _, e := range episodes {
+			sum += e
+		}
+		sort.Slice(episodes, func(i, j int) bool { return episodes[i] < episodes[j] })
+		r.BackToSpot.MeanMinutes = sum.Minutes() / float64(len(episodes))
+		r.BackToSpot.MaxMinutes = episodes[len(episodes)-1].Minutes()
+	}
+	r.NodesLaunched = m.launched
+	return r
+}

@@ -1,0 +1,192 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"spotter.dev/spotter/internal/plan"
+	"spotter.dev/spotter/internal/snapshot"
+	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
+)
+
+// Options tune a simulation run.
+type Options struct {
+	// Strategies to compare; default Strategies.
+	Strategies []string
+	// Config configures the spotter strategy; nil uses the defaults.
+	Config *v1alpha1.SpotterConfiguration
+	// Progress, when set, is called now and then with the share done (0..1)
+	// and a description such as "strategy spotter day 3/7".
+	Progress func(done float64, what string)
+	// Parallel bounds the runs at once; default GOMAXPROCS.
+	Parallel int
+	// initial, when set, seeds the world (--from-cluster).
+	initial *initialState
+}
+
+// Report is a simulation's outcome: one Result per strategy and the baseline.
+type Report struct {
+	Scenario    string   `json:"scenario"`
+	Description string   `json:"description,omitempty"`
+	Seed        int32    `json:"seed"`
+	Start       string   `json:"start"`
+	Days        float64  `json:"days"`
+	Step        string   `json:"step"`
+	Currency    string   `json:"currency"`
+	Zones       []string `json:"zones"`
+	// Traces names the traces the markets replay.
+	Traces []string `json:"traces,omitempty"`
+	// Baseline is the all-on-demand run.
+	Baseline Result   `json:"baseline"`
+	Results  []Result `json:"results"`
+	// Elapsed is the wall-clock time the simulation took (not in the golden
+	// summary: it varies).
+	Elapsed time.Duration `json:"elapsedNanoseconds"`
+}
+
+// Run simulates every strategy and the all-on-demand baseline on the scenario,
+// each in its own world with the same seed, in parallel.
+func Run(ctx context.Context, sc *Scenario, opts Options) (*Report, error) {
+	began := time.Now()
+	names := opts.Strategies
+	if len(names) == 0 {
+		names = Strategies
+	}
+	runs := append([]string{Baseline}, names...)
+	steps := int(sc.Duration.Duration / sc.Step.Duration)
+	results := make([]Result, len(runs))
+	errs := make([]error, len(runs))
+	progress := make([]atomic.Int64, len(runs))
+	parallel := opts.Parallel
+	if parallel <= 0 {
+		parallel = runtime.GOMAXPROCS(0)
+	}
+	stop := make(chan struct{})
+	var reporter sync.WaitGroup
+	if opts.Progress != nil {
+		reporter.Add(1)
+		go func() {
+			defer reporter.Done()
+			tick := time.NewTicker(100 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				total := int64(0)
+				slowest, slowestAt := "", int64(steps)
+				for i := range runs {
+					v := progress[i].Load()
+					total += v
+					if v < slowestAt {
+						slowest, slowestAt = runs[i], v
+					}
+				}
+				day := float64(slowestAt) * sc.Step.Duration.Hours() / 24
+				what := fmt.Sprintf("strategy %s day %d/%d", slowest, int(day)+1, int(sc.Duration.Hours()/24+0.999))
+				opts.Progress(float64(total)/float64(steps*len(runs)), what)
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
+			}
+		}()
+	}
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for i, name := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			results[i], errs[i] = runOne(ctx, sc, name, opts, &progress[i])
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	reporter.Wait()
+	if opts.Progress != nil {
+		opts.Progress(1, "done")
+	}
+	for i, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("strategy %s: %w", runs[i], err)
+		}
+	}
+	rep := &Report{Scenario: sc.Name, Description: sc.Description, Seed: sc.Seed, Start: sc.Start, Days: sc.Duration.Hours() / 24,
+		Step: sc.Step.Duration.String(), Currency: sc.Currency, Baseline: results[0], Results: results[1:]}
+	for _, z := range sc.Zones {
+		rep.Zones = append(rep.Zones, z.Name)
+		for _, t := range []string{z.SpotCapacity.Trace, z.Preemptions.Trace} {
+			if t != "" {
+				rep.Traces = append(rep.Traces, t)
+			}
+		}
+	}
+	for i := range rep.Results {
+		if rep.Baseline.Cost > 0 {
+			rep.Results[i].Saving = 1 - rep.Results[i].Cost/rep.Baseline.Cost
+		}
+	}
+	rep.Elapsed = time.Since(began)
+	return rep, nil
+}
+
+// runOne simulates one strategy from the start to the end of the scenario.
+func runOne(ctx context.Context, sc *Scenario, name string, opts Options, progress *atomic.Int64) (Result, error) {
+	w, err := newWorld(sc, int64(sc.Seed), name == Baseline)
+	if err != nil {
+		return Result{}, err
+	}
+	if opts.initial != nil {
+		opts.initial.apply(w)
+	}
+	e, err := plan.NewEngine(ctx, &snapshot.Snapshot{Namespaces: w.nsObjs})
+	if err != nil {
+		return Result{}, err
+	}
+	strategyImpl, err := newStrategy(name, opts.Config)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := strategyImpl.setup(w, e); err != nil {
+		return Result{}, err
+	}
+	sched := &scheduler{w: w, e: e}
+	as := &autoscaler{w: w, e: e}
+	step := sc.Step.Duration
+	steps := int(sc.Duration.Duration / step)
+	prev := time.Duration(-1)
+	for i := range steps {
+		if i%64 == 0 {
+			if err := ctx.Err(); err != nil {
+				return Result{}, err
+			}
+			progress.Store(int64(i))
+		}
+		w.advance(max(prev, 0))
+		if err := strategyImpl.step(ctx, w); err != nil {
+			return Result{}, err
+		}
+		if err := sched.run(ctx); err != nil {
+			return Result{}, err
+		}
+		if err := as.run(ctx, sched.unschedulable); err != nil {
+			return Result{}, err
+		}
+		w.m.observe(step)
+		prev = w.Elapsed()
+		w.Clock.Step(step)
+	}
+	progress.Store(int64(steps))
+	return w.m.result(name, sc.Duration.Hours()/24), nil
+}
+
+// initialState is a cluster to start from instead of the scenario's initial
+// nodes (see FromCluster).
+type initialState struct {
+	apply func(*World)
+}

@@ -1,0 +1,375 @@
+// Package sim is Spotter's simulator (`spotter simulate`): a simulated
+// Kubernetes cluster (nodes, pods, a scheduler on the planner's fit engine, a
+// node-group autoscaler, spot capacity and preemptions replayed from real
+// traces), driven through simulated time by a clock, in which several
+// strategies for keeping workloads on spot run side by side, with the same
+// world and the same seed. See docs/simulate.md.
+package sim
+
+import (
+	_ "embed"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/yaml"
+
+	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
+)
+
+// Scenario file identity.
+const (
+	ScenarioAPIVersion = "spotter.dev/v1alpha1"
+	ScenarioKind       = "SimulationScenario"
+)
+
+// Scenario is a simulation: the cluster, its workloads and its spot market.
+// Every field but the lists has a default; the built-in default scenario
+// (DefaultScenario) is a complete example.
+type Scenario struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// Name labels the report.
+	Name string `json:"name"`
+	// Description is shown in the report.
+	Description string `json:"description,omitempty"`
+	// Seed drives every random choice (which spot nodes a preemption takes,
+	// synthetic markets). Default 1.
+	Seed int32 `json:"seed"`
+	// Start is the simulated start time, RFC 3339. Default
+	// 2023-08-28T00:00:00Z. The daily load cycle follows its clock.
+	Start string `json:"start"`
+	// Duration of the simulation. Default 168h (a week); 1h to 720h.
+	Duration metav1.Duration `json:"duration"`
+	// Step is the simulated time between two steps. Default 1m; 10s to 10m.
+	Step metav1.Duration `json:"step"`
+	// Currency of the prices, for display. Default USD.
+	Currency string `json:"currency"`
+	// Cluster holds the timings of the simulated cluster.
+	Cluster ClusterSettings `json:"cluster"`
+	// Zones are the availability zones and their spot markets.
+	Zones []Zone `json:"zones"`
+	// NodeGroups are the groups the autoscaler grows and shrinks.
+	NodeGroups []NodeGroup `json:"nodeGroups"`
+	// Workloads run in the cluster.
+	Workloads []Workload `json:"workloads"`
+	// Load is the daily cycle that scales the workloads.
+	Load LoadCycle `json:"load"`
+
+	// dir is the folder trace paths are relative to.
+	dir string
+}
+
+// ClusterSettings are the timings of the simulated control plane.
+type ClusterSettings struct {
+	// PodStartup is the time from binding to Ready. Default 1m.
+	PodStartup metav1.Duration `json:"podStartup"`
+	// GracePeriod is the termination grace period of every pod. Default 30s.
+	GracePeriod metav1.Duration `json:"gracePeriod"`
+	// NodeLossDetection is the time from an instance's termination to the
+	// deletion of its pods (node lifecycle controller, pod garbage collector),
+	// after which their controllers recreate them. Default 1m.
+	NodeLossDetection metav1.Duration `json:"nodeLossDetection"`
+	// ScaleDownUnneededTime is how long a node must be empty before the
+	// autoscaler removes it (cluster autoscaler --scale-down-unneeded-time).
+	// Default 10m.
+	ScaleDownUnneededTime metav1.Duration `json:"scaleDownUnneededTime"`
+	// ScaleUpBackoff is the first pause of a node group whose scale-up failed;
+	// it doubles up to MaxScaleUpBackoff (cluster autoscaler
+	// --initial-node-group-backoff-duration, --max-node-group-backoff-duration).
+	// Defaults 5m and 30m.
+	ScaleUpBackoff    metav1.Duration `json:"scaleUpBackoff"`
+	MaxScaleUpBackoff metav1.Duration `json:"maxScaleUpBackoff"`
+}
+
+// Zone is an availability zone with its spot market.
+type Zone struct {
+	Name string `json:"name"`
+	// Cloud sets the preemption notice: aws (2m), gcp (30s) or azure (30s).
+	// Default aws.
+	Cloud string `json:"cloud"`
+	// SpotCapacity limits how many spot nodes the zone can hold at a time.
+	SpotCapacity CapacitySource `json:"spotCapacity"`
+	// Preemptions says when running spot nodes are taken back.
+	Preemptions PreemptionSource `json:"preemptions"`
+}
+
+// CapacitySource is a spot capacity series: a trace, or synthetic. Exactly one
+// of Trace and Nodes is set.
+type CapacitySource struct {
+	// Trace names an availability trace: "builtin:<path>" for an embedded one,
+	// or a file path (relative to the scenario file). Its value at each tick,
+	// times Scale, is the number of spot nodes the zone can hold.
+	Trace string `json:"trace,omitempty"`
+	// Offset skips the start of the trace. The trace repeats when the
+	// simulation outlasts it.
+	Offset metav1.Duration `json:"offset,omitempty"`
+	// Scale multiplies the trace. Default 1.
+	Scale float64 `json:"scale,omitempty"`
+	// Nodes is a synthetic capacity: that many nodes, less the shortages.
+	Nodes *int32 `json:"nodes,omitempty"`
+	// ShortagesPerDay is the mean number of synthetic shortages (capacity 0)
+	// per day, at random times drawn from the seed.
+	ShortagesPerDay float64 `json:"shortagesPerDay,omitempty"`
+	// ShortageDuration is the length of each synthetic shortage. Default 1h.
+	ShortageDuration metav1.Duration `json:"shortageDuration,omitempty"`
+}
+
+// PreemptionSource is a preemption series: a trace, or a synthetic rate. At
+// most one of Trace and RatePerNodeHour is set; neither means no preemptions.
+type PreemptionSource struct {
+	// Trace names a preemption trace (as CapacitySource.Trace). Each drop of d
+	// instances in it preempts d of the zone's running spot nodes, chosen with
+	// the seed, at the time of the drop.
+	Trace string `json:"trace,omitempty"`
+	// Offset skips the start of the trace.
+	Offset metav1.Duration `json:"offset,omitempty"`
+	// RatePerNodeHour is a synthetic preemption rate: each running spot node is
+	// taken back with this probability per hour.
+	RatePerNodeHour float64 `json:"ratePerNodeHour,omitempty"`
+}
+
+// Capacity types of node groups.
+const (
+	OnDemand = "on-demand"
+	Spot     = "spot"
+)
+
+// NodeGroup is a group of identical nodes in one zone.
+type NodeGroup struct {
+	Name string `json:"name"`
+	Zone string `json:"zone"`
+	// CapacityType is on-demand or spot.
+	CapacityType string `json:"capacityType"`
+	// InstanceType labels the nodes (node.kubernetes.io/instance-type).
+	InstanceType string `json:"instanceType"`
+	// CPU and Memory are each node's allocatable resources.
+	CPU    resource.Quantity `json:"cpu"`
+	Memory resource.Quantity `json:"memory"`
+	// Pods is each node's pod capacity. Default 110.
+	Pods int32 `json:"pods"`
+	// PricePerHour is the price of one node per hour, in the scenario's currency.
+	PricePerHour float64 `json:"pricePerHour"`
+	// Min and Max bound the group's size. Defaults 0 and 100.
+	Min int32 `json:"min"`
+	Max int32 `json:"max"`
+	// Initial is the number of nodes at the start (Ready). Default Min.
+	Initial *int32 `json:"initial,omitempty"`
+	// ProvisioningTime is the time from a scale-up request to a Ready node.
+	// Default 2m.
+	ProvisioningTime metav1.Duration `json:"provisioningTime"`
+}
+
+// Workload kinds.
+const (
+	Deployment  = "Deployment"
+	StatefulSet = "StatefulSet"
+)
+
+// Workload is a Deployment or StatefulSet, or Count alike ones.
+type Workload struct {
+	Name string `json:"name"`
+	// Count makes Count workloads named <name>-1 ... <name>-<count>. Default 1.
+	Count int32 `json:"count"`
+	// Namespace. Default "default".
+	Namespace string `json:"namespace"`
+	// Kind is Deployment or StatefulSet. Default Deployment.
+	Kind string `json:"kind"`
+	// Replicas at the low point of the daily load cycle.
+	Replicas int32 `json:"replicas"`
+	// PeakReplicas at the high point. Default Replicas (no cycle).
+	PeakReplicas int32 `json:"peakReplicas"`
+	// CPU and Memory requested by each pod.
+	CPU    resource.Quantity `json:"cpu"`
+	Memory resource.Quantity `json:"memory"`
+	// PDB, when set, adds a PodDisruptionBudget over the workload's pods.
+	PDB *PDBSpec `json:"pdb,omitempty"`
+	// OnDemandOnly pins the pods to on-demand nodes (a node selector on
+	// karpenter.sh/capacity-type=on-demand).
+	OnDemandOnly bool `json:"onDemandOnly"`
+	// ZoneSpread spreads the pods over zones (maxSkew 1, DoNotSchedule).
+	ZoneSpread bool `json:"zoneSpread"`
+}
+
+// PDBSpec is a PodDisruptionBudget; exactly one field is set.
+type PDBSpec struct {
+	MinAvailable   *int32 `json:"minAvailable,omitempty"`
+	MaxUnavailable *int32 `json:"maxUnavailable,omitempty"`
+}
+
+// LoadCycle scales each workload between Replicas and PeakReplicas over the
+// day, as a cosine with its peak at PeakHour (UTC).
+type LoadCycle struct {
+	// PeakHour of the daily cycle, 0 to 23. Default 14.
+	PeakHour int32 `json:"peakHour"`
+}
+
+//go:embed scenarios/default.yaml
+var defaultScenarioYAML []byte
+
+// DefaultScenarioYAML is the built-in default scenario as a file.
+func DefaultScenarioYAML() []byte { return defaultScenarioYAML }
+
+// DefaultScenario returns the built-in default scenario, defaulted and valid.
+func DefaultScenario() *Scenario {
+	sc, err := ParseScenario(defaultScenarioYAML, "")
+	if err != nil {
+		panic(fmt.Sprintf("the built-in scenario is invalid: %v", err))
+	}
+	return sc
+}
+
+// InvalidScenarioError lists every problem of a scenario file, each with its
+// field path.
+type InvalidScenarioError struct {
+	Path   string
+	Errors field.ErrorList
+}
+
+func (e *InvalidScenarioError) Error() string {
+	var b strings.Builder
+	if e.Path != "" {
+		fmt.Fprintf(&b, "%s: ", e.Path)
+	}
+	fmt.Fprintf(&b, "%d problem(s) in the scenario:", len(e.Errors))
+	for _, fe := range e.Errors {
+		fmt.Fprintf(&b, "\n  - %s", fe.Error())
+	}
+	return b.String()
+}
+
+// LoadScenario reads, defaults and validates a scenario file. Trace paths in it
+// are relative to the file's folder. The error is an *InvalidScenarioError or a
+// read error.
+func LoadScenario(path string) (*Scenario, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading scenario: %w", err)
+	}
+	sc, err := ParseScenario(data, filepath.Dir(path))
+	var ie *InvalidScenarioError
+	if err != nil && asInvalid(err, &ie) {
+		ie.Path = path
+	}
+	return sc, err
+}
+
+func asInvalid(err error, target **InvalidScenarioError) bool {
+	ie, ok := err.(*InvalidScenarioError)
+	if ok {
+		*target = ie
+	}
+	return ok
+}
+
+// ParseScenario decodes a scenario strictly (unknown fields and wrong types are
+// errors with their paths), defaults it and validates it, including that each
+// named trace can be read (relative paths from dir). It reports every problem.
+func ParseScenario(data []byte, dir string) (*Scenario, error) {
+	sc := &Scenario{}
+	lines, errs, ok := v1alpha1.DecodeStrict(data, sc)
+	if !ok {
+		return nil, &InvalidScenarioError{Errors: errs}
+	}
+	decodeErrs := len(errs)
+	SetScenarioDefaults(sc)
+	errs = append(errs, ValidateScenario(sc, dir)...)
+	for _, e := range errs[decodeErrs:] {
+		if line, ok := lines[e.Field]; ok {
+			e.Detail = fmt.Sprintf("%s (line %d)", e.Detail, line)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, &InvalidScenarioError{Errors: errs}
+	}
+	sc.dir = dir
+	return sc, nil
+}
+
+// MarshalScenario writes a scenario as YAML.
+func MarshalScenario(sc *Scenario) ([]byte, error) { return yaml.Marshal(sc) }
+
+// SetScenarioDefaults fills every unset field with its default.
+func SetScenarioDefaults(sc *Scenario) {
+	def := func(s *string, v string) {
+		if *s == "" {
+			*s = v
+		}
+	}
+	dur := func(d *metav1.Duration, v time.Duration) {
+		if d.Duration == 0 {
+			d.Duration = v
+		}
+	}
+	def(&sc.APIVersion, ScenarioAPIVersion)
+	def(&sc.Kind, ScenarioKind)
+	def(&sc.Name, "scenario")
+	if sc.Seed == 0 {
+		sc.Seed = 1
+	}
+	def(&sc.Start, "2023-08-28T00:00:00Z")
+	dur(&sc.Duration, 7*24*time.Hour)
+	dur(&sc.Step, time.Minute)
+	def(&sc.Currency, "USD")
+	c := &sc.Cluster
+	dur(&c.PodStartup, time.Minute)
+	dur(&c.GracePeriod, 30*time.Second)
+	dur(&c.NodeLossDetection, time.Minute)
+	dur(&c.ScaleDownUnneededTime, 10*time.Minute)
+	dur(&c.ScaleUpBackoff, 5*time.Minute)
+	dur(&c.MaxScaleUpBackoff, 30*time.Minute)
+	for i := range sc.Zones {
+		z := &sc.Zones[i]
+		def(&z.Cloud, "aws")
+		if z.SpotCapacity.Scale == 0 {
+			z.SpotCapacity.Scale = 1
+		}
+		if z.SpotCapacity.ShortagesPerDay > 0 {
+			dur(&z.SpotCapacity.ShortageDuration, time.Hour)
+		}
+	}
+	for i := range sc.NodeGroups {
+		g := &sc.NodeGroups[i]
+		if g.Pods == 0 {
+			g.Pods = 110
+		}
+		if g.Max == 0 {
+			g.Max = 100
+		}
+		if g.Initial == nil {
+			v := g.Min
+			g.Initial = &v
+		}
+		def(&g.InstanceType, g.Name)
+		dur(&g.ProvisioningTime, 2*time.Minute)
+	}
+	for i := range sc.Workloads {
+		w := &sc.Workloads[i]
+		if w.Count == 0 {
+			w.Count = 1
+		}
+		def(&w.Namespace, "default")
+		def(&w.Kind, Deployment)
+		if w.PeakReplicas == 0 {
+			w.PeakReplicas = w.Replicas
+		}
+	}
+	if sc.Load.PeakHour == 0 {
+		sc.Load.PeakHour = 14
+	}
+}
+
+// Notice returns the preemption notice of a cloud: AWS gives two minutes (spot
+// instance interruption notice), GCP and Azure 30 seconds (preemption and
+// Scheduled Events Preempt).
+func Notice(cloud string) time.Duration {
+	if cloud == "aws" {
+		return 2 * time.Minute
+	}
+	return 30 * time.Second
+}

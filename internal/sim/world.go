@@ -1,0 +1,617 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"spotter.dev/spotter/internal/classify"
+	"spotter.dev/spotter/internal/plan"
+	"spotter.dev/spotter/internal/snapshot"
+)
+
+// Labels the simulated nodes carry.
+const (
+	ZoneLabel      = "topology.kubernetes.io/zone"
+	HostnameLabel  = "kubernetes.io/hostname"
+	NodeGroupLabel = "spotter.dev/sim-node-group"
+	// AppLabel selects a workload's pods.
+	AppLabel = "app"
+)
+
+// ErrNoCapacity is returned when a spot launch finds no capacity in its zone.
+var ErrNoCapacity = errors.New("no spot capacity in the zone")
+
+// ErrPDB is an eviction refused by a PodDisruptionBudget (HTTP 429).
+var ErrPDB = errors.New("cannot evict pod as it would violate the pod's disruption budget")
+
+type nodeState int
+
+const (
+	provisioning nodeState = iota
+	ready
+	terminated
+)
+
+// Group is a node group of the world.
+type Group struct {
+	NodeGroup
+	Spot  bool
+	zone  *zone
+	cpu   int64 // millicores
+	mem   int64 // bytes
+	count int   // nodes not terminated
+	// backoffUntil and failures implement the autoscaler's node group backoff.
+	backoffUntil time.Time
+	failures     int
+}
+
+// Node is a simulated node, from launch request to termination.
+type Node struct {
+	Name    string
+	Group   *Group
+	Obj     *corev1.Node
+	state   nodeState
+	Created time.Time
+	ReadyAt time.Time
+	// NoticeAt and TerminateAt are set by a preemption notice.
+	NoticeAt, TerminateAt time.Time
+	emptySince            time.Time
+	pods                  []*Pod
+	// Draining is the taint value of a strategy's drain ("" when none);
+	// Cordoned marks the node unschedulable.
+	Draining string
+	Cordoned bool
+	// noticeTaint is set when an interruption handler has tainted the node.
+	noticeTaint bool
+}
+
+// Spot reports whether the node is a spot node.
+func (n *Node) Spot() bool { return n.Group.Spot }
+
+// Ready reports whether the node is registered and not terminated.
+func (n *Node) Ready() bool { return n.state == ready }
+
+// Noticed reports whether the node has a preemption notice.
+func (n *Node) Noticed() bool { return !n.NoticeAt.IsZero() }
+
+// Pods are the pods bound to the node (including terminating ones).
+func (n *Node) Pods() []*Pod { return n.pods }
+
+// Pod is a simulated pod.
+type Pod struct {
+	Obj     *corev1.Pod
+	App     *App
+	ordinal int
+	Node    *Node
+	Created time.Time
+	BoundAt time.Time
+	ReadyAt time.Time
+	// Terminating pods leave at goneAt.
+	Terminating bool
+	goneAt      time.Time
+	// lost pods were on a node that terminated; they are deleted at lostUntil.
+	lost      bool
+	lostUntil time.Time
+}
+
+// Bound reports whether the pod is bound to a node.
+func (p *Pod) Bound() bool { return p.Node != nil }
+
+// Healthy is the disruption controller's notion: Ready and not terminating.
+func (p *Pod) Healthy(now time.Time) bool {
+	return p.Node != nil && !p.Terminating && !p.lost && !now.Before(p.ReadyAt)
+}
+
+// App is a Deployment or StatefulSet running in the world.
+type App struct {
+	Name, Namespace, Kind string
+	// Template is the pod every replica is made from.
+	Template *corev1.Pod
+	Low      int32
+	Peak     int32
+	// SpotEligible is false for pods that may only run on on-demand nodes.
+	SpotEligible bool
+	PDB          *policyv1.PodDisruptionBudget
+	pods         []*Pod
+	desired      int
+	seq          int
+	uid          types.UID
+	cpu, mem     int64
+}
+
+// Pods are the app's existing pods.
+func (w *App) Pods() []*Pod { return w.pods }
+
+// World is the simulated cluster of one strategy's run.
+type World struct {
+	sc      *Scenario
+	Clock   *testingclock.FakeClock
+	start   time.Time
+	rng     *rand.Rand
+	zones   []*zone
+	Groups  []*Group
+	nodes   []*Node // not terminated, by creation
+	nodeSeq int
+	Apps    []*App
+	pods    []*Pod // existing
+	nsObjs  []*corev1.Namespace
+	// onDemandTaint, when set, is on every on-demand node (a strategy's
+	// PreferNoSchedule taint).
+	onDemandTaint *corev1.Taint
+	version       uint64
+	snap          *snapshot.Snapshot
+	snapVersion   uint64
+	m             *recorder
+	classifier    *classify.Classifier
+	onNotice      func(*Node)
+	hasSpot       bool
+}
+
+// newWorld builds the world of a scenario at its start: the initial nodes
+// Ready, no pods yet (the first step creates them).
+func newWorld(sc *Scenario, seed int64, onlyOnDemand bool) (*World, error) {
+	start, err := time.Parse(time.RFC3339, sc.Start)
+	if err != nil {
+		return nil, err
+	}
+	w := &World{sc: sc, Clock: testingclock.NewFakeClock(start), start: start,
+		rng: rand.New(rand.NewPCG(uint64(seed), 0x5107)), classifier: &classify.Classifier{}}
+	for i := range sc.Zones {
+		z, err := newZone(&sc.Zones[i], sc, seed+int64(i)*7919, start)
+		if err != nil {
+			return nil, err
+		}
+		w.zones = append(w.zones, z)
+	}
+	w.m = newRecorder(w)
+	for i := range sc.NodeGroups {
+		g := &Group{NodeGroup: sc.NodeGroups[i], Spot: sc.NodeGroups[i].CapacityType == Spot,
+			cpu: sc.NodeGroups[i].CPU.MilliValue(), mem: sc.NodeGroups[i].Memory.Value()}
+		if g.Spot && onlyOnDemand {
+			continue
+		}
+		for _, z := range w.zones {
+			if z.Name == g.Zone {
+				g.zone = z
+			}
+		}
+		w.Groups = append(w.Groups, g)
+		w.hasSpot = w.hasSpot || g.Spot
+	}
+	for _, g := range w.Groups {
+		for range *g.Initial {
+			n := w.addNode(g)
+			n.state, n.ReadyAt = ready, start
+			w.refresh(n)
+		}
+	}
+	namespaces := map[string]bool{}
+	for i := range sc.Workloads {
+		spec := &sc.Workloads[i]
+		for k := 1; k <= int(spec.Count); k++ {
+			name := spec.Name
+			if spec.Count > 1 {
+				name = fmt.Sprintf("%s-%d", spec.Name, k)
+			}
+			w.Apps = append(w.Apps, newApp(spec, name))
+		}
+		if !namespaces[spec.Namespace] {
+			namespaces[spec.Namespace] = true
+			w.nsObjs = append(w.nsObjs, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: spec.Namespace,
+				Labels: map[string]string{"kubernetes.io/metadata.name": spec.Namespace}}})
+		}
+	}
+	return w, nil
+}
+
+// newApp builds an app and its pod template from a scenario entry.
+func newApp(spec *Workload, name string) *App {
+	uid := types.UID(spec.Namespace + "/" + name)
+	tmpl := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: spec.Namespace, Labels: map[string]string{AppLabel: name}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "app", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: spec.CPU.DeepCopy(), corev1.ResourceMemory: spec.Memory.DeepCopy()}}}}},
+	}
+	if spec.OnDemandOnly {
+		tmpl.Spec.NodeSelector = map[string]string{classify.KarpenterCapacityLabel: OnDemand}
+	}
+	if spec.ZoneSpread {
+		tmpl.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+			MaxSkew: 1, TopologyKey: ZoneLabel, WhenUnsatisfiable: corev1.DoNotSchedule,
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{AppLabel: name}},
+		}}
+	}
+	wl := &App{Name: name, Namespace: spec.Namespace, Kind: spec.Kind, Template: tmpl, Low: spec.Replicas,
+		Peak: spec.PeakReplicas, SpotEligible: !spec.OnDemandOnly, uid: uid,
+		cpu: spec.CPU.MilliValue(), mem: spec.Memory.Value()}
+	if spec.PDB != nil {
+		pdb := &policyv1.PodDisruptionBudget{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: spec.Namespace, Generation: 1},
+			Spec: policyv1.PodDisruptionBudgetSpec{
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{AppLabel: name}},
+			},
+		}
+		if spec.PDB.MinAvailable != nil {
+			v := intstr.FromInt32(*spec.PDB.MinAvailable)
+			pdb.Spec.MinAvailable = &v
+		} else {
+			v := intstr.FromInt32(*spec.PDB.MaxUnavailable)
+			pdb.Spec.MaxUnavailable = &v
+		}
+		wl.PDB = pdb
+	}
+	return wl
+}
+
+// Now is the simulated time.
+func (w *World) Now() time.Time { return w.Clock.Now() }
+
+// Elapsed is the simulated time since the start.
+func (w *World) Elapsed() time.Duration { return w.Now().Sub(w.start) }
+
+// changed records a change that can alter a scheduling or planning answer.
+func (w *World) changed() { w.version++ }
+
+// Version counts the changes so far: equal versions, equal answers.
+func (w *World) Version() uint64 { return w.version }
+
+// Nodes are the nodes not terminated, provisioning ones included.
+func (w *World) Nodes() []*Node { return w.nodes }
+
+// ReadyNodes are the registered nodes.
+func (w *World) ReadyNodes() []*Node {
+	out := make([]*Node, 0, len(w.nodes))
+	for _, n := range w.nodes {
+		if n.Ready() {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// AllPods are the existing pods.
+func (w *World) AllPods() []*Pod { return w.pods }
+
+// addNode launches a node of g (provisioning).
+func (w *World) addNode(g *Group) *Node {
+	w.nodeSeq++
+	n := &Node{Name: fmt.Sprintf("%s-%04d", g.Name, w.nodeSeq), Group: g, Created: w.Now(),
+		ReadyAt: w.Now().Add(g.ProvisioningTime.Duration), state: provisioning}
+	g.count++
+	w.nodes = append(w.nodes, n)
+	w.refresh(n)
+	w.changed()
+	return n
+}
+
+// Launch asks node group g for a node. A spot group fails with ErrNoCapacity
+// when its zone holds as many spot nodes as the market allows now.
+func (w *World) Launch(g *Group) (*Node, error) {
+	if g.count >= int(g.Max) {
+		return nil, fmt.Errorf("node group %s is at its maximum size %d", g.Name, g.Max)
+	}
+	if g.Spot && w.spotNodes(g.zone) >= g.zone.capacity(w.Elapsed()) {
+		return nil, ErrNoCapacity
+	}
+	w.m.launched++
+	return w.addNode(g), nil
+}
+
+// spotNodes counts the zone's spot nodes not terminated.
+func (w *World) spotNodes(z *zone) int {
+	count := 0
+	for _, n := range w.nodes {
+		if n.Group.Spot && n.Group.zone == z {
+			count++
+		}
+	}
+	return count
+}
+
+// DeleteNode deletes a node's instance now; pods still on it are lost.
+func (w *World) DeleteNode(n *Node) {
+	w.terminate(n)
+}
+
+// terminate ends a node: billing stops, its pods are lost until the node loss
+// is detected.
+func (w *World) terminate(n *Node) {
+	if n.state == terminated {
+		return
+	}
+	n.state = terminated
+	n.Group.count--
+	w.m.nodeEnded(n)
+	for _, p := range slices.Clone(n.pods) {
+		if p.Terminating {
+			w.removePod(p)
+			continue
+		}
+		p.lost = true
+		p.lostUntil = w.Now().Add(w.sc.Cluster.NodeLossDetection.Duration)
+		p.Node = nil
+	}
+	n.pods = nil
+	w.nodes = slices.DeleteFunc(w.nodes, func(x *Node) bool { return x == n })
+	w.changed()
+}
+
+// Cordon marks a node unschedulable, or schedulable again.
+func (w *World) Cordon(n *Node, on bool) {
+	if n.Cordoned != on {
+		n.Cordoned = on
+		w.refresh(n)
+	}
+}
+
+// SetDraining sets (value != "") or removes a strategy's NoSchedule taint.
+func (w *World) SetDraining(n *Node, value string) {
+	if n.Draining != value {
+		n.Draining = value
+		w.refresh(n)
+	}
+}
+
+// TaintNotice taints a noticed node as an interruption handler does.
+func (w *World) TaintNotice(n *Node) {
+	if !n.noticeTaint {
+		n.noticeTaint = true
+		n.Cordoned = true
+		w.refresh(n)
+	}
+}
+
+// DrainingTaintKey is the taint a strategy's drain puts on a node; the value
+// names the strategy's component.
+const DrainingTaintKey = "spotter.dev/draining"
+
+// NoticeTaintKey is the taint of a node with a preemption notice.
+const NoticeTaintKey = "spotter.dev/interrupted"
+
+// refresh rebuilds the Node object after a change.
+func (w *World) refresh(n *Node) {
+	capType := OnDemand
+	if n.Group.Spot {
+		capType = Spot
+	}
+	obj := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: types.UID(n.Name), CreationTimestamp: metav1.NewTime(n.Created), Labels: map[string]string{
+			HostnameLabel: n.Name, ZoneLabel: n.Group.Zone, plan.InstanceTypeLabel: n.Group.InstanceType,
+			classify.KarpenterCapacityLabel: capType, NodeGroupLabel: n.Group.Name,
+		}},
+		Spec: corev1.NodeSpec{Unschedulable: n.Cordoned},
+		Status: corev1.NodeStatus{
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+		},
+	}
+	rl := corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewMilliQuantity(n.Group.cpu, resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(n.Group.mem, resource.BinarySI),
+		corev1.ResourcePods:   *resource.NewQuantity(int64(n.Group.Pods), resource.DecimalSI),
+	}
+	obj.Status.Capacity, obj.Status.Allocatable = rl, rl
+	if !n.Group.Spot && w.onDemandTaint != nil {
+		obj.Spec.Taints = append(obj.Spec.Taints, *w.onDemandTaint)
+	}
+	if n.Draining != "" {
+		obj.Spec.Taints = append(obj.Spec.Taints, corev1.Taint{Key: DrainingTaintKey, Value: n.Draining, Effect: corev1.TaintEffectNoSchedule})
+	}
+	if n.noticeTaint {
+		obj.Spec.Taints = append(obj.Spec.Taints, corev1.Taint{Key: NoticeTaintKey, Value: "true", Effect: corev1.TaintEffectNoSchedule})
+	}
+	n.Obj = obj
+	w.changed()
+}
+
+// setOnDemandTaint puts taint on every on-demand node (nil: none).
+func (w *World) setOnDemandTaint(t *corev1.Taint) {
+	w.onDemandTaint = t
+	for _, n := range w.nodes {
+		w.refresh(n)
+	}
+}
+
+// createPod creates a pending pod of wl.
+func (w *World) createPod(wl *App, ordinal int) *Pod {
+	name := wl.Name + "-" + strconv.Itoa(ordinal)
+	if wl.Kind == Deployment {
+		wl.seq++
+		name = fmt.Sprintf("%s-%05d", wl.Name, wl.seq)
+	}
+	obj := wl.Template.DeepCopy()
+	obj.Name = name
+	obj.UID = types.UID(wl.Namespace + "/" + name + "/" + strconv.Itoa(int(w.version)))
+	owner := "ReplicaSet"
+	if wl.Kind == StatefulSet {
+		owner = StatefulSet
+	}
+	obj.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: owner, Name: wl.Name, UID: wl.uid, Controller: ptrTrue()}}
+	obj.CreationTimestamp = metav1.NewTime(w.Now())
+	obj.Status.Phase = corev1.PodPending
+	p := &Pod{Obj: obj, App: wl, ordinal: ordinal, Created: w.Now()}
+	wl.pods = append(wl.pods, p)
+	w.pods = append(w.pods, p)
+	w.changed()
+	return p
+}
+
+func ptrTrue() *bool { b := true; return &b }
+
+// bind puts a pending pod on a node.
+func (w *World) bind(p *Pod, n *Node) {
+	obj := *p.Obj
+	obj.Spec.NodeName = n.Name
+	obj.Status.Phase = corev1.PodRunning
+	p.Obj = &obj
+	p.Node = n
+	p.BoundAt = w.Now()
+	p.ReadyAt = w.Now().Add(w.sc.Cluster.PodStartup.Duration)
+	n.pods = append(n.pods, p)
+	n.emptySince = time.Time{}
+	w.changed()
+}
+
+// startTermination marks a pod terminating; it leaves after the grace period
+// (at once when pending or lost).
+func (w *World) startTermination(p *Pod) {
+	if p.Terminating {
+		return
+	}
+	p.Terminating = true
+	p.goneAt = w.Now().Add(w.sc.Cluster.GracePeriod.Duration)
+	obj := *p.Obj
+	ts := metav1.NewTime(w.Now())
+	obj.DeletionTimestamp = &ts
+	p.Obj = &obj
+	if p.Node == nil {
+		w.removePod(p)
+	}
+	w.changed()
+}
+
+// removePod deletes a pod from the world.
+func (w *World) removePod(p *Pod) {
+	if n := p.Node; n != nil {
+		n.pods = slices.DeleteFunc(n.pods, func(x *Pod) bool { return x == p })
+		p.Node = nil
+	}
+	p.App.pods = slices.DeleteFunc(p.App.pods, func(x *Pod) bool { return x == p })
+	w.pods = slices.DeleteFunc(w.pods, func(x *Pod) bool { return x == p })
+	w.changed()
+}
+
+// Evict is the Eviction API: a pod that is Ready is evicted only when its
+// PodDisruptionBudget allows one more disruption (else ErrPDB, as HTTP 429); a
+// pod not yet Ready is evicted only when the budget's application is not
+// disrupted (the default unhealthyPodEvictionPolicy IfHealthyBudget); a
+// pending pod always. by names the strategy component, for the metrics.
+func (w *World) Evict(p *Pod, by string) error {
+	if p.Terminating {
+		return nil
+	}
+	now := w.Now()
+	if p.App.PDB != nil && p.Node != nil {
+		healthy, desired := w.pdbHealth(p.App)
+		switch {
+		case p.Healthy(now) && healthy-desired <= 0, !p.Healthy(now) && healthy < desired:
+			w.m.evictionRefused()
+			return ErrPDB
+		}
+	}
+	w.forceEvict(p, by)
+	return nil
+}
+
+// forceEvict evicts without the budget check: only tests call it directly, to
+// check that violations are seen.
+func (w *World) forceEvict(p *Pod, by string) {
+	w.startTermination(p)
+	w.m.voluntaryEviction(p, by)
+	if p.App.PDB != nil {
+		if healthy, desired := w.pdbHealth(p.App); healthy < desired {
+			w.m.pdbViolation(p.App)
+		}
+	}
+}
+
+// DeletePod deletes a pod without the Eviction API (an interruption handler's
+// last resort before the node goes).
+func (w *World) DeletePod(p *Pod) { w.startTermination(p) }
+
+// pdbHealth returns a budget's current and desired healthy counts, as the
+// disruption controller computes them (expected pods: the workload's scale).
+func (w *World) pdbHealth(wl *App) (healthy, desired int) {
+	now := w.Now()
+	for _, p := range wl.pods {
+		if p.Healthy(now) {
+			healthy++
+		}
+	}
+	spec := wl.PDB.Spec
+	if spec.MinAvailable != nil {
+		// Percentages round up, as the disruption controller does.
+		desired, _ = intstr.GetScaledValueFromIntOrPercent(spec.MinAvailable, wl.desired, true)
+	} else if spec.MaxUnavailable != nil {
+		unavailable, _ := intstr.GetScaledValueFromIntOrPercent(spec.MaxUnavailable, wl.desired, true)
+		desired = max(wl.desired-unavailable, 0)
+	}
+	return healthy, desired
+}
+
+// PDBAllows is the budget's disruptionsAllowed (a large number without one).
+func (w *World) PDBAllows(wl *App) int {
+	if wl.PDB == nil {
+		return math.MaxInt32
+	}
+	healthy, desired := w.pdbHealth(wl)
+	return max(healthy-desired, 0)
+}
+
+// Snapshot is the world as the planner reads it: the registered nodes, the
+// pods (pending and terminating included), the PodDisruptionBudgets with the
+// status the disruption controller would give them, and the namespaces. It is
+// cached until the world changes.
+func (w *World) Snapshot() *snapshot.Snapshot {
+	if w.snap != nil && w.snapVersion == w.version {
+		return w.snap
+	}
+	s := &snapshot.Snapshot{Namespaces: w.nsObjs}
+	for _, n := range w.nodes {
+		if n.Ready() {
+			s.Nodes = append(s.Nodes, n.Obj)
+		}
+	}
+	for _, p := range w.pods {
+		if !p.lost {
+			s.Pods = append(s.Pods, p.Obj)
+		}
+	}
+	for _, wl := range w.Apps {
+		if wl.PDB == nil {
+			continue
+		}
+		pdb := wl.PDB.DeepCopy()
+		healthy, desired := w.pdbHealth(wl)
+		pdb.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: pdb.Generation, CurrentHealthy: int32(healthy),
+			DesiredHealthy: int32(desired), ExpectedPods: int32(wl.desired), DisruptionsAllowed: int32(max(healthy-desired, 0))}
+		s.PDBs = append(s.PDBs, pdb)
+	}
+	w.snap, w.snapVersion = s, w.version
+	return s
+}
+
+// PodByName finds the world's pod of a plan's pod name.
+func (w *World) PodByName(namespace, name string) *Pod {
+	for _, p := range w.pods {
+		if p.Obj.Name == name && p.Obj.Namespace == namespace {
+			return p
+		}
+	}
+	return nil
+}
+
+// NodeByName finds a node not terminated.
+func (w *World) NodeByName(name string) *Node {
+	for _, n := range w.nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// Rand is the run's random source, seeded from the scenario.
+func (w *World) Rand() *rand.Rand { return w.rng }
