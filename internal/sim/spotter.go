@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
+	"spotter.dev/spotter/internal/agent/interrupt"
+	"spotter.dev/spotter/internal/agent/notice"
 	"spotter.dev/spotter/internal/classify"
 	"spotter.dev/spotter/internal/controller/labeler"
 	"spotter.dev/spotter/internal/controller/rescheduler"
@@ -93,7 +95,8 @@ func (s *spotter) setup(w *World, e *plan.Engine) error {
 		return fmt.Errorf("migrator.schedule: %w", err)
 	}
 	s.mig = &migratorModel{s: s, schedule: sched, next: sched.Next(w.Now()), backoff: map[*Group]failure{}}
-	s.agent = &agentModel{margin: ptr.Deref(s.cfg.Agent.DeadlineMargin, *v1alpha1.NewDefaults().Agent.DeadlineMargin).Duration}
+	s.agent = &agentModel{margin: ptr.Deref(s.cfg.Agent.DeadlineMargin, *v1alpha1.NewDefaults().Agent.DeadlineMargin).Duration,
+		rebalance: s.cfg.Agent.RebalanceAction, maintenance: s.cfg.Agent.MaintenanceAction}
 	w.onNotice = s.agent.notice
 	return nil
 }
@@ -530,16 +533,20 @@ func (m *migratorModel) cancel(w *World, _ string) {
 	m.cur = nil
 }
 
-// agentModel is spotter-agent's interruption handling, until internal/agent
-// lands: on a notice it taints and cordons the node and evicts its pods
-// through the Eviction API at once (PodDisruptionBudgets respected, refusals
-// retried each step); pods still there when the deadline (notice end minus
-// agent.deadlineMargin) falls within the next step are deleted, as the drain
-// engine's deadline mode does as its last resort. Evicted pods are replaced
-// before the node goes, instead of after the node loss is detected.
+// agentModel is spotter-agent's interruption handling at the simulator's
+// step: the agent's own decisions (interrupt.Level: a termination notice
+// drains; interrupt.DrainDeadline: the notice's end less
+// agent.deadlineMargin) decide what happens; the drain itself is modelled: the
+// node is tainted and cordoned, its pods are evicted through the simulated
+// Eviction API at once (PodDisruptionBudgets respected, refusals retried each
+// step), and pods still there when the deadline falls within the next step are
+// deleted, as the drain engine's deadline mode does as its last resort.
+// Evicted pods are replaced before the node goes, instead of after the node
+// loss is detected.
 type agentModel struct {
-	margin  time.Duration
-	noticed []*Node
+	margin                 time.Duration
+	rebalance, maintenance v1alpha1.NoticeAction
+	noticed                []*Node
 }
 
 func (a *agentModel) notice(n *Node) { a.noticed = append(a.noticed, n) }
@@ -553,8 +560,12 @@ func (a *agentModel) step(w *World) {
 			continue
 		}
 		kept = append(kept, n)
+		nt := notice.Notice{Kind: notice.Termination, Deadline: n.TerminateAt}
+		if interrupt.Level(nt, a.rebalance, a.maintenance) != v1alpha1.ActionDrain {
+			continue
+		}
 		w.TaintNotice(n)
-		last := !now.Add(step).Before(n.TerminateAt.Add(-a.margin))
+		last := !now.Add(step).Before(interrupt.DrainDeadline(nt, a.margin, now))
 		for _, p := range movable(n) {
 			if err := w.Evict(p, componentAgent); err != nil && last {
 				w.DeletePod(p)

@@ -159,21 +159,40 @@ func (h *Handler) Handle(ctx context.Context, n notice.Notice) {
 	}
 }
 
-// level is what a notice calls for.
+// level is what a notice calls for under the handler's options.
 func (h *Handler) level(n notice.Notice) v1alpha1.NoticeAction {
+	return Level(n, h.opts.RebalanceAction, h.opts.MaintenanceAction)
+}
+
+// Level is what notice n calls for: a termination always drains; a rebalance
+// recommendation takes rebalance, a maintenance event maintenance, except a GCP
+// live migration, which gets at most a taint. The simulator calls it too.
+func Level(n notice.Notice, rebalance, maintenance v1alpha1.NoticeAction) v1alpha1.NoticeAction {
 	switch n.Kind {
 	case notice.Termination:
 		return v1alpha1.ActionDrain
 	case notice.Rebalance:
-		return h.opts.RebalanceAction
+		return rebalance
 	case notice.Maintenance:
 		// GCP migrates the instance live: pods keep running; at most a taint.
-		if n.Action == "MIGRATE_ON_HOST_MAINTENANCE" && rank[h.opts.MaintenanceAction] > rank[v1alpha1.ActionTaint] {
+		if n.Action == "MIGRATE_ON_HOST_MAINTENANCE" && rank[maintenance] > rank[v1alpha1.ActionTaint] {
 			return v1alpha1.ActionTaint
 		}
-		return h.opts.MaintenanceAction
+		return maintenance
 	}
 	return v1alpha1.ActionNone
+}
+
+// DrainDeadline is when the node must be empty for notice n, seen at now: the
+// notice's deadline less margin, and never less than a second from now, so
+// that a notice that comes late still gives its pods a moment. Zero when the
+// notice has no deadline (a rebalance recommendation). The simulator calls it
+// too.
+func DrainDeadline(n notice.Notice, margin time.Duration, now time.Time) time.Time {
+	if n.Deadline.IsZero() {
+		return time.Time{}
+	}
+	return maxTime(n.Deadline.Add(-margin), now.Add(time.Second))
 }
 
 // end undoes what a notice did, once its event is over: its drain stops (a
@@ -263,19 +282,15 @@ func (h *Handler) startDrain(ctx context.Context, key string, n notice.Notice) {
 // the event when it is done.
 func (h *Handler) drain(ctx context.Context, n notice.Notice) {
 	logger := klog.FromContext(ctx)
-	var deadline time.Time
-	if !n.Deadline.IsZero() {
-		deadline = n.Deadline.Add(-h.opts.DeadlineMargin)
-		if wait := deadline.Sub(h.clock.Now()) - h.opts.DrainLead; n.Kind != notice.Termination && wait > 0 {
-			logger.Info("Drain scheduled before the maintenance event", "at", h.clock.Now().Add(wait))
-			select {
-			case <-ctx.Done():
-				return
-			case <-h.clock.After(wait):
-			}
+	deadline := DrainDeadline(n, h.opts.DeadlineMargin, h.clock.Now())
+	if wait := deadline.Sub(h.clock.Now()) - h.opts.DrainLead; !deadline.IsZero() && n.Kind != notice.Termination && wait > 0 {
+		logger.Info("Drain scheduled before the maintenance event", "at", h.clock.Now().Add(wait))
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.clock.After(wait):
 		}
-		// A notice that comes late still gets its pods a moment to go.
-		deadline = maxTime(deadline, h.clock.Now().Add(time.Second))
+		deadline = DrainDeadline(n, h.opts.DeadlineMargin, h.clock.Now())
 	}
 	start := h.clock.Now()
 	res, err := h.drainer.Drain(ctx, drain.Request{
