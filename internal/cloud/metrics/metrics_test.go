@@ -5,9 +5,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"spotter.dev/spotter/internal/cloud"
 	"spotter.dev/spotter/internal/cloud/fake"
@@ -15,30 +14,34 @@ import (
 	"spotter.dev/spotter/internal/testutil"
 )
 
-func counter(t *testing.T, c prometheus.Collector) float64 {
+// sample returns the value of the metric called name (a counter's value, a
+// histogram's sample count) with the given provider and method (and error kind
+// when not empty), as served from controller-runtime's registry.
+func sample(t *testing.T, name, provider, method, kind string) float64 {
 	t.Helper()
-	m, ok := c.(prometheus.Metric)
-	if !ok {
-		t.Fatalf("%T is not a metric", c)
-	}
-	var out dto.Metric
-	if err := m.Write(&out); err != nil {
-		t.Fatal(err)
-	}
-	return out.GetCounter().GetValue()
-}
-
-func histogramCount(t *testing.T, name, method string) uint64 {
-	t.Helper()
-	o, err := metrics.Duration.GetMetricWithLabelValues(name, method)
+	families, err := ctrlmetrics.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out dto.Metric
-	if err := o.(prometheus.Metric).Write(&out); err != nil {
-		t.Fatal(err)
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels[metrics.LabelProvider] != provider || labels[metrics.LabelMethod] != method || labels[metrics.LabelError] != kind {
+				continue
+			}
+			if h := m.GetHistogram(); h != nil {
+				return float64(h.GetSampleCount())
+			}
+			return m.GetCounter().GetValue()
+		}
 	}
-	return out.GetHistogram().GetSampleCount()
+	return 0
 }
 
 func TestDecorateCountsCallsAndErrors(t *testing.T) {
@@ -70,25 +73,29 @@ func TestDecorateCountsCallsAndErrors(t *testing.T) {
 	_ = groups[0].IncreaseSize(ctx, 1)
 	_ = groups[0].IncreaseSize(ctx, 5) // above max
 
+	const (
+		calls    = "spotter_cloudprovider_calls_total"
+		errs     = "spotter_cloudprovider_errors_total"
+		duration = "spotter_cloudprovider_call_duration_seconds"
+	)
 	for _, tc := range []struct {
-		metric prometheus.Collector
-		want   float64
+		metric, method, kind string
+		want                 float64
 	}{
-		{metrics.Calls.WithLabelValues(name, "Instances"), 2},
-		{metrics.Errors.WithLabelValues(name, "Instances", metrics.ErrorThrottled), 1},
-		{metrics.Calls.WithLabelValues(name, "DeleteInstance"), 1},
-		{metrics.Errors.WithLabelValues(name, "DeleteInstance", metrics.ErrorNotFound), 1},
-		{metrics.Calls.WithLabelValues(name, "NodeGroups"), 1},
-		{metrics.Calls.WithLabelValues(name, "NodeGroup.IncreaseSize"), 3},
-		{metrics.Errors.WithLabelValues(name, "NodeGroup.IncreaseSize", metrics.ErrorCapacityUnavailable), 1},
-		{metrics.Errors.WithLabelValues(name, "NodeGroup.IncreaseSize", metrics.ErrorOther), 1},
+		{calls, "Instances", "", 2},
+		{errs, "Instances", metrics.ErrorThrottled, 1},
+		{calls, "DeleteInstance", "", 1},
+		{errs, "DeleteInstance", metrics.ErrorNotFound, 1},
+		{calls, "NodeGroups", "", 1},
+		{errs, "NodeGroups", metrics.ErrorOther, 0},
+		{calls, "NodeGroup.IncreaseSize", "", 3},
+		{errs, "NodeGroup.IncreaseSize", metrics.ErrorCapacityUnavailable, 1},
+		{errs, "NodeGroup.IncreaseSize", metrics.ErrorOther, 1},
+		{duration, "NodeGroup.IncreaseSize", "", 3},
 	} {
-		if got := counter(t, tc.metric); got != tc.want {
-			t.Errorf("%s = %v, want %v", tc.metric.(prometheus.Metric).Desc(), got, tc.want)
+		if got := sample(t, tc.metric, name, tc.method, tc.kind); got != tc.want {
+			t.Errorf("%s{method=%q,error=%q} = %v, want %v", tc.metric, tc.method, tc.kind, got, tc.want)
 		}
-	}
-	if got := histogramCount(t, name, "NodeGroup.IncreaseSize"); got != 3 {
-		t.Errorf("latency samples = %d, want 3", got)
 	}
 	if got := g.Calls(fake.IncreaseSize); got != 3 {
 		t.Errorf("the decorator did not pass calls through: %d", got)
