@@ -83,7 +83,7 @@ func Run(ctx context.Context, sc *Scenario, opts Options) (*Report, error) {
 						slowest, slowestAt = runs[i], v
 					}
 				}
-				day := float64(slowestAt) * sc.Step.Duration.Hours() / 24
+				day := float64(slowestAt) * sc.Step.Hours() / 24
 				what := fmt.Sprintf("strategy %s day %d/%d", slowest, int(day)+1, int(sc.Duration.Hours()/24+0.999))
 				opts.Progress(float64(total)/float64(steps*len(runs)), what)
 				select {

@@ -8,6 +8,7 @@ package sim
 
 import (
 	_ "embed"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -252,19 +253,10 @@ func LoadScenario(path string) (*Scenario, error) {
 		return nil, fmt.Errorf("reading scenario: %w", err)
 	}
 	sc, err := ParseScenario(data, filepath.Dir(path))
-	var ie *InvalidScenarioError
-	if err != nil && asInvalid(err, &ie) {
+	if ie, ok := errors.AsType[*InvalidScenarioError](err); ok {
 		ie.Path = path
 	}
 	return sc, err
-}
-
-func asInvalid(err error, target **InvalidScenarioError) bool {
-	ie, ok := err.(*InvalidScenarioError)
-	if ok {
-		*target = ie
-	}
-	return ok
 }
 
 // ParseScenario decodes a scenario strictly (unknown fields and wrong types are
