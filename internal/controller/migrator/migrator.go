@@ -1,0 +1,688 @@
+// Package migrator replaces on-demand nodes by spot nodes on a schedule, through
+// node groups and the cloud provider. In the default make-before-break mode it
+// asks the cheapest spot node group that can hold a node's pods (planned
+// against the group's template, so a group of size 0 counts) for the nodes
+// needed, waits until they are Ready, and only then drains the on-demand node
+// and deletes its instance. When spot capacity does not come, it cancels the
+// request, backs the group off, and drains nothing. The drain-first mode of
+// older tools (drain, delete, let an autoscaler provision spot) stops as soon
+// as a new on-demand node appears.
+//
+// The state of a replacement lives on the node: the label
+// spotter.dev/selected-for-deletion and the drain engine's marks. A migrator
+// that starts finishes the nodes it finds selected before anything else.
+package migrator
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"spotter.dev/spotter/internal/classify"
+	"spotter.dev/spotter/internal/cloud"
+	"spotter.dev/spotter/internal/disruption"
+	"spotter.dev/spotter/internal/drain"
+	"spotter.dev/spotter/internal/plan"
+	"spotter.dev/spotter/internal/snapshot"
+	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
+)
+
+// Component is the migrator's name on drain marks and Events.
+const Component = "migrator"
+
+// Names on the cluster.
+const (
+	// SelectedForDeletionLabel marks an on-demand node the migrator is
+	// replacing; its value is when the replacement started (Unix seconds).
+	SelectedForDeletionLabel = "spotter.dev/selected-for-deletion"
+	// ToBeDeletedTaint and DeletionCandidateTaint are the cluster autoscaler's
+	// taints: the first goes on a drained node just before its instance is
+	// deleted, so that the autoscaler and the scheduler leave it alone.
+	ToBeDeletedTaint       = "ToBeDeletedByClusterAutoscaler"
+	DeletionCandidateTaint = "DeletionCandidateOfClusterAutoscaler"
+	// templatePrefix names the virtual nodes a plan puts in place of the
+	// nodes a group would add.
+	templatePrefix = "spotter-template-"
+)
+
+// Event reasons.
+const (
+	ReasonSelected        = "SpotterSelectedForDeletion"
+	ReasonSpotRequested   = "SpotterSpotRequested"
+	ReasonSpotUnavailable = "SpotterSpotUnavailable"
+	ReasonMigrated        = "SpotterMigrated"
+	ReasonMigrationFailed = "SpotterMigrationFailed"
+	ReasonWouldMigrate    = "SpotterWouldMigrate"
+)
+
+// Options configure the migrator.
+type Options struct {
+	// Schedule says when runs start (at fixed clock times).
+	Schedule cron.Schedule
+	// Mode is make-before-break or drain-first.
+	Mode                   v1alpha1.MigrationMode
+	NodeReadyTimeout       time.Duration
+	MaxNodesPerRun         int
+	SpotUnavailableBackoff time.Duration
+	MaxSpotUnavailable     time.Duration
+	// ShutdownGracePeriod is how long a drain in flight at shutdown may go on.
+	ShutdownGracePeriod time.Duration
+	// NodeGoneTimeout bounds the wait for a deleted node's Node object to go.
+	// Default 5m.
+	NodeGoneTimeout time.Duration
+	// PollInterval paces the waits for nodes. Default 1s.
+	PollInterval time.Duration
+	// OwnNode is the node Spotter runs on: never replaced.
+	OwnNode string
+	DryRun  bool
+}
+
+// Controller is the migrator.
+type Controller struct {
+	reader   client.Reader
+	kube     kubernetes.Interface
+	provider cloud.Provider
+	planner  *plan.Planner
+	drainer  *drain.Drainer
+	budget   *disruption.Budget
+	clock    clock.Clock
+	recorder events.EventRecorder
+	opts     Options
+
+	backoff map[string]failure // node group -> spot unavailable until
+}
+
+type failure struct {
+	count int
+	until time.Time
+}
+
+// New returns the migrator. reader should be the manager's cache; drainer
+// must be built for Component.
+func New(reader client.Reader, kube kubernetes.Interface, provider cloud.Provider, planner *plan.Planner, drainer *drain.Drainer,
+	budget *disruption.Budget, clk clock.Clock, recorder events.EventRecorder, opts Options) *Controller {
+	if opts.NodeGoneTimeout == 0 {
+		opts.NodeGoneTimeout = 5 * time.Minute
+	}
+	if opts.PollInterval == 0 {
+		opts.PollInterval = time.Second
+	}
+	if opts.MaxNodesPerRun <= 0 {
+		opts.MaxNodesPerRun = 10
+	}
+	return &Controller{reader: reader, kube: kube, provider: provider, planner: planner, drainer: drainer, budget: budget,
+		clock: clk, recorder: recorder, opts: opts, backoff: map[string]failure{}}
+}
+
+// Name is the controller's name in logs.
+func (c *Controller) Name() string { return Component }
+
+// Register adds the migrator to the manager as a Runnable on the leader only.
+func (c *Controller) Register(mgr ctrl.Manager) error { return mgr.Add(c) }
+
+// NeedLeaderElection makes the migrator run on the leader only.
+func (c *Controller) NeedLeaderElection() bool { return true }
+
+// Start finishes the replacements a previous process left, then runs at each
+// time of the schedule until ctx ends.
+func (c *Controller) Start(ctx context.Context) error {
+	logger := klog.FromContext(ctx).WithValues("controller", Component)
+	ctx = klog.NewContext(ctx, logger)
+	if !c.opts.DryRun {
+		c.finishSelected(ctx)
+	}
+	for {
+		now := c.clock.Now()
+		next := c.opts.Schedule.Next(now)
+		logger.V(1).Info("Next migration run", "at", next)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.clock.After(next.Sub(now)):
+		}
+		if _, err := c.Run(ctx); err != nil {
+			logger.Error(err, "Migration run")
+		}
+	}
+}
+
+// finishSelected completes the replacements of nodes already selected for
+// deletion (by a process that stopped midway).
+func (c *Controller) finishSelected(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	nodes, err := c.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: SelectedForDeletionLabel})
+	if err != nil {
+		logger.Error(err, "Listing nodes selected for deletion")
+		return
+	}
+	for i := range nodes.Items {
+		node := &nodes.Items[i]
+		logger.Info("Finishing the replacement of a node selected for deletion", "node", klog.KObj(node))
+		if err := c.replace(ctx, node, "finishing a replacement started before a restart"); err != nil {
+			logger.Error(err, "Finishing a replacement", "node", klog.KObj(node))
+		}
+	}
+}
+
+// Run is one migration run. It returns the nodes it replaced.
+func (c *Controller) Run(ctx context.Context) ([]string, error) {
+	logger := klog.FromContext(ctx)
+	runs.Inc()
+	now := c.clock.Now()
+	if open, next := c.budget.Open(now); !open {
+		logger.Info("Outside the allowed drain windows; skipping this run", "nextWindow", next)
+		return nil, nil
+	}
+	groups, err := c.spotGroups(ctx, now)
+	if err != nil {
+		return nil, err
+	}
+	if len(groups) == 0 && c.opts.Mode == v1alpha1.MigrationMakeBeforeBreak {
+		logger.Info("No spot node group is usable now; nothing to migrate to")
+		return nil, nil
+	}
+	snap, err := snapshot.FromReader(ctx, c.reader)
+	if err != nil {
+		return nil, fmt.Errorf("reading the cluster from the cache: %w", err)
+	}
+	onDemandBefore := c.onDemandNames(snap)
+	var migrated []string
+	tried := map[string]bool{}
+	for len(migrated) < c.opts.MaxNodesPerRun {
+		node := c.nextCandidate(snap, tried)
+		if node == nil {
+			break
+		}
+		tried[node.Name] = true
+		ok, stop := c.migrate(ctx, snap, node, groups)
+		if ok {
+			migrated = append(migrated, node.Name)
+			nodesMigrated.Inc()
+		}
+		if stop || ctx.Err() != nil {
+			break
+		}
+		if snap, err = snapshot.FromReader(ctx, c.reader); err != nil {
+			return migrated, fmt.Errorf("reading the cluster from the cache: %w", err)
+		}
+		if c.opts.Mode == v1alpha1.MigrationDrainFirst {
+			if added := newOnDemand(c.onDemandNames(snap), onDemandBefore); len(added) > 0 {
+				logger.Info("A new on-demand node appeared: the pods did not find spot capacity; stopping this run", "nodes", added)
+				break
+			}
+		}
+		if groups, err = c.spotGroups(ctx, c.clock.Now()); err != nil {
+			return migrated, err
+		}
+	}
+	logger.Info("Migration run done", "migrated", migrated)
+	return migrated, nil
+}
+
+// spotGroups returns the usable spot node groups not backed off, cheapest
+// first (unknown prices last). Refused groups (control plane on spot) are
+// reported.
+func (c *Controller) spotGroups(ctx context.Context, now time.Time) ([]cloud.NodeGroup, error) {
+	usable, refused, err := cloud.UsableNodeGroups(ctx, c.provider)
+	if err != nil {
+		return nil, fmt.Errorf("listing node groups: %w", err)
+	}
+	for _, r := range refused {
+		refusedGroups.Inc()
+		klog.FromContext(ctx).Error(r, "Node group refused: it would put the control plane on spot")
+	}
+	var spot []cloud.NodeGroup
+	for _, g := range usable {
+		if !g.Spot() {
+			continue
+		}
+		if f, ok := c.backoff[g.ID()]; ok && now.Before(f.until) {
+			continue
+		}
+		spot = append(spot, g)
+	}
+	slices.SortStableFunc(spot, func(a, b cloud.NodeGroup) int {
+		pa, ka := a.PricePerHour()
+		pb, kb := b.PricePerHour()
+		if ka != kb {
+			if ka {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(pa, pb)
+	})
+	return spot, nil
+}
+
+// nextCandidate returns the on-demand node to replace next, in the order:
+// already selected for deletion, unschedulable, tainted by the cluster
+// autoscaler, oldest. Control-plane and excluded nodes, Spotter's own node and
+// nodes in tried are skipped.
+func (c *Controller) nextCandidate(snap *snapshot.Snapshot, tried map[string]bool) *corev1.Node {
+	var candidates []*corev1.Node
+	for _, n := range snap.Nodes {
+		if tried[n.Name] || n.Name == c.opts.OwnNode || strings.HasPrefix(n.Name, templatePrefix) {
+			continue
+		}
+		if c.planner.Classify(n).Class != classify.OnDemand {
+			continue
+		}
+		candidates = append(candidates, n)
+	}
+	slices.SortStableFunc(candidates, func(a, b *corev1.Node) int {
+		if d := cmp.Compare(rank(a), rank(b)); d != 0 {
+			return d
+		}
+		if d := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); d != 0 {
+			return d
+		}
+		return cmp.Compare(a.Name, b.Name)
+	})
+	if len(candidates) == 0 {
+		return nil
+	}
+	return candidates[0]
+}
+
+// rank orders candidates: lower first.
+func rank(n *corev1.Node) int {
+	switch {
+	case n.Labels[SelectedForDeletionLabel] != "":
+		return 0
+	case n.Spec.Unschedulable:
+		return 1
+	case hasTaint(n, ToBeDeletedTaint) || hasTaint(n, DeletionCandidateTaint):
+		return 2
+	}
+	return 3
+}
+
+// migrate replaces one node. ok says it was replaced; stop says the run must
+// end (spot capacity did not come, or the budget is full).
+func (c *Controller) migrate(ctx context.Context, snap *snapshot.Snapshot, node *corev1.Node, groups []cloud.NodeGroup) (ok, stop bool) {
+	logger := klog.FromContext(ctx).WithValues("node", klog.KObj(node))
+	ctx = klog.NewContext(ctx, logger)
+	if c.opts.Mode == v1alpha1.MigrationDrainFirst {
+		np, err := c.planWith(ctx, snap, node, groups)
+		if err != nil || !np.Drainable {
+			c.notMigratable(ctx, node, np, err)
+			return false, false
+		}
+		return c.replaceBudgeted(ctx, node, "drain-first: its pods fit on spot node groups")
+	}
+
+	var last *plan.NodePlan
+	for _, g := range groups {
+		np, need, err := c.planOnGroup(ctx, snap, node, g)
+		if err != nil {
+			logger.Error(err, "Planning against a node group", "group", g.ID())
+			continue
+		}
+		last = np
+		if !np.Drainable {
+			continue
+		}
+		if c.opts.DryRun {
+			logger.Info("Dry run: would migrate", "group", g.ID(), "newNodes", need)
+			c.event(nodeRef(node), corev1.EventTypeNormal, ReasonWouldMigrate, "dry run: would add %d node(s) to spot group %s, then drain and delete this node", need, g.ID())
+			return false, false
+		}
+		if need > 0 {
+			if !c.addCapacity(ctx, node, g, need) {
+				return false, true // nothing was drained; end the run
+			}
+		}
+		return c.replaceBudgeted(ctx, node, fmt.Sprintf("replaced by spot capacity of group %s", g.ID()))
+	}
+	c.notMigratable(ctx, node, last, nil)
+	return false, false
+}
+
+// planWith plans node against every group's template (drain-first).
+func (c *Controller) planWith(ctx context.Context, snap *snapshot.Snapshot, node *corev1.Node, groups []cloud.NodeGroup) (*plan.NodePlan, error) {
+	var last *plan.NodePlan
+	for _, g := range groups {
+		np, _, err := c.planOnGroup(ctx, snap, node, g)
+		if err != nil {
+			return nil, err
+		}
+		if np.Drainable {
+			return np, nil
+		}
+		last = np
+	}
+	if last == nil {
+		// No group: the spot capacity in the cluster is all there is.
+		p, err := c.planner.Plan(ctx, snap)
+		if err != nil {
+			return nil, err
+		}
+		return find(p, node.Name), nil
+	}
+	return last, nil
+}
+
+// planOnGroup plans the cluster with as many of g's template nodes as g can
+// still add, and returns node's verdict and how many new nodes its pods need.
+func (c *Controller) planOnGroup(ctx context.Context, snap *snapshot.Snapshot, node *corev1.Node, g cloud.NodeGroup) (*plan.NodePlan, int, error) {
+	target, err := g.TargetSize(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	room := g.MaxSize() - target
+	withTemplates := *snap
+	withTemplates.Nodes = slices.Clone(snap.Nodes)
+	if room > 0 {
+		tmpl, err := g.TemplateNode(ctx)
+		if err != nil {
+			return nil, 0, err
+		}
+		// A node needs at most as many new nodes as it has pods.
+		for i := range min(room, len(snap.Pods)+1, c.opts.MaxNodesPerRun*10) {
+			n := tmpl.DeepCopy()
+			n.Name = fmt.Sprintf("%s%s-%d", templatePrefix, g.ID(), i)
+			n.Labels["kubernetes.io/hostname"] = n.Name
+			withTemplates.Nodes = append(withTemplates.Nodes, n)
+		}
+	}
+	p, err := c.planner.Plan(ctx, &withTemplates)
+	if err != nil {
+		return nil, 0, err
+	}
+	np := find(p, node.Name)
+	if np == nil {
+		return nil, 0, fmt.Errorf("node %s is not in the plan", node.Name)
+	}
+	used := map[string]bool{}
+	for _, pp := range np.Pods {
+		if strings.HasPrefix(pp.Destination, templatePrefix) {
+			used[pp.Destination] = true
+		}
+	}
+	return np, len(used), nil
+}
+
+// addCapacity asks g for need more nodes and waits until they are Ready. When
+// they do not come in time, it cancels what is unfulfilled, backs g off and
+// returns false.
+func (c *Controller) addCapacity(ctx context.Context, node *corev1.Node, g cloud.NodeGroup, need int) bool {
+	logger := klog.FromContext(ctx).WithValues("group", g.ID(), "newNodes", need)
+	before, err := g.Nodes(ctx)
+	if err != nil {
+		logger.Error(err, "Listing the group's nodes")
+		return false
+	}
+	known := map[string]bool{}
+	for _, inst := range before {
+		known[inst.ID] = true
+	}
+	if err := g.IncreaseSize(ctx, need); err != nil {
+		c.spotUnavailable(ctx, node, g, err)
+		return false
+	}
+	logger.Info("Asked for spot capacity")
+	c.event(nodeRef(node), corev1.EventTypeNormal, ReasonSpotRequested, "asked spot node group %s for %d node(s) to replace this node", g.ID(), need)
+	deadline := c.clock.Now().Add(c.opts.NodeReadyTimeout)
+	for {
+		ready, late := c.newReady(ctx, g, known)
+		if ready >= need {
+			logger.Info("Spot capacity is Ready")
+			return true
+		}
+		if !c.clock.Now().Before(deadline) || ctx.Err() != nil {
+			cause := fmt.Errorf("%d of %d new node(s) Ready after %s", ready, need, c.opts.NodeReadyTimeout)
+			if late != nil {
+				cause = fmt.Errorf("%w: %w", cause, late)
+			}
+			if unfulfilled := need - ready; unfulfilled > 0 {
+				// A fresh context: the request must be cancelled even at shutdown.
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+				if err := g.DecreaseTargetSize(cctx, unfulfilled); err != nil {
+					logger.Error(err, "Cancelling the unfulfilled request")
+				}
+				cancel()
+			}
+			c.spotUnavailable(ctx, node, g, cause)
+			return false
+		}
+		select {
+		case <-ctx.Done():
+		case <-c.clock.After(c.opts.PollInterval):
+		}
+	}
+}
+
+// newReady counts the group's instances not in known whose Node is Ready, and
+// returns the error holding up the others, if any.
+func (c *Controller) newReady(ctx context.Context, g cloud.NodeGroup, known map[string]bool) (int, error) {
+	insts, err := g.Nodes(ctx)
+	if err != nil {
+		return 0, err
+	}
+	ready := 0
+	var late error
+	for _, inst := range insts {
+		if known[inst.ID] {
+			continue
+		}
+		if inst.Err != nil {
+			late = inst.Err
+		}
+		if inst.NodeName == "" {
+			continue
+		}
+		n, err := c.kube.CoreV1().Nodes().Get(ctx, inst.NodeName, metav1.GetOptions{})
+		if err == nil && nodeReady(n) {
+			ready++
+		}
+	}
+	return ready, late
+}
+
+// spotUnavailable backs g off, longer each time, and says so.
+func (c *Controller) spotUnavailable(ctx context.Context, node *corev1.Node, g cloud.NodeGroup, cause error) {
+	f := c.backoff[g.ID()]
+	f.count++
+	wait := min(c.opts.SpotUnavailableBackoff<<min(f.count-1, 20), c.opts.MaxSpotUnavailable)
+	f.until = c.clock.Now().Add(wait)
+	c.backoff[g.ID()] = f
+	spotUnavailable.WithLabelValues(g.ID()).Inc()
+	klog.FromContext(ctx).Info("Spot capacity unavailable; request cancelled, nothing drained", "group", g.ID(), "backoff", wait, "cause", cause.Error())
+	c.event(nodeRef(node), corev1.EventTypeWarning, ReasonSpotUnavailable,
+		"spot node group %s could not deliver capacity (%v); request cancelled, nothing drained; the group is skipped until %s",
+		g.ID(), cause, f.until.UTC().Format(time.RFC3339))
+}
+
+// replaceBudgeted replaces node within the shared disruption budget.
+func (c *Controller) replaceBudgeted(ctx context.Context, node *corev1.Node, why string) (ok, stop bool) {
+	if err := c.budget.Acquire(node.Name, Component); err != nil {
+		klog.FromContext(ctx).Info("Not replacing now", "reason", err.Error())
+		return false, true
+	}
+	defer c.budget.Release(node.Name)
+	if err := c.replace(ctx, node, why); err != nil {
+		klog.FromContext(ctx).Error(err, "Replacing the node")
+		c.event(nodeRef(node), corev1.EventTypeWarning, ReasonMigrationFailed, "%v", err)
+		return false, false
+	}
+	return true, false
+}
+
+// replace selects node for deletion, drains it, taints it for deletion,
+// deletes its instance and waits for the Node object to go. A failed drain is
+// rolled back (the selection label too).
+func (c *Controller) replace(ctx context.Context, node *corev1.Node, why string) error {
+	logger := klog.FromContext(ctx)
+	if err := c.patchNode(ctx, node.Name, fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, SelectedForDeletionLabel, fmt.Sprint(c.clock.Now().Unix()))); err != nil {
+		return fmt.Errorf("selecting node %s for deletion: %w", node.Name, err)
+	}
+	c.event(nodeRef(node), corev1.EventTypeNormal, ReasonSelected, "selected for deletion: %s", why)
+	dctx, cancel := drain.Outlive(ctx, c.clock, c.opts.ShutdownGracePeriod)
+	_, err := c.drainer.Drain(dctx, drain.Request{Node: node.Name, Reason: why, KeepMarks: true, BeforeEvict: c.recheck})
+	cancel()
+	if err != nil {
+		uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer ucancel()
+		if perr := c.patchNode(uctx, node.Name, fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, SelectedForDeletionLabel)); perr != nil {
+			logger.Error(perr, "Removing the selection label after a failed drain")
+		}
+		return fmt.Errorf("node %s not replaced: %w", node.Name, err)
+	}
+	if err := c.taintForDeletion(ctx, node.Name); err != nil {
+		return err
+	}
+	current, err := c.kube.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := c.provider.DeleteInstance(ctx, current); err != nil && !cloud.IsNotFound(err) {
+		return fmt.Errorf("deleting the instance of node %s: %w", node.Name, err)
+	}
+	if err := c.waitGone(ctx, node.Name); err != nil {
+		return err
+	}
+	logger.Info("Node replaced by spot capacity", "why", why)
+	c.event(nodeRef(node), corev1.EventTypeNormal, ReasonMigrated, "drained and deleted: %s", why)
+	return nil
+}
+
+// recheck is called before each eviction: the pod must still fit on spot in
+// the cluster as it is now (the new spot nodes included).
+func (c *Controller) recheck(ctx context.Context, pod *corev1.Pod) error {
+	snap, err := snapshot.FromReader(ctx, c.reader)
+	if err != nil {
+		return err
+	}
+	dest, reason, err := c.planner.FitsOnSpot(ctx, snap, pod)
+	if err != nil {
+		return err
+	}
+	if dest == "" {
+		return fmt.Errorf("no longer fits on spot: %s", reason)
+	}
+	return nil
+}
+
+func (c *Controller) taintForDeletion(ctx context.Context, name string) error {
+	node, err := c.kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil || hasTaint(node, ToBeDeletedTaint) {
+		return client.IgnoreNotFound(err)
+	}
+	node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: ToBeDeletedTaint, Value: fmt.Sprint(c.clock.Now().Unix()), Effect: corev1.TaintEffectNoSchedule})
+	if _, err := c.kube.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("tainting node %s for deletion: %w", name, err)
+	}
+	return nil
+}
+
+func (c *Controller) waitGone(ctx context.Context, name string) error {
+	deadline := c.clock.Now().Add(c.opts.NodeGoneTimeout)
+	for {
+		_, err := c.kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if !c.clock.Now().Before(deadline) {
+			return fmt.Errorf("node %s still exists %s after its instance was deleted", name, c.opts.NodeGoneTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.clock.After(c.opts.PollInterval):
+		}
+	}
+}
+
+func (c *Controller) patchNode(ctx context.Context, name, patch string) error {
+	_, err := c.kube.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err
+}
+
+// notMigratable says why a node stays.
+func (c *Controller) notMigratable(ctx context.Context, node *corev1.Node, np *plan.NodePlan, err error) {
+	reason := "no usable spot node group"
+	switch {
+	case err != nil:
+		reason = err.Error()
+	case np != nil && np.Reason != "":
+		reason = np.Reason
+	}
+	klog.FromContext(ctx).V(1).Info("Not migratable", "reason", reason)
+}
+
+func (c *Controller) onDemandNames(snap *snapshot.Snapshot) map[string]bool {
+	out := map[string]bool{}
+	for _, n := range snap.Nodes {
+		if c.planner.Classify(n).Class == classify.OnDemand {
+			out[n.Name] = true
+		}
+	}
+	return out
+}
+
+func newOnDemand(now, before map[string]bool) []string {
+	var added []string
+	for n := range now {
+		if !before[n] {
+			added = append(added, n)
+		}
+	}
+	slices.Sort(added)
+	return added
+}
+
+func (c *Controller) event(ref *corev1.ObjectReference, typ, reason, note string, args ...any) {
+	if c.recorder != nil {
+		c.recorder.Eventf(ref, nil, typ, reason, "Migrate", note, args...)
+	}
+}
+
+func nodeRef(n *corev1.Node) *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "Node", Name: n.Name, UID: types.UID(n.Name)}
+}
+
+func find(p *plan.Plan, name string) *plan.NodePlan {
+	for i := range p.Nodes {
+		if p.Nodes[i].Name == name {
+			return &p.Nodes[i]
+		}
+	}
+	return nil
+}
+
+func hasTaint(n *corev1.Node, key string) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
