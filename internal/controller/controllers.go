@@ -5,14 +5,23 @@ package controller
 import (
 	"fmt"
 	"os"
+	"time"
+
+	"github.com/robfig/cron/v3"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"spotter.dev/spotter/internal/classify"
+	"spotter.dev/spotter/internal/cloud"
+	kubeprovider "spotter.dev/spotter/internal/cloud/kubernetes"
+	"spotter.dev/spotter/internal/cloud/kwok"
+	cloudmetrics "spotter.dev/spotter/internal/cloud/metrics"
 	"spotter.dev/spotter/internal/controller/labeler"
+	"spotter.dev/spotter/internal/controller/migrator"
 	"spotter.dev/spotter/internal/controller/rescheduler"
 	"spotter.dev/spotter/internal/disruption"
 	"spotter.dev/spotter/internal/drain"
@@ -23,8 +32,9 @@ import (
 // Setup builds every enabled controller from the configuration, registers it
 // with the manager and returns the names of those it started.
 //
-// Today those are the labeler and the rescheduler; the migrator joins here when
-// it is built, sharing the disruption budget.
+// They are the migrator (off by default: it needs node groups from a cloud
+// provider), the rescheduler and the labeler; the migrator and the rescheduler
+// share one disruption budget.
 func Setup(mgr ctrl.Manager, cfg *v1alpha1.SpotterConfiguration) ([]string, error) {
 	classifier, err := classify.New(cfg.Classification, nil)
 	if err != nil {
@@ -39,26 +49,43 @@ func Setup(mgr ctrl.Manager, cfg *v1alpha1.SpotterConfiguration) ([]string, erro
 		return nil, err
 	}
 	var started []string
+	if *cfg.Migrator.Enabled {
+		provider, err := newProvider(mgr, kube, cfg)
+		if err != nil {
+			return nil, err
+		}
+		schedule, err := v1alpha1.ParseSchedule(cfg.Migrator.Schedule)
+		if err != nil {
+			return nil, fmt.Errorf("migrator.schedule: %w", err)
+		}
+		loc, err := time.LoadLocation(cfg.Migrator.TimeZone)
+		if err != nil {
+			return nil, fmt.Errorf("migrator.timeZone: %w", err)
+		}
+		dryRun := cfg.DryRun || cfg.Migrator.DryRun
+		recorder := mgr.GetEventRecorder("spotter-migrator")
+		m := migrator.New(mgr.GetCache(), kube, provider, newPlanner(cfg, classifier), newDrainer(kube, recorder, cfg, migrator.Component, dryRun, nil),
+			budget, clock.RealClock{}, recorder, migrator.Options{
+				Schedule:               inZone{schedule, loc},
+				Mode:                   cfg.Migrator.Mode,
+				NodeReadyTimeout:       cfg.Migrator.NodeReadyTimeout.Duration,
+				MaxNodesPerRun:         int(cfg.Migrator.MaxNodesPerRun),
+				SpotUnavailableBackoff: cfg.Migrator.SpotUnavailableBackoff.Duration,
+				MaxSpotUnavailable:     cfg.Migrator.MaxSpotUnavailableBackoff.Duration,
+				ShutdownGracePeriod:    cfg.Drain.ShutdownGracePeriod.Duration,
+				OwnNode:                os.Getenv("NODE_NAME"),
+				DryRun:                 dryRun,
+			})
+		if err := m.Register(mgr); err != nil {
+			return nil, fmt.Errorf("registering the %s: %w", m.Name(), err)
+		}
+		started = append(started, m.Name())
+	}
 	if *cfg.Rescheduler.Enabled {
 		dryRun := cfg.DryRun || cfg.Rescheduler.DryRun
 		recorder := mgr.GetEventRecorder("spotter-rescheduler")
-		drainer := drain.New(kube, clock.RealClock{}, recorder, drain.Options{
-			Component:              rescheduler.Component,
-			Cordon:                 cfg.Drain.Cordon,
-			Timeout:                cfg.Drain.Timeout.Duration,
-			MaxGracePeriod:         cfg.Drain.MaxGracePeriod.Duration,
-			MaxConcurrentEvictions: int(cfg.Drain.MaxConcurrentEvictions),
-			Backoff:                cfg.Drain.EvictionBackoff.Duration,
-			MaxBackoff:             cfg.Drain.MaxEvictionBackoff.Duration,
-			DryRun:                 dryRun,
-			OnEvictionRetry:        rescheduler.CountEvictionRetry,
-		})
-		planner := plan.New(plan.Options{
-			Rules:      plan.Rules{AllowUnreplicated: cfg.Planner.AllowUnreplicatedPods, AllowLocalStorage: cfg.Planner.AllowLocalStorage},
-			Classifier: classifier,
-			Pricing:    cfg.Pricing,
-		})
-		r := rescheduler.New(mgr.GetCache(), planner, drainer, budget, clock.RealClock{}, recorder, rescheduler.Options{
+		drainer := newDrainer(kube, recorder, cfg, rescheduler.Component, dryRun, rescheduler.CountEvictionRetry)
+		r := rescheduler.New(mgr.GetCache(), newPlanner(cfg, classifier), drainer, budget, clock.RealClock{}, recorder, rescheduler.Options{
 			Interval:            cfg.Rescheduler.Interval.Duration,
 			DrainDelay:          cfg.Rescheduler.DrainDelay.Duration,
 			ReplacementTimeout:  cfg.Rescheduler.ReplacementTimeout.Duration,
@@ -88,3 +115,60 @@ func Setup(mgr ctrl.Manager, cfg *v1alpha1.SpotterConfiguration) ([]string, erro
 	}
 	return started, nil
 }
+
+func newPlanner(cfg *v1alpha1.SpotterConfiguration, classifier *classify.Classifier) *plan.Planner {
+	return plan.New(plan.Options{
+		Rules:      plan.Rules{AllowUnreplicated: cfg.Planner.AllowUnreplicatedPods, AllowLocalStorage: cfg.Planner.AllowLocalStorage},
+		Classifier: classifier,
+		Pricing:    cfg.Pricing,
+	})
+}
+
+func newDrainer(kube kubernetes.Interface, recorder events.EventRecorder, cfg *v1alpha1.SpotterConfiguration, component string, dryRun bool, onRetry func()) *drain.Drainer {
+	return drain.New(kube, clock.RealClock{}, recorder, drain.Options{
+		Component:              component,
+		Cordon:                 cfg.Drain.Cordon,
+		Timeout:                cfg.Drain.Timeout.Duration,
+		MaxGracePeriod:         cfg.Drain.MaxGracePeriod.Duration,
+		MaxConcurrentEvictions: int(cfg.Drain.MaxConcurrentEvictions),
+		Backoff:                cfg.Drain.EvictionBackoff.Duration,
+		MaxBackoff:             cfg.Drain.MaxEvictionBackoff.Duration,
+		DryRun:                 dryRun,
+		OnEvictionRetry:        onRetry,
+	})
+}
+
+// newProvider builds the configured cloud provider, with its metrics. The kwok
+// provider runs as a Runnable of the manager, on the leader only.
+func newProvider(mgr ctrl.Manager, kube kubernetes.Interface, cfg *v1alpha1.SpotterConfiguration) (cloud.Provider, error) {
+	switch cfg.Cloud.Provider {
+	case v1alpha1.ProviderKwok:
+		kc, err := kwok.LoadConfig(cfg.Cloud.KwokConfigFile)
+		if err != nil {
+			return nil, fmt.Errorf("cloud.kwokConfigFile: %w", err)
+		}
+		p, err := kwok.New(kube, clock.RealClock{}, *kc)
+		if err != nil {
+			return nil, fmt.Errorf("cloud.kwokConfigFile %s: %w", cfg.Cloud.KwokConfigFile, err)
+		}
+		if err := mgr.Add(p); err != nil {
+			return nil, err
+		}
+		return cloudmetrics.Decorate(p), nil
+	default:
+		p, err := kubeprovider.New(kube, cfg.Classification, cfg.Pricing)
+		if err != nil {
+			return nil, err
+		}
+		return cloudmetrics.Decorate(p), nil
+	}
+}
+
+// inZone reads a cron schedule in a time zone.
+type inZone struct {
+	cron.Schedule
+	loc *time.Location
+}
+
+// Next returns the next activation after t, in the schedule's zone.
+func (s inZone) Next(t time.Time) time.Time { return s.Schedule.Next(t.In(s.loc)) }

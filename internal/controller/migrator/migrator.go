@@ -318,6 +318,16 @@ func rank(n *corev1.Node) int {
 func (c *Controller) migrate(ctx context.Context, snap *snapshot.Snapshot, node *corev1.Node, groups []cloud.NodeGroup) (ok, stop bool) {
 	logger := klog.FromContext(ctx).WithValues("node", klog.KObj(node))
 	ctx = klog.NewContext(ctx, logger)
+	// Only a node whose instance the provider can delete can be replaced.
+	insts, err := c.provider.Instances(ctx, []*corev1.Node{node})
+	if err != nil {
+		logger.Error(err, "Looking up the node's instance")
+		return false, true
+	}
+	if _, ok := insts[node.Name]; !ok {
+		logger.V(1).Info("Not migratable: the cloud provider does not manage this node's instance", "provider", c.provider.Name())
+		return false, false
+	}
 	if c.opts.Mode == v1alpha1.MigrationDrainFirst {
 		np, err := c.planWith(ctx, snap, node, groups)
 		if err != nil || !np.Drainable {
@@ -554,7 +564,7 @@ func (c *Controller) replace(ctx context.Context, node *corev1.Node, why string)
 	if err != nil {
 		return err
 	}
-	if err := c.provider.DeleteInstance(ctx, current); err != nil && !cloud.IsNotFound(err) {
+	if err := c.provider.DeleteInstance(ctx, current); err != nil {
 		return fmt.Errorf("deleting the instance of node %s: %w", node.Name, err)
 	}
 	if err := c.waitGone(ctx, node.Name); err != nil {

@@ -76,6 +76,9 @@ func SetDefaults(c *SpotterConfiguration) {
 	defaultBool(&a.AcknowledgeAzureEvents, true)
 	defaultString(&a.MetricsBindAddress, ":9102")
 
+	if c.Cloud.Provider == "" {
+		c.Cloud.Provider = ProviderKubernetes
+	}
 	defaultString(&c.Pricing.Currency, "USD")
 
 	mg := &c.Manager

@@ -56,6 +56,10 @@ type SpotterConfiguration struct {
 	// Agent configures spotter-agent, the interruption handler on each spot node.
 	Agent AgentConfig `json:"agent"`
 
+	// Cloud says where instances and node groups come from: the migrator adds
+	// and deletes capacity through it.
+	Cloud CloudConfig `json:"cloud"`
+
 	// Pricing gives hourly prices, used to estimate savings.
 	Pricing PricingConfig `json:"pricing"`
 
@@ -206,6 +210,26 @@ type MigratorConfig struct {
 	// MaxSpotUnavailableBackoff caps that pause. Default 4h.
 	MaxSpotUnavailableBackoff metav1.Duration `json:"maxSpotUnavailableBackoff"`
 }
+
+// CloudConfig chooses the cloud provider.
+type CloudConfig struct {
+	// Provider is kubernetes (labels only: no node groups, deleting an instance
+	// deletes its Node object) or kwok (node groups of kwok Nodes, for the lab
+	// and tests). Default kubernetes. AWS, GCP, Azure and Cluster API come later.
+	Provider CloudProvider `json:"provider"`
+	// KwokConfigFile is the kwok provider's node groups (see
+	// internal/cloud/kwok.Config). Required with provider kwok.
+	KwokConfigFile string `json:"kwokConfigFile"`
+}
+
+// CloudProvider names a cloud provider.
+type CloudProvider string
+
+// Cloud providers.
+const (
+	ProviderKubernetes CloudProvider = "kubernetes"
+	ProviderKwok       CloudProvider = "kwok"
+)
 
 // MigrationMode is the order in which the migrator replaces a node.
 type MigrationMode string

@@ -36,6 +36,7 @@ func Validate(c *SpotterConfiguration) field.ErrorList {
 	}
 	errs = append(errs, validateClassification(&c.Classification, field.NewPath("classification"))...)
 	errs = append(errs, validateDrain(&c.Drain, field.NewPath("drain"))...)
+	errs = append(errs, validateCloud(&c.Cloud, field.NewPath("cloud"))...)
 	errs = append(errs, validateDisruption(&c.Disruption, field.NewPath("disruption"))...)
 	errs = append(errs, validateRescheduler(&c.Rescheduler, field.NewPath("rescheduler"))...)
 	errs = append(errs, validateMigrator(&c.Migrator, field.NewPath("migrator"))...)
@@ -70,6 +71,14 @@ func validateClassification(c *ClassificationConfig, p *field.Path) field.ErrorL
 	}
 	// The map above is unordered; keep messages in a stable order.
 	sortErrors(errs)
+	return errs
+}
+
+func validateCloud(c *CloudConfig, p *field.Path) field.ErrorList {
+	errs := oneOf(p.Child("provider"), c.Provider, ProviderKubernetes, ProviderKwok)
+	if c.Provider == ProviderKwok && c.KwokConfigFile == "" {
+		errs = append(errs, field.Required(p.Child("kwokConfigFile"), "the kwok provider needs its node groups file"))
+	}
 	return errs
 }
 

@@ -1,0 +1,331 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/utils/clock"
+
+	"spotter.dev/spotter/internal/cloud/kwok"
+	"spotter.dev/spotter/internal/controller/migrator"
+	"spotter.dev/spotter/internal/drain"
+	"spotter.dev/spotter/internal/testenv"
+	tu "spotter.dev/spotter/internal/testutil"
+)
+
+// migratorLab is a lab whose nodes come from the kwok provider: an on-demand
+// group of three 4-CPU nodes, and a spot group whose capacity the test sets.
+// Two Deployments (web, under a PDB maxUnavailable 1, and api) fill the
+// on-demand nodes: 3 CPU of pods on each, so each needs a spot node of its own.
+type migratorLab struct {
+	env     *testenv.Env
+	dir     string
+	metrics string
+}
+
+func startMigratorLab(t *testing.T, spotCapacity string, grace int64) *migratorLab {
+	t.Helper()
+	env := testenv.StartLab(t)
+	ctx := testenv.Context(t, 5*time.Minute)
+	dir := t.TempDir()
+	groups := fmt.Sprintf(`interval: 500ms
+nodeGroups:
+- id: od
+  maxSize: 3
+  initialSize: 3
+  cpu: "4"
+  instanceType: m5.xlarge
+  pricePerHour: 0.192
+- id: spot
+  spot: true
+  maxSize: 6
+  cpu: "4"
+  instanceType: m5.xlarge
+  pricePerHour: 0.07
+  provisioningDelay: 2s
+%s`, spotCapacity)
+	if err := os.WriteFile(filepath.Join(dir, "groups.yaml"), []byte(groups), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The on-demand nodes first, through the provider itself, so that they
+	// are its instances: a short-lived provider brings the od group to 3.
+	kc, err := kwok.LoadConfig(filepath.Join(dir, "groups.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := kwok.New(env.Client, clock.RealClock{}, *kc)
+	if err == nil {
+		pctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { _ = p.Start(pctx); close(done) }()
+		testenv.Eventually(t, time.Minute, "three on-demand nodes Ready", func(ctx context.Context) (bool, string, error) {
+			nodes, err := env.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: kwok.NodeGroupLabel + "=od"})
+			if err != nil {
+				return false, "", err
+			}
+			ready := 0
+			for _, n := range nodes.Items {
+				for _, c := range n.Status.Conditions {
+					if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+						ready++
+					}
+				}
+			}
+			return ready == 3, fmt.Sprintf("%d ready", ready), nil
+		})
+		stop()
+		<-done
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"web", "api"} {
+		d := tu.Deployment(w, 3, tu.CPU("1500m"), tu.GracePeriod(grace), tu.AntiAffinity(w, "kubernetes.io/hostname"))
+		if _, err := env.Client.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := env.Client.PolicyV1().PodDisruptionBudgets("default").Create(ctx, tu.PDB("web", "web", tu.MaxUnavailable(1)), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitForPodsRunning("default", "app=web", 3, time.Minute)
+	env.WaitForPodsRunning("default", "app=api", 3, time.Minute)
+	waitPDBsComputed(ctx, t, env)
+	return &migratorLab{env: env, dir: dir}
+}
+
+// start runs `spotter controller` with the migrator on the kwok provider.
+func (l *migratorLab) start(t *testing.T, name, extra string) *testenv.Process {
+	t.Helper()
+	config := filepath.Join(l.dir, "spotter.yaml")
+	body := fmt.Sprintf(`apiVersion: spotter.dev/v1alpha1
+kind: SpotterConfiguration
+cloud:
+  provider: kwok
+  kwokConfigFile: %s
+migrator:
+  enabled: true
+  schedule: "@every 5s"
+  nodeReadyTimeout: 20s
+rescheduler:
+  enabled: false
+drain:
+  evictionBackoff: 200ms
+  maxEvictionBackoff: 1s
+%s`, filepath.Join(l.dir, "groups.yaml"), extra)
+	if err := os.WriteFile(config, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l.metrics = testenv.FreeAddr(t)
+	return testenv.StartSpotter(t, name, "controller", "--config", config, "--kubeconfig", l.env.Kubeconfig,
+		"--metrics-bind-address", l.metrics, "--health-probe-bind-address", "0", "--leader-elect=false")
+}
+
+// watch records, until stop is called, the most web pods unavailable at once
+// and the longest any pod stayed Pending.
+func (l *migratorLab) watch(t *testing.T) (stop func() (worstUnavailable int32, longestPending time.Duration)) {
+	var worst atomic.Int32
+	var mu sync.Mutex
+	var longest time.Duration
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			list, err := l.env.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+			if err == nil {
+				ready := 0
+				for _, p := range list.Items {
+					if p.Labels["app"] == "web" && p.DeletionTimestamp == nil && podReady(p) {
+						ready++
+					}
+					if p.Status.Phase == corev1.PodPending && p.DeletionTimestamp == nil {
+						mu.Lock()
+						longest = max(longest, time.Since(p.CreationTimestamp.Time))
+						mu.Unlock()
+					}
+				}
+				if u := int32(3 - ready); u > worst.Load() {
+					worst.Store(u)
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	return func() (int32, time.Duration) {
+		cancel()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return worst.Load(), longest
+	}
+}
+
+func (l *migratorLab) nodesOf(ctx context.Context, t *testing.T, group string) []corev1.Node {
+	t.Helper()
+	nodes, err := l.env.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: kwok.NodeGroupLabel + "=" + group})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nodes.Items
+}
+
+// Make-before-break with spot capacity for everything: after the runs every
+// pod runs on a spot node, the on-demand nodes are gone, no pod was Pending
+// longer than scheduling takes, and the PDB held all along.
+func TestMigratorReplacesOnDemandBySpot(t *testing.T) {
+	l := startMigratorLab(t, "", 1)
+	ctx := testenv.Context(t, 5*time.Minute)
+	stopWatch := l.watch(t)
+	l.start(t, "controller", "")
+
+	testenv.Eventually(t, 3*time.Minute, "every on-demand node gone and every pod Running on spot", func(ctx context.Context) (bool, string, error) {
+		od := l.nodesOf(ctx, t, "od")
+		pods, err := l.env.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		onSpot := 0
+		var where []string
+		for _, p := range pods.Items {
+			where = append(where, p.Name+"@"+p.Spec.NodeName)
+			if strings.HasPrefix(p.Spec.NodeName, "spot-") && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				onSpot++
+			}
+		}
+		return len(od) == 0 && onSpot == 6 && len(pods.Items) == 6, fmt.Sprintf("%d on-demand nodes; pods %v", len(od), where), nil
+	})
+	worst, pending := stopWatch()
+	if worst > 1 {
+		t.Errorf("the watch saw %d web pods unavailable at once; the PDB allows 1", worst)
+	}
+	t.Logf("longest Pending: %s", pending.Round(100*time.Millisecond))
+	// make-before-break: the spot nodes were Ready before any eviction, so the
+	// replacements only wait for the scheduler and kwok.
+	if pending > 15*time.Second {
+		t.Errorf("a pod was Pending for %s: the spot capacity should have been there before the drain", pending)
+	}
+	if n := len(l.nodesOf(ctx, t, "spot")); n != 3 {
+		t.Errorf("%d spot nodes, want 3 (one per on-demand node)", n)
+	}
+	waitEventReason(t, l.env, migrator.ReasonMigrated)
+	body := scrape(t, l.metrics)
+	if v := metricValue(body, "spotter_migrator_nodes_migrated_total"); v != "3" {
+		t.Errorf("spotter_migrator_nodes_migrated_total %s, want 3", v)
+	}
+}
+
+// No spot capacity: the request is cancelled, nothing is drained, the group
+// backs off, and the reason is in an Event and a metric.
+func TestMigratorSpotUnavailable(t *testing.T) {
+	l := startMigratorLab(t, "  capacityLimit: 0\n", 1)
+	ctx := testenv.Context(t, 5*time.Minute)
+	before := podsByNode(ctx, t, l.env)
+	l.start(t, "controller", "")
+
+	waitEventReason(t, l.env, migrator.ReasonSpotUnavailable)
+	testenv.Eventually(t, 30*time.Second, "the spot shortage counted", func(ctx context.Context) (bool, string, error) {
+		body := scrape(t, l.metrics)
+		return strings.Contains(body, `spotter_migrator_spot_unavailable_total{node_group="spot"} 1`), "", nil
+	})
+	if after := podsByNode(ctx, t, l.env); after != before {
+		t.Errorf("pods moved although no spot capacity came:\nbefore %s\nafter  %s", before, after)
+	}
+	for _, n := range l.nodesOf(ctx, t, "od") {
+		if _, marked, _ := drain.MarkOf(&n); marked || n.Labels[migrator.SelectedForDeletionLabel] != "" || n.Spec.Unschedulable {
+			t.Errorf("%s was touched: labels %v annotations %v", n.Name, n.Labels, n.Annotations)
+		}
+	}
+	if n := len(l.nodesOf(ctx, t, "spot")); n != 0 {
+		t.Errorf("%d spot nodes exist with a capacity limit of 0", n)
+	}
+}
+
+// Spot capacity for one node of three: exactly one on-demand node migrates.
+func TestMigratorPartialCapacity(t *testing.T) {
+	l := startMigratorLab(t, "  capacityLimit: 1\n", 1)
+	ctx := testenv.Context(t, 5*time.Minute)
+	l.start(t, "controller", "")
+
+	testenv.Eventually(t, 2*time.Minute, "one on-demand node replaced and a spot shortage recorded", func(ctx context.Context) (bool, string, error) {
+		body := scrape(t, l.metrics)
+		od := l.nodesOf(ctx, t, "od")
+		return len(od) == 2 && strings.Contains(body, `spotter_migrator_spot_unavailable_total{node_group="spot"}`),
+			fmt.Sprintf("%d on-demand nodes", len(od)), nil
+	})
+	// A few more runs (the group is backed off): still exactly one.
+	time.Sleep(10 * time.Second)
+	if od := l.nodesOf(ctx, t, "od"); len(od) != 2 {
+		t.Errorf("%d on-demand nodes left, want 2", len(od))
+	}
+	if spot := l.nodesOf(ctx, t, "spot"); len(spot) != 1 {
+		t.Errorf("%d spot nodes, want 1", len(spot))
+	}
+	env := l.env
+	env.WaitForPodsRunning("default", "app=web", 3, time.Minute)
+	env.WaitForPodsRunning("default", "app=api", 3, time.Minute)
+}
+
+// kill -9 in the middle of a replacement, then a restart: the node selected
+// for deletion is finished first, not forgotten.
+func TestMigratorRestartFinishesSelected(t *testing.T) {
+	// Long grace periods keep the drain going long enough to kill it midway.
+	l := startMigratorLab(t, "", 20)
+	env := l.env
+	first := l.start(t, "first", "")
+	var selected string
+	testenv.Eventually(t, 2*time.Minute, "a node selected for deletion and draining", func(ctx context.Context) (bool, string, error) {
+		for _, n := range l.nodesOf(ctx, t, "od") {
+			if _, marked, _ := drain.MarkOf(&n); marked && n.Labels[migrator.SelectedForDeletionLabel] != "" {
+				selected = n.Name
+				return true, "", nil
+			}
+		}
+		return false, "", nil
+	})
+	first.Kill()
+	second := l.start(t, "second", "")
+	testenv.Eventually(t, 2*time.Minute, selected+" finished: deleted", func(ctx context.Context) (bool, string, error) {
+		_, err := env.Client.CoreV1().Nodes().Get(ctx, selected, metav1.GetOptions{})
+		return err != nil, "", nil
+	})
+	if log, _ := os.ReadFile(second.Log); !strings.Contains(string(log), "Finishing the replacement of a node selected for deletion") {
+		t.Error("the second controller did not finish the selected node first")
+	}
+}
+
+// podsByNode renders where each pod runs.
+func podsByNode(ctx context.Context, t *testing.T, env *testenv.Env) string {
+	t.Helper()
+	pods, err := env.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range pods.Items {
+		out = append(out, p.Name+"@"+p.Spec.NodeName)
+	}
+	return strings.Join(out, " ")
+}
+
+// waitEventReason waits for an Event with reason, on any object.
+func waitEventReason(t *testing.T, env *testenv.Env, reason string) {
+	t.Helper()
+	testenv.Eventually(t, 2*time.Minute, "an Event "+reason, func(ctx context.Context) (bool, string, error) {
+		list, err := env.Client.EventsV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: fields.Set{"reason": reason}.String()})
+		if err != nil {
+			return false, "", err
+		}
+		return len(list.Items) > 0, "", nil
+	})
+}
