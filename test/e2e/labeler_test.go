@@ -28,6 +28,8 @@ func TestLabelerAsProcess(t *testing.T) {
 		lab.NodeSpec{Name: "spot-1", Class: lab.ClassSpot},
 		lab.NodeSpec{Name: "od-1", Class: lab.ClassOnDemand},
 		lab.NodeSpec{Name: "cp-1", Class: lab.ClassControlPlane},
+		// A control plane on spot: refused, and said so.
+		lab.NodeSpec{Name: "cp-spot", Class: lab.ClassControlPlane, Labels: map[string]string{lab.CapacityTypeLabel: "spot"}},
 	)
 	config := filepath.Join(t.TempDir(), "spotter.yaml")
 	if err := os.WriteFile(config, []byte("apiVersion: spotter.dev/v1alpha1\nkind: SpotterConfiguration\nlabeler:\n  preferSpotTaint: true\n"), 0o644); err != nil {
@@ -71,6 +73,16 @@ func TestLabelerAsProcess(t *testing.T) {
 	}
 	if len(cp.Spec.Taints) != 1 || cp.Spec.Taints[0].Key != lab.ControlPlaneRole {
 		t.Errorf("control-plane taints changed: %v", cp.Spec.Taints)
+	}
+
+	waitEventOn(t, env, "cp-spot", "SpotterControlPlaneOnSpot")
+	testenv.Eventually(t, 30*time.Second, "spotter_control_plane_on_spot_nodes 1", func(context.Context) (bool, string, error) {
+		return strings.Contains(scrape(t, metrics), "spotter_control_plane_on_spot_nodes 1"), "", nil
+	})
+	if n, err := env.Client.CoreV1().Nodes().Get(testenv.Context(t, time.Minute), "cp-spot", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	} else if _, labelled := n.Labels["cluster.x-k8s.io/interruptible"]; labelled {
+		t.Error("a control-plane node on spot was labelled interruptible")
 	}
 
 	for path, wantBody := range map[string]string{

@@ -77,6 +77,10 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	class := c.classifier.Classify(node)
 	c.classes.set(node.Name, class.Class)
+	if c.classes.warn(node.Name, class.Class == classify.ControlPlane && class.Warning != "") && c.recorder != nil {
+		klog.FromContext(ctx).Error(nil, "Control-plane node on spot", "node", klog.KObj(node), "warning", class.Warning)
+		c.recorder.Eventf(node, nil, corev1.EventTypeWarning, "SpotterControlPlaneOnSpot", "Classify", "%s", class.Warning)
+	}
 	if class.Class == classify.ControlPlane {
 		return reconcile.Result{}, nil
 	}

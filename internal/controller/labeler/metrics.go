@@ -19,21 +19,51 @@ var nodesByClass = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 
 const labelClass = "class"
 
+// controlPlaneOnSpot is spotter_control_plane_on_spot_nodes: control-plane
+// nodes that also look like spot. Spotter never uses them as spot; the count
+// should be 0.
+var controlPlaneOnSpot = prometheus.NewGauge(prometheus.GaugeOpts{
+	Namespace: "spotter",
+	Name:      "control_plane_on_spot_nodes",
+	Help:      "Control-plane nodes that also carry spot markers: an error in the cluster's setup; Spotter never uses them as spot.",
+})
+
 func init() {
-	metrics.Registry.MustRegister(nodesByClass)
+	metrics.Registry.MustRegister(nodesByClass, controlPlaneOnSpot)
 }
 
-// classCounter remembers each node's class and keeps nodesByClass in step.
+// classCounter remembers each node's class and keeps nodesByClass (and
+// controlPlaneOnSpot) in step.
 type classCounter struct {
-	mu    sync.Mutex
-	nodes map[string]classify.Class
+	mu     sync.Mutex
+	nodes  map[string]classify.Class
+	warned map[string]bool // control-plane nodes on spot
 }
 
 func newClassCounter() *classCounter {
 	for _, c := range []classify.Class{classify.Spot, classify.OnDemand, classify.ControlPlane, classify.Excluded, classify.Unknown} {
 		nodesByClass.WithLabelValues(string(c)).Set(0)
 	}
-	return &classCounter{nodes: map[string]classify.Class{}}
+	controlPlaneOnSpot.Set(0)
+	return &classCounter{nodes: map[string]classify.Class{}, warned: map[string]bool{}}
+}
+
+// warn records whether node is a control-plane node on spot, and reports
+// whether that is new (so that it is said once in an Event).
+func (c *classCounter) warn(node string, onSpot bool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.warned[node] == onSpot {
+		return false
+	}
+	if onSpot {
+		c.warned[node] = true
+		controlPlaneOnSpot.Inc()
+	} else {
+		delete(c.warned, node)
+		controlPlaneOnSpot.Dec()
+	}
+	return onSpot
 }
 
 func (c *classCounter) set(node string, class classify.Class) {
@@ -55,5 +85,9 @@ func (c *classCounter) forget(node string) {
 	if old, ok := c.nodes[node]; ok {
 		nodesByClass.WithLabelValues(string(old)).Dec()
 		delete(c.nodes, node)
+	}
+	if c.warned[node] {
+		delete(c.warned, node)
+		controlPlaneOnSpot.Dec()
 	}
 }
