@@ -104,8 +104,9 @@ nodeGroups:
 	return &migratorLab{env: env, dir: dir}
 }
 
-// start runs `spotter controller` with the migrator on the kwok provider.
-func (l *migratorLab) start(t *testing.T, name, extra string) *testenv.Process {
+// start runs `spotter controller` with the migrator on the kwok provider;
+// migratorExtra adds lines to the migrator section.
+func (l *migratorLab) start(t *testing.T, name, migratorExtra string) *testenv.Process {
 	t.Helper()
 	config := filepath.Join(l.dir, "spotter.yaml")
 	body := fmt.Sprintf(`apiVersion: spotter.dev/v1alpha1
@@ -117,12 +118,13 @@ migrator:
   enabled: true
   schedule: "@every 5s"
   nodeReadyTimeout: 20s
+%s
 rescheduler:
   enabled: false
 drain:
   evictionBackoff: 200ms
   maxEvictionBackoff: 1s
-%s`, filepath.Join(l.dir, "groups.yaml"), extra)
+`, filepath.Join(l.dir, "groups.yaml"), strings.TrimRight(migratorExtra, "\n"))
 	if err := os.WriteFile(config, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -328,4 +330,40 @@ func waitEventReason(t *testing.T, env *testenv.Env, reason string) {
 		}
 		return len(list.Items) > 0, "", nil
 	})
+}
+
+// Drain-first, the older tools' order: with spot room already there, each
+// on-demand node is drained and deleted, and its pods go to spot.
+func TestMigratorDrainFirst(t *testing.T) {
+	l := startMigratorLab(t, "  initialSize: 3\n", 1)
+	l.start(t, "controller", "  mode: DrainFirst\n")
+	testenv.Eventually(t, 3*time.Minute, "every on-demand node gone and every pod Running on spot", func(ctx context.Context) (bool, string, error) {
+		od := l.nodesOf(ctx, t, "od")
+		where := podsByNode(ctx, t, l.env)
+		return len(od) == 0 && strings.Count(where, "@spot-") == 6, fmt.Sprintf("%d on-demand nodes; %s", len(od), where), nil
+	})
+	if n := len(l.nodesOf(testenv.Context(t, time.Minute), t, "spot")); n != 3 {
+		t.Errorf("%d spot nodes, want the 3 that were there: drain-first asks for none", n)
+	}
+}
+
+// Dry run: the migrator says what it would do and changes nothing.
+func TestMigratorDryRun(t *testing.T) {
+	l := startMigratorLab(t, "", 1)
+	ctx := testenv.Context(t, 5*time.Minute)
+	before := podsByNode(ctx, t, l.env)
+	l.start(t, "controller", "  dryRun: true\n")
+	waitEventReason(t, l.env, migrator.ReasonWouldMigrate)
+	time.Sleep(6 * time.Second) // another run
+	if after := podsByNode(ctx, t, l.env); after != before {
+		t.Errorf("a dry run moved pods:\nbefore %s\nafter  %s", before, after)
+	}
+	if n := len(l.nodesOf(ctx, t, "spot")); n != 0 {
+		t.Errorf("a dry run asked for %d spot nodes", n)
+	}
+	for _, n := range l.nodesOf(ctx, t, "od") {
+		if _, marked, _ := drain.MarkOf(&n); marked || n.Labels[migrator.SelectedForDeletionLabel] != "" {
+			t.Errorf("a dry run marked %s", n.Name)
+		}
+	}
 }
