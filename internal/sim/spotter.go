@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +14,7 @@ import (
 	"spotter.dev/spotter/internal/agent/notice"
 	"spotter.dev/spotter/internal/classify"
 	"spotter.dev/spotter/internal/controller/labeler"
+	"spotter.dev/spotter/internal/controller/migrator"
 	"spotter.dev/spotter/internal/controller/rescheduler"
 	"spotter.dev/spotter/internal/disruption"
 	"spotter.dev/spotter/internal/plan"
@@ -361,10 +363,21 @@ func (m *migratorModel) step(ctx context.Context, w *World) error {
 			if err != nil {
 				return err
 			}
+			// The migrator's own order: selected, unschedulable, tainted by
+			// the cluster autoscaler, oldest.
+			byName := map[string]*corev1.Node{}
+			for _, n := range w.Snapshot().Nodes {
+				byName[n.Name] = n
+			}
+			var candidates []*corev1.Node
 			for _, n := range p.Nodes {
-				if len(m.queue) < int(mc.MaxNodesPerRun) && migratable(&n) {
-					m.queue = append(m.queue, n.Name)
+				if migratable(&n) && byName[n.Name] != nil {
+					candidates = append(candidates, byName[n.Name])
 				}
+			}
+			slices.SortStableFunc(candidates, migrator.CompareCandidates)
+			for _, n := range candidates[:min(len(candidates), int(mc.MaxNodesPerRun))] {
+				m.queue = append(m.queue, n.Name)
 			}
 		}
 	}

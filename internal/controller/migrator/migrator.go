@@ -285,19 +285,24 @@ func (c *Controller) nextCandidate(snap *snapshot.Snapshot, tried map[string]boo
 		}
 		candidates = append(candidates, n)
 	}
-	slices.SortStableFunc(candidates, func(a, b *corev1.Node) int {
-		if d := cmp.Compare(rank(a), rank(b)); d != 0 {
-			return d
-		}
-		if d := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); d != 0 {
-			return d
-		}
-		return cmp.Compare(a.Name, b.Name)
-	})
+	slices.SortStableFunc(candidates, CompareCandidates)
 	if len(candidates) == 0 {
 		return nil
 	}
 	return candidates[0]
+}
+
+// CompareCandidates orders two on-demand nodes as the migrator takes them:
+// already selected for deletion, unschedulable, tainted by the cluster
+// autoscaler, then oldest (then by name). The simulator calls it too.
+func CompareCandidates(a, b *corev1.Node) int {
+	if d := cmp.Compare(rank(a), rank(b)); d != 0 {
+		return d
+	}
+	if d := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); d != 0 {
+		return d
+	}
+	return cmp.Compare(a.Name, b.Name)
 }
 
 // rank orders candidates: lower first.
