@@ -77,6 +77,7 @@ func TestValidate(t *testing.T) {
 		{"duplicate id", kwok.Config{NodeGroups: []kwok.NodeGroupConfig{valid(), valid()}}, []string{"nodeGroups[1].id"}},
 		{"sizes", with(func(g *kwok.NodeGroupConfig) { g.MinSize, g.MaxSize, g.InitialSize = 2, 1, 3 }),
 			[]string{"nodeGroups[0].maxSize", "nodeGroups[0].initialSize"}},
+		{"negative initial", with(func(g *kwok.NodeGroupConfig) { g.InitialSize = -1 }), []string{"nodeGroups[0].initialSize"}},
 		{"negative min", with(func(g *kwok.NodeGroupConfig) { g.MinSize = -1 }), []string{"nodeGroups[0].minSize"}},
 		{"zero max", with(func(g *kwok.NodeGroupConfig) { g.MaxSize = 0 }), []string{"nodeGroups[0].maxSize"}},
 		{"quantities", with(func(g *kwok.NodeGroupConfig) { g.CPU, g.Memory, g.Pods = "lots", "0", "-1" }),

@@ -62,7 +62,7 @@ func newNodeGroup(p *Provider, cfg NodeGroupConfig, now time.Time) (*NodeGroup, 
 		}
 	}
 	// The initial size is due at once.
-	for range cfg.InitialSize {
+	for range max(cfg.InitialSize, cfg.MinSize) {
 		g.request(now.Add(-cfg.ProvisioningDelay.Duration))
 	}
 	return g, nil

@@ -75,7 +75,7 @@ type Provider struct {
 }
 
 var (
-	_ cloud.Provider = (*Provider)(nil)
+	_ cloud.Provider  = (*Provider)(nil)
 	_ cloud.NodeGroup = (*NodeGroup)(nil)
 )
 
