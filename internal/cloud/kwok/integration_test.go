@@ -180,7 +180,12 @@ func TestAgainstAPIServer(t *testing.T) {
 		runCtx, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- p.Start(runCtx) }()
-		t.Cleanup(func() { stop(); <-done })
+		t.Cleanup(func() {
+			stop()
+			if err := <-done; err != nil {
+				t.Errorf("Start returned %v", err)
+			}
+		})
 		select {
 		case <-p.Synced():
 		case <-ctx.Done():
