@@ -72,9 +72,11 @@ func ValidateNodeGroup(ctx context.Context, g NodeGroup) error {
 }
 
 // UsableNodeGroups lists p's node groups and splits them into those Spotter may
-// scale and those it refuses (each refusal an error, a *ControlPlaneError for a
-// control-plane group on spot). err is set only when the groups could not be
-// listed; callers report refused and carry on with usable.
+// scale and, as one error each, those it refuses or could not check: a
+// *ControlPlaneError for a group that would put the control plane on spot, the
+// TemplateNode error (for example a *ThrottledError) otherwise. err is set only
+// when the groups could not be listed; callers report refused and carry on
+// with usable.
 func UsableNodeGroups(ctx context.Context, p Provider) (usable []NodeGroup, refused []error, err error) {
 	groups, err := p.NodeGroups(ctx)
 	if err != nil {

@@ -49,8 +49,9 @@ type NodeGroupConfig struct {
 	MinSize int `json:"minSize,omitempty"`
 	// MaxSize is the largest target size; at least 1 and at least MinSize.
 	MaxSize int `json:"maxSize"`
-	// InitialSize is the target size when the provider starts, between MinSize
-	// and MaxSize. Nodes left by an earlier run count towards it.
+	// InitialSize is the target size when the provider starts, at most MaxSize;
+	// below MinSize (as when unset) it is MinSize. Nodes left by an earlier run
+	// count towards it.
 	InitialSize int `json:"initialSize,omitempty"`
 	// InstanceType sets node.kubernetes.io/instance-type. Default "lab.large".
 	InstanceType string `json:"instanceType,omitempty"`
@@ -159,8 +160,8 @@ func (g *NodeGroupConfig) validate(path *field.Path) field.ErrorList {
 	if g.MaxSize < 1 || g.MaxSize < g.MinSize {
 		errs = append(errs, field.Invalid(path.Child("maxSize"), g.MaxSize, "must be at least 1 and at least minSize"))
 	}
-	if g.InitialSize < g.MinSize || g.InitialSize > g.MaxSize {
-		errs = append(errs, field.Invalid(path.Child("initialSize"), g.InitialSize, "must be between minSize and maxSize"))
+	if g.InitialSize < 0 || g.InitialSize > g.MaxSize {
+		errs = append(errs, field.Invalid(path.Child("initialSize"), g.InitialSize, "must be between 0 and maxSize"))
 	}
 	for _, r := range []struct{ name, q string }{{"cpu", g.CPU}, {"memory", g.Memory}, {"pods", g.Pods}} {
 		name, q := r.name, r.q

@@ -62,7 +62,7 @@ func newNodeGroup(p *Provider, cfg NodeGroupConfig, now time.Time) (*NodeGroup, 
 		}
 	}
 	// The initial size is due at once.
-	for range cfg.InitialSize {
+	for range max(cfg.InitialSize, cfg.MinSize) {
 		g.request(now.Add(-cfg.ProvisioningDelay.Duration))
 	}
 	return g, nil
@@ -162,10 +162,17 @@ func (g *NodeGroup) reconcile(ctx context.Context, now time.Time) error {
 		if limited && len(g.nodes) >= limit {
 			err := cloud.NewCapacityUnavailableError(g.cfg.ID,
 				fmt.Errorf("capacity is %d nodes and the group has %d", limit, len(g.nodes)))
+			held := 0
 			for i := range g.requests {
-				if !now.Before(g.requests[i].at.Add(delay)) {
-					g.requests[i].err = err
+				if r := &g.requests[i]; !now.Before(r.at.Add(delay)) {
+					if !cloud.IsCapacityUnavailable(r.err) {
+						held++
+					}
+					r.err = err
 				}
+			}
+			if held > 0 {
+				log.Info("Requests held back: no capacity", "requests", held, "capacity", limit, "nodes", len(g.nodes))
 			}
 			break
 		}

@@ -75,7 +75,7 @@ type Provider struct {
 }
 
 var (
-	_ cloud.Provider = (*Provider)(nil)
+	_ cloud.Provider  = (*Provider)(nil)
 	_ cloud.NodeGroup = (*NodeGroup)(nil)
 )
 
@@ -132,6 +132,7 @@ func (p *Provider) NeedLeaderElection() bool { return true }
 // such as the initial size, first), then reconciles every Config.Interval and
 // after each change. A Node of a group deleted behind the provider's back is
 // replaced. Start returns nil when ctx ends, an error when it cannot start.
+// Call it once.
 func (p *Provider) Start(ctx context.Context) error {
 	p.log = klog.FromContext(ctx).WithName("kwok-provider")
 	factory := informers.NewSharedInformerFactoryWithOptions(p.client, 0,

@@ -15,11 +15,18 @@ import (
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"spotter.dev/spotter/internal/cloud"
 	"spotter.dev/spotter/internal/cloud/kwok"
 	"spotter.dev/spotter/internal/lab"
 	"spotter.dev/spotter/internal/testutil"
+)
+
+// The provider runs under a controller-runtime manager, on the leader only.
+var (
+	_ manager.Runnable               = (*kwok.Provider)(nil)
+	_ manager.LeaderElectionRunnable = (*kwok.Provider)(nil)
 )
 
 var epoch = time.Date(2023, 8, 27, 0, 0, 0, 0, time.UTC)

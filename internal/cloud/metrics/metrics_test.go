@@ -3,6 +3,8 @@ package metrics_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -44,9 +46,12 @@ func sample(t *testing.T, name, provider, method, kind string) float64 {
 	return 0
 }
 
+var runs atomic.Int32
+
 func TestDecorateCountsCallsAndErrors(t *testing.T) {
 	ctx := context.Background()
-	const name = "metrics-test" // a provider name of its own keeps the counts apart
+	// A provider name of its own keeps the counts apart, also with -count.
+	name := fmt.Sprintf("metrics-test-%d", runs.Add(1))
 	inner := fake.New(name)
 	g := fake.NewNodeGroup("spot-a", true, 0, 2)
 	inner.AddNodeGroup(g)
