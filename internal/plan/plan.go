@@ -306,6 +306,27 @@ func (p *Planner) FitsOnSpot(ctx context.Context, s *snapshot.Snapshot, pod *cor
 	return dest, reason, nil
 }
 
+// SpotRecheck returns a hook for drain.Request.BeforeEvict: it reads the
+// cluster as it is now (read, typically from an informer cache) and refuses to
+// evict a pod that no longer fits on a spot node. The rescheduler and the
+// migrator drain with it, because the cluster changes while a node drains.
+func (p *Planner) SpotRecheck(read func(context.Context) (*snapshot.Snapshot, error)) func(context.Context, *corev1.Pod) error {
+	return func(ctx context.Context, pod *corev1.Pod) error {
+		s, err := read(ctx)
+		if err != nil {
+			return err
+		}
+		dest, reason, err := p.FitsOnSpot(ctx, s, pod)
+		if err != nil {
+			return err
+		}
+		if dest == "" {
+			return fmt.Errorf("no longer fits on spot: %s", reason)
+		}
+		return nil
+	}
+}
+
 // share is a node's requested share of its scarcer resource.
 func share(np *NodePlan) float64 {
 	return max(ratio(np.CPURequested, np.CPUAllocatable), ratio(np.MemoryRequested, np.MemoryAllocatable))
@@ -466,12 +487,13 @@ func (r *run) place(ctx context.Context, pod *corev1.Pod) (string, string, *core
 		}
 		rejected[describe(status)]++
 	}
-	return "", summarize(rejected, len(r.spot)), nil
+	return "", summarize(rejected, len(r.spot), "spot nodes"), nil
 }
 
 // summarize renders rejection counts the way the scheduler does:
-// "0/5 spot nodes fit: 3 NodeResourcesFit: Insufficient cpu, 2 TaintToleration: ...".
-func summarize(rejected map[string]int, total int) string {
+// "0/5 spot nodes fit: 3 NodeResourcesFit: Insufficient cpu, 2 TaintToleration: ...",
+// where what names the nodes ("spot nodes").
+func summarize(rejected map[string]int, total int, what string) string {
 	reasons := make([]string, 0, len(rejected))
 	for reason := range rejected {
 		reasons = append(reasons, reason)
@@ -486,7 +508,7 @@ func summarize(rejected map[string]int, total int) string {
 	for i, reason := range reasons {
 		parts[i] = fmt.Sprintf("%d %s", rejected[reason], reason)
 	}
-	return fmt.Sprintf("0/%d spot nodes fit: %s", total, strings.Join(parts, ", "))
+	return fmt.Sprintf("0/%d %s fit: %s", total, what, strings.Join(parts, ", "))
 }
 
 // request returns the pod's CPU and memory requests as the scheduler computes

@@ -3,8 +3,6 @@ package plan
 import (
 	"context"
 	"fmt"
-	"sort"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -142,7 +140,7 @@ func (e *Engine) Schedule(ctx context.Context, req ScheduleRequest) ([]Placement
 			feasible = append(feasible, ni)
 		}
 		if len(feasible) == 0 {
-			p.Reason = summarizeNodes(rejected, len(eligible))
+			p.Reason = summarize(rejected, len(eligible), "nodes")
 			out = append(out, p)
 			continue
 		}
@@ -210,21 +208,3 @@ func (e *Engine) info(pod *corev1.Pod) *framework.PodInfo {
 	return pi
 }
 
-// summarizeNodes renders rejection counts as the scheduler does.
-func summarizeNodes(rejected map[string]int, total int) string {
-	reasons := make([]string, 0, len(rejected))
-	for reason := range rejected {
-		reasons = append(reasons, reason)
-	}
-	sort.Slice(reasons, func(i, j int) bool {
-		if rejected[reasons[i]] != rejected[reasons[j]] {
-			return rejected[reasons[i]] > rejected[reasons[j]]
-		}
-		return reasons[i] < reasons[j]
-	})
-	parts := make([]string, len(reasons))
-	for i, reason := range reasons {
-		parts[i] = fmt.Sprintf("%d %s", rejected[reason], reason)
-	}
-	return fmt.Sprintf("0/%d nodes fit: %s", total, strings.Join(parts, ", "))
-}

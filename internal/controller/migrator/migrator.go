@@ -580,21 +580,10 @@ func (c *Controller) replace(ctx context.Context, node *corev1.Node, why string)
 	return nil
 }
 
-// recheck is called before each eviction: the pod must still fit on spot in
-// the cluster as it is now (the new spot nodes included).
+// recheck is called before each eviction: the pod must still fit on a spot
+// node of the cluster as the cache shows it now.
 func (c *Controller) recheck(ctx context.Context, pod *corev1.Pod) error {
-	snap, err := snapshot.FromReader(ctx, c.reader)
-	if err != nil {
-		return err
-	}
-	dest, reason, err := c.planner.FitsOnSpot(ctx, snap, pod)
-	if err != nil {
-		return err
-	}
-	if dest == "" {
-		return fmt.Errorf("no longer fits on spot: %s", reason)
-	}
-	return nil
+	return c.planner.SpotRecheck(func(ctx context.Context) (*snapshot.Snapshot, error) { return snapshot.FromReader(ctx, c.reader) })(ctx, pod)
 }
 
 func (c *Controller) taintForDeletion(ctx context.Context, name string) error {

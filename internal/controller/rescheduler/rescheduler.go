@@ -242,20 +242,9 @@ func (c *Controller) drainNode(ctx context.Context, target *plan.NodePlan, snap 
 }
 
 // recheck is called before each eviction: the pod must still fit on a spot
-// node in the cluster as it is now.
+// node of the cluster as the cache shows it now.
 func (c *Controller) recheck(ctx context.Context, pod *corev1.Pod) error {
-	snap, err := snapshot.FromReader(ctx, c.reader)
-	if err != nil {
-		return err
-	}
-	dest, reason, err := c.planner.FitsOnSpot(ctx, snap, pod)
-	if err != nil {
-		return err
-	}
-	if dest == "" {
-		return fmt.Errorf("no longer fits on spot: %s", reason)
-	}
-	return nil
+	return c.planner.SpotRecheck(func(ctx context.Context) (*snapshot.Snapshot, error) { return snapshot.FromReader(ctx, c.reader) })(ctx, pod)
 }
 
 // waitReplacements waits until every pod of the drained workloads runs again,
