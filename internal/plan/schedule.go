@@ -207,4 +207,3 @@ func (e *Engine) info(pod *corev1.Pod) *framework.PodInfo {
 	e.infos[pod] = pi
 	return pi
 }
-
