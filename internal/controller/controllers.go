@@ -50,7 +50,7 @@ func Setup(mgr ctrl.Manager, cfg *v1alpha1.SpotterConfiguration) ([]string, erro
 	}
 	var started []string
 	if *cfg.Migrator.Enabled {
-		provider, err := newProvider(mgr, kube, cfg)
+		provider, synced, err := newProvider(mgr, kube, cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -73,6 +73,7 @@ func Setup(mgr ctrl.Manager, cfg *v1alpha1.SpotterConfiguration) ([]string, erro
 				SpotUnavailableBackoff: cfg.Migrator.SpotUnavailableBackoff.Duration,
 				MaxSpotUnavailable:     cfg.Migrator.MaxSpotUnavailableBackoff.Duration,
 				ShutdownGracePeriod:    cfg.Drain.ShutdownGracePeriod.Duration,
+				ProviderSynced:         synced,
 				OwnNode:                os.Getenv("NODE_NAME"),
 				DryRun:                 dryRun,
 			})
@@ -138,29 +139,30 @@ func newDrainer(kube kubernetes.Interface, recorder events.EventRecorder, cfg *v
 	})
 }
 
-// newProvider builds the configured cloud provider, with its metrics. The kwok
-// provider runs as a Runnable of the manager, on the leader only.
-func newProvider(mgr ctrl.Manager, kube kubernetes.Interface, cfg *v1alpha1.SpotterConfiguration) (cloud.Provider, error) {
+// newProvider builds the configured cloud provider, with its metrics, and a
+// channel closed once it knows its instances (nil when it needs no start). The
+// kwok provider runs as a Runnable of the manager, on the leader only.
+func newProvider(mgr ctrl.Manager, kube kubernetes.Interface, cfg *v1alpha1.SpotterConfiguration) (cloud.Provider, <-chan struct{}, error) {
 	switch cfg.Cloud.Provider {
 	case v1alpha1.ProviderKwok:
 		kc, err := kwok.LoadConfig(cfg.Cloud.KwokConfigFile)
 		if err != nil {
-			return nil, fmt.Errorf("cloud.kwokConfigFile: %w", err)
+			return nil, nil, fmt.Errorf("cloud.kwokConfigFile: %w", err)
 		}
 		p, err := kwok.New(kube, clock.RealClock{}, *kc)
 		if err != nil {
-			return nil, fmt.Errorf("cloud.kwokConfigFile %s: %w", cfg.Cloud.KwokConfigFile, err)
+			return nil, nil, fmt.Errorf("cloud.kwokConfigFile %s: %w", cfg.Cloud.KwokConfigFile, err)
 		}
 		if err := mgr.Add(p); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return cloudmetrics.Decorate(p), nil
+		return cloudmetrics.Decorate(p), p.Synced(), nil
 	default:
 		p, err := kubeprovider.New(kube, cfg.Classification, cfg.Pricing)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return cloudmetrics.Decorate(p), nil
+		return cloudmetrics.Decorate(p), nil, nil
 	}
 }
 

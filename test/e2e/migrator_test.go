@@ -347,23 +347,34 @@ func TestMigratorDrainFirst(t *testing.T) {
 	}
 }
 
-// Dry run: the migrator says what it would do and changes nothing.
+// Dry run, in both modes: the migrator says what it would do and changes
+// nothing.
 func TestMigratorDryRun(t *testing.T) {
-	l := startMigratorLab(t, "", 1)
-	ctx := testenv.Context(t, 5*time.Minute)
-	before := podsByNode(ctx, t, l.env)
-	l.start(t, "controller", "  dryRun: true\n")
-	waitEventReason(t, l.env, migrator.ReasonWouldMigrate)
-	time.Sleep(6 * time.Second) // another run
-	if after := podsByNode(ctx, t, l.env); after != before {
-		t.Errorf("a dry run moved pods:\nbefore %s\nafter  %s", before, after)
-	}
-	if n := len(l.nodesOf(ctx, t, "spot")); n != 0 {
-		t.Errorf("a dry run asked for %d spot nodes", n)
-	}
-	for _, n := range l.nodesOf(ctx, t, "od") {
-		if _, marked, _ := drain.MarkOf(&n); marked || n.Labels[migrator.SelectedForDeletionLabel] != "" {
-			t.Errorf("a dry run marked %s", n.Name)
-		}
+	for _, mode := range []string{"MakeBeforeBreak", "DrainFirst"} {
+		t.Run(mode, func(t *testing.T) {
+			l := startMigratorLab(t, "  initialSize: 1\n", 1)
+			ctx := testenv.Context(t, 5*time.Minute)
+			testenv.Eventually(t, time.Minute, "the spot node", func(ctx context.Context) (bool, string, error) {
+				return len(l.nodesOf(ctx, t, "spot")) == 1, "", nil
+			})
+			before := podsByNode(ctx, t, l.env)
+			l.start(t, "controller", "  dryRun: true\n  mode: "+mode+"\n")
+			waitEventReason(t, l.env, migrator.ReasonWouldMigrate)
+			time.Sleep(6 * time.Second) // another run
+			if after := podsByNode(ctx, t, l.env); after != before {
+				t.Errorf("a dry run moved pods:\nbefore %s\nafter  %s", before, after)
+			}
+			if od := l.nodesOf(ctx, t, "od"); len(od) != 3 {
+				t.Errorf("a dry run deleted on-demand nodes: %d left", len(od))
+			}
+			if n := len(l.nodesOf(ctx, t, "spot")); n != 1 {
+				t.Errorf("a dry run changed the spot group: %d nodes", n)
+			}
+			for _, n := range l.nodesOf(ctx, t, "od") {
+				if _, marked, _ := drain.MarkOf(&n); marked || n.Labels[migrator.SelectedForDeletionLabel] != "" || n.Spec.Unschedulable {
+					t.Errorf("a dry run marked %s", n.Name)
+				}
+			}
+		})
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -87,6 +88,9 @@ type Options struct {
 	NodeGoneTimeout time.Duration
 	// PollInterval paces the waits for nodes. Default 1s.
 	PollInterval time.Duration
+	// ProviderSynced, when set, is closed once the provider knows its
+	// instances; the migrator waits for it before it starts.
+	ProviderSynced <-chan struct{}
 	// OwnNode is the node Spotter runs on: never replaced.
 	OwnNode string
 	DryRun  bool
@@ -143,6 +147,15 @@ func (c *Controller) NeedLeaderElection() bool { return true }
 func (c *Controller) Start(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("controller", Component)
 	ctx = klog.NewContext(ctx, logger)
+	// A provider that learns its instances at start (kwok adopts its Nodes)
+	// must know them before a replacement is finished or sizes are read.
+	if c.opts.ProviderSynced != nil {
+		select {
+		case <-c.opts.ProviderSynced:
+		case <-ctx.Done():
+			return nil
+		}
+	}
 	if !c.opts.DryRun {
 		c.finishSelected(ctx)
 	}
@@ -173,7 +186,7 @@ func (c *Controller) finishSelected(ctx context.Context) {
 	for i := range nodes.Items {
 		node := &nodes.Items[i]
 		logger.Info("Finishing the replacement of a node selected for deletion", "node", klog.KObj(node))
-		if err := c.replace(ctx, node, "finishing a replacement started before a restart"); err != nil {
+		if err := c.replace(ctx, node, "finishing a replacement started before a restart", c.recheck); err != nil {
 			logger.Error(err, "Finishing a replacement", "node", klog.KObj(node))
 		}
 	}
@@ -333,13 +346,35 @@ func (c *Controller) migrate(ctx context.Context, snap *snapshot.Snapshot, node 
 		logger.V(1).Info("Not migratable: the cloud provider does not manage this node's instance", "provider", c.provider.Name())
 		return false, false
 	}
+	// A node whose group is at its minimum size cannot be deleted: do not
+	// drain it only to find that out.
+	if g, err := c.provider.NodeGroupForNode(ctx, node); err == nil {
+		if target, err := g.TargetSize(ctx); err != nil || target-1 < g.MinSize() {
+			logger.V(1).Info("Not migratable: its node group is at its minimum size", "group", g.ID(), "target", target, "min", g.MinSize())
+			return false, false
+		}
+	} else if !cloud.IsNotFound(err) {
+		logger.Error(err, "Looking up the node's group")
+		return false, true
+	}
 	if c.opts.Mode == v1alpha1.MigrationDrainFirst {
 		np, err := c.planWith(ctx, snap, node, groups)
 		if err != nil || !np.Drainable {
 			c.notMigratable(ctx, node, np, err)
 			return false, false
 		}
-		return c.replaceBudgeted(ctx, node, "drain-first: its pods fit on spot node groups")
+		if c.opts.DryRun {
+			logger.Info("Dry run: would drain and delete (drain-first)")
+			c.event(nodeRef(node), corev1.EventTypeNormal, ReasonWouldMigrate, "dry run: would drain and delete this node (drain-first); its pods fit on spot node groups")
+			return false, false
+		}
+		if !c.acquire(ctx, node) {
+			return false, true
+		}
+		defer c.budget.Release(node.Name)
+		// No per-eviction re-check: in drain-first the pods wait for an
+		// autoscaler to bring the spot nodes the plan counted on.
+		return c.replaceOrReport(ctx, node, "drain-first: its pods fit on spot node groups", nil), false
 	}
 
 	var last *plan.NodePlan
@@ -358,12 +393,18 @@ func (c *Controller) migrate(ctx context.Context, snap *snapshot.Snapshot, node 
 			c.event(nodeRef(node), corev1.EventTypeNormal, ReasonWouldMigrate, "dry run: would add %d node(s) to spot group %s, then drain and delete this node", need, g.ID())
 			return false, false
 		}
+		// The budget slot first: capacity asked for and then not used would
+		// sit idle.
+		if !c.acquire(ctx, node) {
+			return false, true
+		}
+		defer c.budget.Release(node.Name)
 		if need > 0 {
 			if !c.addCapacity(ctx, node, g, need) {
 				return false, true // nothing was drained; end the run
 			}
 		}
-		return c.replaceBudgeted(ctx, node, fmt.Sprintf("replaced by spot capacity of group %s", g.ID()))
+		return c.replaceOrReport(ctx, node, fmt.Sprintf("replaced by spot capacity of group %s", g.ID()), c.recheck), false
 	}
 	c.notMigratable(ctx, node, last, nil)
 	return false, false
@@ -458,6 +499,7 @@ func (c *Controller) addCapacity(ctx context.Context, node *corev1.Node, g cloud
 		ready, late := c.newReady(ctx, g, known)
 		if ready >= need {
 			logger.Info("Spot capacity is Ready")
+			delete(c.backoff, g.ID()) // the group delivers again
 			return true
 		}
 		if !c.clock.Now().Before(deadline) || ctx.Err() != nil {
@@ -465,7 +507,9 @@ func (c *Controller) addCapacity(ctx context.Context, node *corev1.Node, g cloud
 			if late != nil {
 				cause = fmt.Errorf("%w: %w", cause, late)
 			}
-			if unfulfilled := need - ready; unfulfilled > 0 {
+			// Only requests still waiting can be cancelled; an instance that
+			// came up but is not Ready is the group's to deal with.
+			if unfulfilled := min(need-ready, c.waiting(ctx, g, known)); unfulfilled > 0 {
 				// A fresh context: the request must be cancelled even at shutdown.
 				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 				if err := g.DecreaseTargetSize(cctx, unfulfilled); err != nil {
@@ -481,6 +525,21 @@ func (c *Controller) addCapacity(ctx context.Context, node *corev1.Node, g cloud
 		case <-c.clock.After(c.opts.PollInterval):
 		}
 	}
+}
+
+// waiting counts the group's new requests not yet fulfilled.
+func (c *Controller) waiting(ctx context.Context, g cloud.NodeGroup, known map[string]bool) int {
+	insts, err := g.Nodes(context.WithoutCancel(ctx))
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, inst := range insts {
+		if !known[inst.ID] && inst.State == cloud.InstanceCreating {
+			n++
+		}
+	}
+	return n
 }
 
 // newReady counts the group's instances not in known whose Node is Ready, and
@@ -514,7 +573,10 @@ func (c *Controller) newReady(ctx context.Context, g cloud.NodeGroup, known map[
 func (c *Controller) spotUnavailable(ctx context.Context, node *corev1.Node, g cloud.NodeGroup, cause error) {
 	f := c.backoff[g.ID()]
 	f.count++
-	wait := min(c.opts.SpotUnavailableBackoff<<min(f.count-1, 20), c.opts.MaxSpotUnavailable)
+	wait := c.opts.MaxSpotUnavailable
+	if shift := f.count - 1; shift < 16 { // beyond, the doubling only overflows
+		wait = min(c.opts.SpotUnavailableBackoff<<shift, c.opts.MaxSpotUnavailable)
+	}
 	f.until = c.clock.Now().Add(wait)
 	c.backoff[g.ID()] = f
 	spotUnavailable.WithLabelValues(g.ID()).Inc()
@@ -524,39 +586,44 @@ func (c *Controller) spotUnavailable(ctx context.Context, node *corev1.Node, g c
 		g.ID(), cause, f.until.UTC().Format(time.RFC3339))
 }
 
-// replaceBudgeted replaces node within the shared disruption budget.
-func (c *Controller) replaceBudgeted(ctx context.Context, node *corev1.Node, why string) (ok, stop bool) {
+// acquire takes a slot of the shared disruption budget for node, within an
+// allowed window.
+func (c *Controller) acquire(ctx context.Context, node *corev1.Node) bool {
+	if open, next := c.budget.Open(c.clock.Now()); !open {
+		klog.FromContext(ctx).Info("The drain window closed; ending the run", "nextWindow", next)
+		return false
+	}
 	if err := c.budget.Acquire(node.Name, Component); err != nil {
 		klog.FromContext(ctx).Info("Not replacing now", "reason", err.Error())
-		return false, true
+		return false
 	}
-	defer c.budget.Release(node.Name)
-	if err := c.replace(ctx, node, why); err != nil {
+	return true
+}
+
+// replaceOrReport replaces node and reports a failure.
+func (c *Controller) replaceOrReport(ctx context.Context, node *corev1.Node, why string, recheck func(context.Context, *corev1.Pod) error) bool {
+	if err := c.replace(ctx, node, why, recheck); err != nil {
 		klog.FromContext(ctx).Error(err, "Replacing the node")
 		c.event(nodeRef(node), corev1.EventTypeWarning, ReasonMigrationFailed, "%v", err)
-		return false, false
+		return false
 	}
-	return true, false
+	return true
 }
 
 // replace selects node for deletion, drains it, taints it for deletion,
 // deletes its instance and waits for the Node object to go. A failed drain is
 // rolled back (the selection label too).
-func (c *Controller) replace(ctx context.Context, node *corev1.Node, why string) error {
+func (c *Controller) replace(ctx context.Context, node *corev1.Node, why string, recheck func(context.Context, *corev1.Pod) error) error {
 	logger := klog.FromContext(ctx)
 	if err := c.patchNode(ctx, node.Name, fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, SelectedForDeletionLabel, fmt.Sprint(c.clock.Now().Unix()))); err != nil {
 		return fmt.Errorf("selecting node %s for deletion: %w", node.Name, err)
 	}
 	c.event(nodeRef(node), corev1.EventTypeNormal, ReasonSelected, "selected for deletion: %s", why)
 	dctx, cancel := drain.Outlive(ctx, c.clock, c.opts.ShutdownGracePeriod)
-	_, err := c.drainer.Drain(dctx, drain.Request{Node: node.Name, Reason: why, KeepMarks: true, BeforeEvict: c.recheck})
+	_, err := c.drainer.Drain(dctx, drain.Request{Node: node.Name, Reason: why, KeepMarks: true, BeforeEvict: recheck})
 	cancel()
 	if err != nil {
-		uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer ucancel()
-		if perr := c.patchNode(uctx, node.Name, fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, SelectedForDeletionLabel)); perr != nil {
-			logger.Error(perr, "Removing the selection label after a failed drain")
-		}
+		c.unselect(ctx, node.Name, false)
 		return fmt.Errorf("node %s not replaced: %w", node.Name, err)
 	}
 	if err := c.taintForDeletion(ctx, node.Name); err != nil {
@@ -569,8 +636,13 @@ func (c *Controller) replace(ctx context.Context, node *corev1.Node, why string)
 	if err != nil {
 		return err
 	}
-	if err := c.provider.DeleteInstance(ctx, current); err != nil {
-		return fmt.Errorf("deleting the instance of node %s: %w", node.Name, err)
+	// NotFound: the instance is gone already (a replacement that stopped
+	// after the delete); the Node object follows.
+	if err := c.provider.DeleteInstance(ctx, current); err != nil && !cloud.IsNotFound(err) {
+		// The node stays: give it back, schedulable, rather than leave it
+		// drained and marked.
+		c.unselect(ctx, node.Name, true)
+		return fmt.Errorf("deleting the instance of node %s: %w; the node was given back", node.Name, err)
 	}
 	if err := c.waitGone(ctx, node.Name); err != nil {
 		return err
@@ -584,6 +656,38 @@ func (c *Controller) replace(ctx context.Context, node *corev1.Node, why string)
 // node of the cluster as the cache shows it now.
 func (c *Controller) recheck(ctx context.Context, pod *corev1.Pod) error {
 	return c.planner.SpotRecheck(func(ctx context.Context) (*snapshot.Snapshot, error) { return snapshot.FromReader(ctx, c.reader) })(ctx, pod)
+}
+
+// unselect gives a node back after a failed replacement: the selection label,
+// the drain marks (when drained is set; a failed drain rolls its own back) and
+// the deletion taint go.
+func (c *Controller) unselect(ctx context.Context, name string, drained bool) {
+	logger := klog.FromContext(ctx)
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if drained {
+		if err := c.drainer.Unmark(uctx, name, true); err != nil {
+			logger.Error(err, "Removing the drain marks of a node that was not deleted", "node", name)
+		}
+	}
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := c.kube.CoreV1().Nodes().Get(uctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		delete(node.Labels, SelectedForDeletionLabel)
+		kept := node.Spec.Taints[:0]
+		for _, t := range node.Spec.Taints {
+			if t.Key != ToBeDeletedTaint {
+				kept = append(kept, t)
+			}
+		}
+		node.Spec.Taints = kept
+		_, err = c.kube.CoreV1().Nodes().Update(uctx, node, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		logger.Error(err, "Giving a node back after a failed replacement", "node", name)
+	}
 }
 
 func (c *Controller) taintForDeletion(ctx context.Context, name string) error {
