@@ -474,11 +474,11 @@ func (r *run) place(ctx context.Context, pod, orig *corev1.Pod) (string, string,
 		score := max(ratio(used.GetMilliCPU()+cpu, alloc.GetMilliCPU()), ratio(used.GetMemory()+mem, alloc.GetMemory()))
 		cands = append(cands, candidate{name, ni, score})
 	}
-	sort.Slice(cands, func(i, j int) bool {
-		if cands[i].score != cands[j].score {
-			return cands[i].score > cands[j].score
+	slices.SortFunc(cands, func(a, b candidate) int {
+		if c := cmp.Compare(b.score, a.score); c != 0 {
+			return c
 		}
-		return cands[i].name < cands[j].name
+		return strings.Compare(a.name, b.name)
 	})
 	for _, c := range cands {
 		status := r.fit.filter(ctx, cyc, pod, c.info)
