@@ -67,25 +67,34 @@ var initMetrics sync.Once
 
 // newFitter builds the scheduler framework over the objects of s. Only the
 // nodes for which destination returns true keep resource accounting: pods bound
-// to other nodes enter the snapshot without their requests (see
-// withoutRequests), because no pod is ever placed there and computing requests
-// is the most expensive part of building the snapshot.
+// to other nodes enter the snapshot with zero requests (see sizedPodInfo),
+// because no pod is ever placed there and computing requests is the most
+// expensive part of building the snapshot. Pods bound to nodes that are not in
+// s are left out, as the plugins skip NodeInfos without a node.
 func newFitter(ctx context.Context, s *snapshot.Snapshot, destination func(node string) bool) (*fitter, error) {
 	initMetrics.Do(schedmetrics.InitMetrics)
 	logger := klog.FromContext(ctx)
-	var pods []*corev1.Pod
-	for _, p := range s.Pods {
-		if p.Spec.NodeName == "" || terminal(p) {
-			continue
-		}
-		if !destination(p.Spec.NodeName) {
-			p = withoutRequests(p)
-		}
-		pods = append(pods, p)
-	}
-	snap := cache.NewSnapshot(pods, s.Nodes)
+	snap := cache.NewSnapshot(nil, s.Nodes)
 	if err := snap.StartMutations(); err != nil {
 		return nil, err
+	}
+	known := make(map[string]bool, len(s.Nodes))
+	for _, n := range s.Nodes {
+		known[n.Name] = true
+	}
+	for _, p := range s.Pods {
+		if p.Spec.NodeName == "" || terminal(p) || !known[p.Spec.NodeName] {
+			continue
+		}
+		// As NodeInfo.AddPod: affinity terms that fail to parse are left out.
+		pi, _ := framework.NewPodInfo(p)
+		var info fwk.PodInfo = pi
+		if !destination(p.Spec.NodeName) {
+			info = &sizedPodInfo{PodInfo: pi, res: noResources}
+		}
+		if err := snap.AddPod(info, p.Spec.NodeName); err != nil {
+			return nil, err
+		}
 	}
 
 	factory, err := informerFactory(s)
@@ -297,13 +306,14 @@ func (f *fitter) nodeInfo(node string) fwk.NodeInfo {
 	return ni
 }
 
-// add places pod on node in the snapshot.
-func (f *fitter) add(pod *corev1.Pod, node string) error {
+// add places pod on node in the snapshot, with res as its resource requests
+// (see sizedPodInfo).
+func (f *fitter) add(pod *corev1.Pod, node string, res fwk.PodResource) error {
 	pi, err := framework.NewPodInfo(pod)
 	if err != nil {
 		return err
 	}
-	if err := f.snap.AddPod(pi, node); err != nil {
+	if err := f.snap.AddPod(&sizedPodInfo{PodInfo: pi, res: res}, node); err != nil {
 		return err
 	}
 	f.views.add(pi, node)
@@ -349,17 +359,25 @@ func (e errNodeNotFound) Error() string {
 	return fmt.Sprintf("node %q not found in the snapshot", string(e))
 }
 
-// withoutRequests returns a shallow copy of pod without containers: pods on
-// nodes that are never destinations need no resource or port accounting, and
-// the scheduler computes a pod's requests, with many allocations, from its
-// containers. Everything the filter plugins read about pods on other nodes
-// (labels, affinity, spread constraints, volumes) is kept.
-func withoutRequests(pod *corev1.Pod) *corev1.Pod {
-	c := *pod
-	c.Spec.Containers = nil
-	c.Spec.InitContainers = nil
-	c.Spec.EphemeralContainers = nil
-	c.Spec.Overhead = nil
-	c.Spec.Resources = nil
-	return &c
+// sizedPodInfo is a PodInfo whose resource requests were computed once by the
+// caller, with the scheduler's own PodInfo.CalculateResource, or are zero for a
+// pod on a node that is never a destination (no resource accounting is needed
+// there). NodeInfo reads requests only through CalculateResource, when a pod is
+// added or removed; computing them allocates about 10 KB per pod, and the plan
+// adds the same pod (a copy bound to another node) many times.
+type sizedPodInfo struct {
+	*framework.PodInfo
+	res fwk.PodResource
+}
+
+// noResources is the accounting of a pod on a node that is never a
+// destination.
+var noResources = fwk.PodResource{Resource: &framework.Resource{}}
+
+// CalculateResource returns the requests given when the pod was added.
+func (p *sizedPodInfo) CalculateResource() fwk.PodResource { return p.res }
+
+// podResource returns the scheduler's resource requests of pod.
+func podResource(pod *corev1.Pod) fwk.PodResource {
+	return (&framework.PodInfo{Pod: pod}).CalculateResource()
 }

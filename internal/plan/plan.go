@@ -143,6 +143,8 @@ type run struct {
 	spot     []string       // destination nodes, by name
 	spotInfo []fwk.NodeInfo // their NodeInfos, in the same order
 	requests map[*corev1.Pod]podSize
+	// resources caches the scheduler's accounting of requests (see resource).
+	resources map[*corev1.Pod]fwk.PodResource
 }
 
 // podSize is a pod's CPU (millicores) and memory (bytes) requests.
@@ -215,7 +217,7 @@ func (p *Planner) Plan(ctx context.Context, s *snapshot.Snapshot) (*Plan, error)
 	// Pending pods get first call on spot capacity.
 	r.sortBySize(pending)
 	for _, pod := range pending {
-		if dest, _, _ := r.place(ctx, pod); dest != "" {
+		if dest, _, _ := r.place(ctx, pod, pod); dest != "" {
 			out.Summary.PendingReserved++
 		}
 	}
@@ -273,7 +275,7 @@ func (p *Planner) newRun(ctx context.Context, s *snapshot.Snapshot) (*run, map[s
 	if err != nil {
 		return nil, nil, err
 	}
-	r := &run{Planner: p, fit: fit, budgets: newBudgets(s.PDBs), requests: map[*corev1.Pod]podSize{}}
+	r := &run{Planner: p, fit: fit, budgets: newBudgets(s.PDBs), requests: map[*corev1.Pod]podSize{}, resources: map[*corev1.Pod]fwk.PodResource{}}
 	for _, node := range s.Nodes {
 		if classes[node.Name].Class == classify.Spot {
 			r.spot = append(r.spot, node.Name)
@@ -302,7 +304,7 @@ func (p *Planner) FitsOnSpot(ctx context.Context, s *snapshot.Snapshot, pod *cor
 	}
 	replacement := *pod
 	replacement.Spec.NodeName = ""
-	dest, reason, _ := r.place(ctx, &replacement)
+	dest, reason, _ := r.place(ctx, &replacement, pod)
 	return dest, reason, nil
 }
 
@@ -398,12 +400,13 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, pods []*corev1.Pod) er
 		if err := r.fit.remove(pod, np.Name); err != nil {
 			return fmt.Errorf("removing %s/%s from %s in the snapshot: %w", pod.Namespace, pod.Name, np.Name, err)
 		}
-		undo = append(undo, func() error { return r.fit.add(pod, np.Name) })
+		// Candidates are never destinations: no resource accounting.
+		undo = append(undo, func() error { return r.fit.add(pod, np.Name, noResources) })
 	}
 	for i, pod := range movable {
 		replacement := *pod
 		replacement.Spec.NodeName = ""
-		dest, reason, moved := r.place(ctx, &replacement)
+		dest, reason, moved := r.place(ctx, &replacement, pod)
 		if dest == "" {
 			np.Reason = fmt.Sprintf("pod %s/%s: %s", pod.Namespace, pod.Name, reason)
 			plans[pod].Reason = reason
@@ -425,8 +428,10 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, pods []*corev1.Pod) er
 
 // place finds the best-fitting spot node for pod (whose spec.nodeName must be
 // empty), commits a copy bound to it to the snapshot and returns the node and
-// the copy; or "" and why no spot node fits. pod itself is not modified.
-func (r *run) place(ctx context.Context, pod *corev1.Pod) (string, string, *corev1.Pod) {
+// the copy; or "" and why no spot node fits. pod itself is not modified. orig
+// is the pod pod was copied from (or pod itself), with the same requests: the
+// run computes requests once per orig.
+func (r *run) place(ctx context.Context, pod, orig *corev1.Pod) (string, string, *corev1.Pod) {
 	if len(r.spot) == 0 {
 		return "", "no spot nodes in the cluster", nil
 	}
@@ -434,7 +439,7 @@ func (r *run) place(ctx context.Context, pod *corev1.Pod) (string, string, *core
 	if status != nil {
 		return "", describe(status), nil
 	}
-	req := r.request(pod)
+	req := r.request(orig)
 	cpu, mem := req.cpu, req.mem
 
 	type candidate struct {
@@ -469,18 +474,18 @@ func (r *run) place(ctx context.Context, pod *corev1.Pod) (string, string, *core
 		score := max(ratio(used.GetMilliCPU()+cpu, alloc.GetMilliCPU()), ratio(used.GetMemory()+mem, alloc.GetMemory()))
 		cands = append(cands, candidate{name, ni, score})
 	}
-	sort.Slice(cands, func(i, j int) bool {
-		if cands[i].score != cands[j].score {
-			return cands[i].score > cands[j].score
+	slices.SortFunc(cands, func(a, b candidate) int {
+		if c := cmp.Compare(b.score, a.score); c != 0 {
+			return c
 		}
-		return cands[i].name < cands[j].name
+		return strings.Compare(a.name, b.name)
 	})
 	for _, c := range cands {
 		status := r.fit.filter(ctx, cyc, pod, c.info)
 		if status.IsSuccess() {
 			placed := *pod
 			placed.Spec.NodeName = c.name
-			if err := r.fit.add(&placed, c.name); err != nil {
+			if err := r.fit.add(&placed, c.name, r.resource(orig)); err != nil {
 				return "", fmt.Sprintf("adding to the snapshot: %v", err), nil
 			}
 			return c.name, "", &placed
@@ -521,6 +526,17 @@ func (r *run) request(pod *corev1.Pod) podSize {
 	size := podSize{cpu: req.Cpu().MilliValue(), mem: req.Memory().Value()}
 	r.requests[pod] = size
 	return size
+}
+
+// resource returns the pod's requests as the scheduler's NodeInfo accounts
+// them (PodInfo.CalculateResource).
+func (r *run) resource(pod *corev1.Pod) fwk.PodResource {
+	if res, ok := r.resources[pod]; ok {
+		return res
+	}
+	res := podResource(pod)
+	r.resources[pod] = res
+	return res
 }
 
 // sortBySize orders pods largest first: by CPU, then memory, then name.

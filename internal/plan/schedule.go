@@ -151,7 +151,7 @@ func (e *Engine) Schedule(ctx context.Context, req ScheduleRequest) ([]Placement
 		p.Node = feasible[i].Node().Name
 		placed := *pod
 		placed.Spec.NodeName = p.Node
-		if err := e.fit.add(&placed, p.Node); err != nil {
+		if err := e.fit.add(&placed, p.Node, e.info(pod).CalculateResource()); err != nil {
 			return nil, fmt.Errorf("adding %s/%s to the snapshot: %w", pod.Namespace, pod.Name, err)
 		}
 		out = append(out, p)
