@@ -397,7 +397,9 @@ func (d *Drainer) grace(p *corev1.Pod, deadline time.Time) *int64 {
 		limit = min(limit, int64(d.opts.MaxGracePeriod/time.Second))
 	}
 	if !deadline.IsZero() {
-		limit = min(limit, max(int64(deadline.Sub(d.clock.Now())/time.Second), 0))
+		// Never 0: a grace period of 0 is a forced delete, which removes the
+		// Pod object while its containers may still run.
+		limit = min(limit, max(int64(deadline.Sub(d.clock.Now())/time.Second), 1))
 	}
 	if limit == own {
 		return nil

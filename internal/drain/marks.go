@@ -74,6 +74,8 @@ func (d *Drainer) mark(ctx context.Context, name, reason string, takeover bool) 
 		m := existing
 		if !marked || existing.By != d.opts.Component {
 			m = &Mark{By: d.opts.Component, Reason: reason, At: metav1.NewTime(d.clock.Now())}
+			// A takeover keeps what the previous drain did: its cordon.
+			m.Cordoned = marked && existing.Cordoned
 		}
 		if d.opts.Cordon && !node.Spec.Unschedulable {
 			node.Spec.Unschedulable = true

@@ -54,9 +54,13 @@ func watch(ctx context.Context, cfg *v1alpha1.SpotterConfiguration, client kuber
 		return err
 	}
 
+	// Events are recorded until the handler is done, after SIGTERM too: a
+	// termination drain may still be running then.
+	eventsDone := make(chan struct{})
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
-	broadcaster.StartRecordingToSink(ctx.Done())
+	broadcaster.StartRecordingToSink(eventsDone)
 	defer broadcaster.Shutdown()
+	defer close(eventsDone)
 	recorder := broadcaster.NewRecorder(scheme.Scheme, "spotter-agent")
 
 	clk := clock.RealClock{}
@@ -85,16 +89,21 @@ func watch(ctx context.Context, cfg *v1alpha1.SpotterConfiguration, client kuber
 	watchErr := make(chan error, 1)
 	go func() { watchErr <- source.Watch(ctx, notices) }()
 	logger.Info("Watching for interruption notices", "cloud", cloud, "endpoint", a.MetadataEndpoint, "dryRun", dryRun)
+	hctx, stopHandler := context.WithCancel(ctx)
+	defer stopHandler()
 	handled := make(chan struct{})
-	go func() { handler.Run(ctx, notices); close(handled) }()
+	go func() { handler.Run(hctx, notices); close(handled) }()
 	select {
-	case err := <-watchErr:
-		if err != nil {
-			return fmt.Errorf("watching the %s metadata service: %w", cloud, err)
-		}
+	case err = <-watchErr:
 	case <-ctx.Done():
 	}
+	// The handler stops taking notices, and waits for a termination drain in
+	// flight (bounded by its deadline) before the agent exits.
+	stopHandler()
 	<-handled
+	if err != nil {
+		return fmt.Errorf("watching the %s metadata service: %w", cloud, err)
+	}
 	return nil
 }
 

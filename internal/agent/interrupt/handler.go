@@ -21,8 +21,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
@@ -82,6 +84,7 @@ type Handler struct {
 type job struct {
 	key         string
 	termination bool
+	deadline    time.Time // zero: none
 	cancel      context.CancelFunc
 	done        chan struct{}
 }
@@ -203,7 +206,8 @@ func (h *Handler) end(ctx context.Context, key string, n notice.Notice) {
 	h.mu.Lock()
 	j := h.job
 	h.mu.Unlock()
-	if j != nil && j.key == key && !j.termination {
+	if j != nil && j.key == key {
+		// The event is over (a withdrawn termination too): its drain stops.
 		j.cancel()
 		<-j.done
 	}
@@ -235,6 +239,41 @@ func (h *Handler) end(ctx context.Context, key string, n notice.Notice) {
 	}
 	logger.Info("Interruption event ended; marks lifted")
 	h.event(corev1.EventTypeNormal, ReasonEnded, "%s event %s (%s) ended: its taint and cordon are lifted", n.Kind, n.ID, n.Action)
+	if drainStill {
+		// Another notice still calls for a drain: the soonest one drains now.
+		if next, nextKey, ok := h.soonestDrain(key); ok {
+			h.startDrain(ctx, nextKey, next)
+		}
+	}
+}
+
+// soonestDrain returns the notice in effect, other than except, that calls
+// for a drain and has the earliest deadline (no deadline last).
+func (h *Handler) soonestDrain(except string) (notice.Notice, string, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var best notice.Notice
+	bestKey, found := "", false
+	for k, n := range h.seen {
+		if k == except || n.Ended || h.level(n) != v1alpha1.ActionDrain {
+			continue
+		}
+		if !found || earlier(n.Deadline, best.Deadline) || (n.Deadline.Equal(best.Deadline) && k < bestKey) {
+			best, bestKey, found = n, k, true
+		}
+	}
+	return best, bestKey, found
+}
+
+// earlier orders deadlines, a zero deadline (none) last.
+func earlier(a, b time.Time) bool {
+	switch {
+	case a.IsZero():
+		return false
+	case b.IsZero():
+		return true
+	}
+	return a.Before(b)
 }
 
 // startDrain drains the node for n in the background. One drain runs at a
@@ -242,9 +281,13 @@ func (h *Handler) end(ctx context.Context, key string, n notice.Notice) {
 // termination drains, other notices add nothing.
 func (h *Handler) startDrain(ctx context.Context, key string, n notice.Notice) {
 	termination := n.Kind == notice.Termination
+	deadline := DrainDeadline(n, h.opts.DeadlineMargin, h.clock.Now())
 	h.mu.Lock()
 	prev := h.job
-	if prev != nil && (prev.termination || !termination) {
+	// One drain at a time. A termination wins over an advisory drain; an
+	// advisory drain gives way to a sooner one, or to a new deadline of its own
+	// event; a running termination drain covers everything.
+	if prev != nil && (prev.termination || (!termination && prev.key != key && !earlier(deadline, prev.deadline))) {
 		h.mu.Unlock()
 		return
 	}
@@ -257,7 +300,7 @@ func (h *Handler) startDrain(ctx context.Context, key string, n notice.Notice) {
 	} else {
 		jctx, cancel = context.WithCancel(ctx)
 	}
-	j := &job{key: key, termination: termination, cancel: cancel, done: make(chan struct{})}
+	j := &job{key: key, termination: termination, deadline: deadline, cancel: cancel, done: make(chan struct{})}
 	h.job = j
 	h.jobs.Add(1)
 	h.mu.Unlock()
@@ -323,9 +366,20 @@ func (h *Handler) drain(ctx context.Context, n notice.Notice) {
 	}
 }
 
-// update changes the agent's State on the node and applies it, retrying on
-// conflicts.
+// updateBackoff paces the retries of a failed node update: about 16 s in all,
+// within the shortest notice.
+var updateBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Steps: 8, Cap: 5 * time.Second}
+
+// update changes the agent's State on the node and applies it, retrying
+// conflicts at once and other errors (timeouts, 5xx) with backoff: a notice is
+// not sent twice, so a lost update would not come back.
 func (h *Handler) update(ctx context.Context, change func(*State)) error {
+	return retry.OnError(updateBackoff, func(err error) bool { return !apierrors.IsNotFound(err) && ctx.Err() == nil }, func() error {
+		return h.updateOnce(ctx, change)
+	})
+}
+
+func (h *Handler) updateOnce(ctx context.Context, change func(*State)) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		node, err := h.client.CoreV1().Nodes().Get(ctx, h.opts.Node, metav1.GetOptions{})
 		if err != nil {
