@@ -221,10 +221,11 @@ func TestMigratorReplacesOnDemandBySpot(t *testing.T) {
 		t.Errorf("%d spot nodes, want 3 (one per on-demand node)", n)
 	}
 	waitEventReason(t, l.env, migrator.ReasonMigrated)
-	body := scrape(t, l.metrics)
-	if v := metricValue(body, "spotter_migrator_nodes_migrated_total"); v != "3" {
-		t.Errorf("spotter_migrator_nodes_migrated_total %s, want 3", v)
-	}
+	// The Node goes a moment before the migrator, polling for it, counts it.
+	testenv.Eventually(t, 30*time.Second, "spotter_migrator_nodes_migrated_total 3", func(context.Context) (bool, string, error) {
+		v := metricValue(scrape(t, l.metrics), "spotter_migrator_nodes_migrated_total")
+		return v == "3", v, nil
+	})
 }
 
 // No spot capacity: the request is cancelled, nothing is drained, the group
