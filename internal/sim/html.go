@@ -166,8 +166,8 @@ svg .grid{stroke:#e5e7eb;stroke-width:1}svg .mark{stroke-width:1.2}
 footer{color:#6b7280;font-size:12px;margin-top:24px}
 </style></head><body>`)
 	fmt.Fprintf(&b, "<h1>Spotter simulation: %s</h1>\n", html.EscapeString(r.Scenario))
-	fmt.Fprintf(&b, `<p class="meta">Seed %d, %.0f days from %s, step %s, simulated in %s. %s</p>`,
-		r.Seed, r.Days, html.EscapeString(r.Start), html.EscapeString(r.Step), r.Elapsed.Round(1e7), html.EscapeString(r.Description))
+	fmt.Fprintf(&b, `<p class="meta">Seed %d, %s from %s, step %s, simulated in %s. %s</p>`,
+		r.Seed, span(r.Days), html.EscapeString(r.Start), html.EscapeString(r.Step), r.Elapsed.Round(1e7), html.EscapeString(r.Description))
 	b.WriteString(`<table id="summary"><thead><tr><th>Strategy</th><th>Cost</th><th>Saving</th><th>Spot pod-hours</th><th>Evictions / pod / day</th><th>Preempted pods</th><th>Pending pod-minutes</th><th>PDB violations</th><th>Back to spot, mean (max)</th></tr></thead><tbody>`)
 	for _, res := range all {
 		saving := "-"

@@ -13,7 +13,7 @@ import (
 
 // WriteTable prints the comparison, one row per strategy, the baseline first.
 func (r *Report) WriteTable(out io.Writer) error {
-	fmt.Fprintf(out, "Scenario %q, seed %d, %.0f days from %s, step %s\n\n", r.Scenario, r.Seed, r.Days, r.Start, r.Step)
+	fmt.Fprintf(out, "Scenario %q, seed %d, %s from %s, step %s\n\n", r.Scenario, r.Seed, span(r.Days), r.Start, r.Step)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "STRATEGY\tCOST\tSAVING\tSPOT POD-HOURS\tEVICTIONS/POD/DAY\tPREEMPTED PODS\tPENDING POD-MIN\tPDB VIOLATIONS\tBACK TO SPOT\t")
 	for _, res := range append([]Result{r.Baseline}, r.Results...) {
@@ -103,4 +103,17 @@ func (r *Report) Summary() string {
 			res.BackToSpot, res.NodesLaunched)
 	}
 	return b.String()
+}
+
+// span says how long a run simulated: "7 days", "1 day", "12 hours".
+func span(days float64) string {
+	switch {
+	case days == 1:
+		return "1 day"
+	case days >= 1 && days == float64(int(days)):
+		return fmt.Sprintf("%d days", int(days))
+	case days >= 1:
+		return fmt.Sprintf("%.1f days", days)
+	}
+	return fmt.Sprintf("%.0f hours", days*24)
 }
