@@ -118,12 +118,12 @@ func BenchmarkEngineSchedule(b *testing.B) {
 	for i := range 250 {
 		pods = append(pods, pod(fmt.Sprintf("p%d", i), fmt.Sprintf("n%d", i%40), "200m", tu.Memory("500Mi"), tu.WithLabels("app", fmt.Sprintf("a%d", i%40))))
 	}
-	var todo []*corev1.Pod
+	var queue []*corev1.Pod
 	for i := range 10 {
-		todo = append(todo, pending(fmt.Sprintf("q%d", i), "300m", tu.Memory("1Gi")))
+		queue = append(queue, pending(fmt.Sprintf("q%d", i), "300m", tu.Memory("1Gi")))
 	}
 	for b.Loop() {
-		if _, err := e.Schedule(ctx, ScheduleRequest{Nodes: nodes, Pods: pods, Pending: todo}); err != nil {
+		if _, err := e.Schedule(ctx, ScheduleRequest{Nodes: nodes, Pods: pods, Pending: queue}); err != nil {
 			b.Fatal(err)
 		}
 	}

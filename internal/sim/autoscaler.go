@@ -44,10 +44,10 @@ func (a *autoscaler) run(ctx context.Context, unschedulable []*Pod) error {
 
 func (a *autoscaler) scaleUp(ctx context.Context, unschedulable []*Pod) error {
 	w := a.w
-	var todo []*Pod
+	var waiting []*Pod
 	for _, p := range unschedulable {
 		if p.Node == nil && !p.Terminating && !p.lost {
-			todo = append(todo, p)
+			waiting = append(waiting, p)
 		}
 	}
 	now := w.Now()
@@ -57,7 +57,7 @@ func (a *autoscaler) scaleUp(ctx context.Context, unschedulable []*Pod) error {
 	for _, g := range w.Groups {
 		expired = expired || (!g.backoffUntil.IsZero() && !now.Before(g.backoffUntil) && a.lastRun.Before(g.backoffUntil))
 	}
-	if len(todo) == 0 || (w.version == a.lastVersion && !expired) {
+	if len(waiting) == 0 || (w.version == a.lastVersion && !expired) {
 		return nil
 	}
 	seen := w.version
@@ -71,11 +71,11 @@ func (a *autoscaler) scaleUp(ctx context.Context, unschedulable []*Pod) error {
 	}
 	bound := w.boundObjs()
 	// Largest first, as the cluster autoscaler's binpacking estimator.
-	sort.SliceStable(todo, func(i, j int) bool {
-		if todo[i].App.cpu != todo[j].App.cpu {
-			return todo[i].App.cpu > todo[j].App.cpu
+	sort.SliceStable(waiting, func(i, j int) bool {
+		if waiting[i].App.cpu != waiting[j].App.cpu {
+			return waiting[i].App.cpu > waiting[j].App.cpu
 		}
-		return todo[i].App.mem > todo[j].App.mem
+		return waiting[i].App.mem > waiting[j].App.mem
 	})
 	objs := func(pods []*Pod) []*corev1.Pod {
 		out := make([]*corev1.Pod, len(pods))
@@ -90,19 +90,19 @@ func (a *autoscaler) scaleUp(ctx context.Context, unschedulable []*Pod) error {
 			isUpcoming[n.Name] = true
 		}
 		placed, err := a.e.Schedule(ctx, plan.ScheduleRequest{Nodes: nodeObjs(append(readyNodes, upcoming...)), Pods: bound,
-			Pending: objs(todo), Eligible: func(n *corev1.Node) bool { return isUpcoming[n.Name] }})
+			Pending: objs(waiting), Eligible: func(n *corev1.Node) bool { return isUpcoming[n.Name] }})
 		if err != nil {
 			return err
 		}
 		var rest []*Pod
 		for i, pl := range placed {
 			if pl.Node == "" {
-				rest = append(rest, todo[i])
+				rest = append(rest, waiting[i])
 			}
 		}
-		todo = rest
+		waiting = rest
 	}
-	if len(todo) == 0 {
+	if len(waiting) == 0 {
 		return nil
 	}
 	type option struct {
@@ -117,7 +117,7 @@ func (a *autoscaler) scaleUp(ctx context.Context, unschedulable []*Pod) error {
 		if room <= 0 || now.Before(g.backoffUntil) {
 			continue
 		}
-		k := min(room, len(todo))
+		k := min(room, len(waiting))
 		templates := make([]*corev1.Node, k)
 		isTemplate := map[string]bool{}
 		for i := range templates {
@@ -125,7 +125,7 @@ func (a *autoscaler) scaleUp(ctx context.Context, unschedulable []*Pod) error {
 			isTemplate[templates[i].Name] = true
 		}
 		placed, err := a.e.Schedule(ctx, plan.ScheduleRequest{Nodes: append(append([]*corev1.Node(nil), existing...), templates...),
-			Pods: bound, Pending: objs(todo), Eligible: func(n *corev1.Node) bool { return isTemplate[n.Name] }})
+			Pods: bound, Pending: objs(waiting), Eligible: func(n *corev1.Node) bool { return isTemplate[n.Name] }})
 		if err != nil {
 			return err
 		}

@@ -93,11 +93,8 @@ var _ notice.Source = (*Source)(nil)
 
 // New checks cfg, fills in its defaults and returns a Source.
 func New(cfg Config) (*Source, error) {
-	endpoint, err := watch.Endpoint(cfg.Endpoint)
+	endpoint, err := watch.Complete(cfg.Endpoint, &cfg.PollInterval, &cfg.RequestTimeout, &cfg.MaxBackoff, &cfg.HTTPClient, &cfg.Clock)
 	if err != nil {
-		return nil, fmt.Errorf("aws metadata source: %w", err)
-	}
-	if err := watch.Durations(&cfg.PollInterval, &cfg.RequestTimeout); err != nil {
 		return nil, fmt.Errorf("aws metadata source: %w", err)
 	}
 	switch {
@@ -105,19 +102,6 @@ func New(cfg Config) (*Source, error) {
 		cfg.TokenTTL = MaxTokenTTL
 	case cfg.TokenTTL < time.Second || cfg.TokenTTL > MaxTokenTTL || cfg.TokenTTL%time.Second != 0:
 		return nil, fmt.Errorf("aws metadata source: TokenTTL %v: want whole seconds from 1s to 6h", cfg.TokenTTL)
-	}
-	if cfg.MaxBackoff < 0 {
-		return nil, errors.New("aws metadata source: MaxBackoff must not be negative")
-	}
-	if cfg.MaxBackoff == 0 {
-		cfg.MaxBackoff = watch.DefaultMaxBackoff
-	}
-	cfg.MaxBackoff = max(cfg.MaxBackoff, cfg.PollInterval)
-	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = notice.NewHTTPClient()
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.RealClock{}
 	}
 	return &Source{cfg: cfg, endpoint: endpoint}, nil
 }
@@ -135,30 +119,9 @@ func (s *Source) Cloud() string { return notice.CloudAWS }
 // was sent is sent again with Ended set, as is a scheduled event that becomes
 // canceled or completed.
 func (s *Source) Watch(ctx context.Context, out chan<- notice.Notice) error {
-	log := klog.FromContext(ctx).WithValues("cloud", notice.CloudAWS)
+	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("cloud", notice.CloudAWS))
 	w := &watcher{Source: s, groups: map[string]map[string]bool{}}
-	backoff := watch.Backoff{Initial: s.cfg.PollInterval, Max: s.cfg.MaxBackoff}
-	for {
-		notices, err := w.poll(ctx)
-		for _, n := range notices {
-			if !watch.Send(ctx, out, n) {
-				return nil
-			}
-		}
-		wait := s.cfg.PollInterval
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			wait = backoff.Next()
-			log.Error(err, "Reading the EC2 instance metadata; will retry", "retryIn", wait)
-		} else {
-			backoff.Reset()
-		}
-		if !watch.Sleep(ctx, s.cfg.Clock, wait) {
-			return nil
-		}
-	}
+	return watch.Poll(ctx, s.cfg.Clock, s.cfg.PollInterval, s.cfg.MaxBackoff, out, "the EC2 instance metadata", w.poll)
 }
 
 // watcher is the state of one Watch.

@@ -12,7 +12,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -90,31 +89,15 @@ var (
 
 // New checks cfg, fills in its defaults and returns a Source.
 func New(cfg Config) (*Source, error) {
-	endpoint, err := watch.Endpoint(cfg.Endpoint)
+	endpoint, err := watch.Complete(cfg.Endpoint, &cfg.PollInterval, &cfg.RequestTimeout, &cfg.MaxBackoff, &cfg.HTTPClient, &cfg.Clock)
 	if err != nil {
 		return nil, fmt.Errorf("azure scheduled events source: %w", err)
 	}
-	if err := watch.Durations(&cfg.PollInterval, &cfg.RequestTimeout); err != nil {
-		return nil, fmt.Errorf("azure scheduled events source: %w", err)
-	}
-	if cfg.MaxBackoff < 0 {
-		return nil, errors.New("azure scheduled events source: MaxBackoff must not be negative")
-	}
-	if cfg.MaxBackoff == 0 {
-		cfg.MaxBackoff = watch.DefaultMaxBackoff
-	}
-	cfg.MaxBackoff = max(cfg.MaxBackoff, cfg.PollInterval)
 	var name string
 	if cfg.ProviderID != "" {
 		if name, err = ResourceName(cfg.ProviderID); err != nil {
 			return nil, fmt.Errorf("azure scheduled events source: %w", err)
 		}
-	}
-	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = notice.NewHTTPClient()
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.RealClock{}
 	}
 	return &Source{cfg: cfg, endpoint: endpoint, vmName: name}, nil
 }
@@ -153,29 +136,8 @@ func (s *Source) Watch(ctx context.Context, out chan<- notice.Notice) error {
 			return nil
 		}
 	}
-	backoff.Reset()
 	w := &watcher{Source: s, vmName: vmName, incarnation: -1}
-	for {
-		notices, err := w.poll(ctx)
-		for _, n := range notices {
-			if !watch.Send(ctx, out, n) {
-				return nil
-			}
-		}
-		wait := s.cfg.PollInterval
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			wait = backoff.Next()
-			log.Error(err, "Reading Azure Scheduled Events; will retry", "retryIn", wait)
-		} else {
-			backoff.Reset()
-		}
-		if !watch.Sleep(ctx, s.cfg.Clock, wait) {
-			return nil
-		}
-	}
+	return watch.Poll(klog.NewContext(ctx, log), s.cfg.Clock, s.cfg.PollInterval, s.cfg.MaxBackoff, out, "Azure Scheduled Events", w.poll)
 }
 
 // Acknowledge approves the event n names (POST StartRequests), so that the

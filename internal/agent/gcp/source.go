@@ -92,11 +92,8 @@ var _ notice.Source = (*Source)(nil)
 
 // New checks cfg, fills in its defaults and returns a Source.
 func New(cfg Config) (*Source, error) {
-	endpoint, err := watch.Endpoint(cfg.Endpoint)
+	endpoint, err := watch.Complete(cfg.Endpoint, &cfg.PollInterval, &cfg.RequestTimeout, &cfg.MaxBackoff, &cfg.HTTPClient, &cfg.Clock)
 	if err != nil {
-		return nil, fmt.Errorf("gcp metadata source: %w", err)
-	}
-	if err := watch.Durations(&cfg.PollInterval, &cfg.RequestTimeout); err != nil {
 		return nil, fmt.Errorf("gcp metadata source: %w", err)
 	}
 	switch {
@@ -104,19 +101,6 @@ func New(cfg Config) (*Source, error) {
 		cfg.LongPollTimeout = DefaultLongPollTimeout
 	case cfg.LongPollTimeout < time.Second || cfg.LongPollTimeout%time.Second != 0:
 		return nil, fmt.Errorf("gcp metadata source: LongPollTimeout %v: want whole seconds, at least 1s", cfg.LongPollTimeout)
-	}
-	if cfg.MaxBackoff < 0 {
-		return nil, errors.New("gcp metadata source: MaxBackoff must not be negative")
-	}
-	if cfg.MaxBackoff == 0 {
-		cfg.MaxBackoff = watch.DefaultMaxBackoff
-	}
-	cfg.MaxBackoff = max(cfg.MaxBackoff, cfg.PollInterval)
-	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = notice.NewHTTPClient()
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.RealClock{}
 	}
 	return &Source{cfg: cfg, endpoint: endpoint}, nil
 }

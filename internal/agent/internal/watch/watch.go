@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"time"
 
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"spotter.dev/spotter/internal/agent/notice"
@@ -143,6 +144,65 @@ func Durations(poll, timeout *time.Duration) error {
 		*timeout = DefaultRequestTimeout
 	}
 	return nil
+}
+
+// Complete checks and defaults what every source's Config shares, and returns
+// the endpoint's base URL: the poll interval and request timeout (Durations),
+// MaxBackoff (DefaultMaxBackoff when 0, never below the poll interval), the
+// HTTP client (notice.NewHTTPClient) and the clock (the real one).
+func Complete(endpoint string, poll, timeout, maxBackoff *time.Duration, client **http.Client, clk *clock.Clock) (string, error) {
+	base, err := Endpoint(endpoint)
+	if err != nil {
+		return "", err
+	}
+	if err := Durations(poll, timeout); err != nil {
+		return "", err
+	}
+	if *maxBackoff < 0 {
+		return "", errors.New("MaxBackoff must not be negative")
+	}
+	if *maxBackoff == 0 {
+		*maxBackoff = DefaultMaxBackoff
+	}
+	*maxBackoff = max(*maxBackoff, *poll)
+	if *client == nil {
+		*client = notice.NewHTTPClient()
+	}
+	if *clk == nil {
+		*clk = clock.RealClock{}
+	}
+	return base, nil
+}
+
+// Poll calls poll every interval until ctx ends and sends the notices it
+// returns. After an error it logs it (reading names what was read) and waits
+// with exponential backoff, from interval up to maxBackoff, instead. It
+// returns nil when ctx ends.
+func Poll(ctx context.Context, clk clock.Clock, interval, maxBackoff time.Duration, out chan<- notice.Notice, reading string,
+	poll func(context.Context) ([]notice.Notice, error)) error {
+	log := klog.FromContext(ctx)
+	backoff := Backoff{Initial: interval, Max: maxBackoff}
+	for {
+		notices, err := poll(ctx)
+		for _, n := range notices {
+			if !Send(ctx, out, n) {
+				return nil
+			}
+		}
+		wait := interval
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			wait = backoff.Next()
+			log.Error(err, "Reading "+reading+"; will retry", "retryIn", wait)
+		} else {
+			backoff.Reset()
+		}
+		if !Sleep(ctx, clk, wait) {
+			return nil
+		}
+	}
 }
 
 // Response is a metadata answer read in full.
