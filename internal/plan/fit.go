@@ -46,19 +46,45 @@ var FilterPlugins = []string{
 // fitter runs the scheduler framework's PreFilter and Filter plugins against a
 // scheduler snapshot that the plan mutates as it commits placements.
 //
-// It holds two frameworks over the same snapshot: full, with every plugin of
-// FilterPlugins, and lean, without InterPodAffinity and PodTopologySpread,
-// whose PreFilter scans every pod of the cluster. A pod goes through lean only
-// when those two plugins would skip it anyway (see needsFull): it has no
-// required pod (anti-)affinity and no DoNotSchedule spread constraint, and no
-// existing pod's required anti-affinity term matches it.
+// It holds three frameworks over the same snapshot: full, with every plugin of
+// FilterPlugins; lean, without InterPodAffinity and PodTopologySpread, whose
+// PreFilter scans every pod of the cluster; and static, with the plugins whose
+// answer depends on the pod and the Node object only (see staticPlugins). A pod
+// goes through lean only when the two expensive plugins would skip it anyway
+// (see needsFull): it has no required pod (anti-)affinity and no DoNotSchedule
+// spread constraint, and no existing pod's required anti-affinity term matches
+// it.
+//
+// Every change to the snapshot is logged (see mutation), so that a PreFilter
+// state computed for one pod of a workload can be reused for the next one and
+// brought up to date with the plugins' own AddPod and RemovePod extensions
+// instead of being computed again from every pod (see cycleFor).
 type fitter struct {
-	full, lean framework.Framework
-	snap       *cache.Snapshot
-	views      *viewLister
-	anti       *antiAffinityIndex
-	nsLister   corelisters.NamespaceLister
-	logger     klog.Logger
+	full, lean, static framework.Framework
+	snap               *cache.Snapshot
+	views              *viewLister
+	anti               *antiAffinityIndex
+	nsLister           corelisters.NamespaceLister
+	logger             klog.Logger
+	// resources computes the scheduler's accounting of pods' requests.
+	resources *resourceMemo
+
+	// log holds every change made to the snapshot since it was built; byNS
+	// indexes it by the pod's namespace, and cross lists the changes of pods
+	// whose required anti-affinity may match pods of other namespaces.
+	log   []mutation
+	byNS  map[string][]int
+	cross []int
+
+	// exhaustive turns the shortcuts off (see Planner.exhaustive).
+	exhaustive bool
+}
+
+// mutation is one pod added to (delta 1) or removed from (-1) a node.
+type mutation struct {
+	pod   fwk.PodInfo
+	node  fwk.NodeInfo
+	delta int
 }
 
 // initMetrics creates the scheduler's metric objects, which the framework
@@ -74,29 +100,6 @@ var initMetrics sync.Once
 func newFitter(ctx context.Context, s *snapshot.Snapshot, destination func(node string) bool) (*fitter, error) {
 	initMetrics.Do(schedmetrics.InitMetrics)
 	logger := klog.FromContext(ctx)
-	snap := cache.NewSnapshot(nil, s.Nodes)
-	if err := snap.StartMutations(); err != nil {
-		return nil, err
-	}
-	known := make(map[string]bool, len(s.Nodes))
-	for _, n := range s.Nodes {
-		known[n.Name] = true
-	}
-	for _, p := range s.Pods {
-		if p.Spec.NodeName == "" || terminal(p) || !known[p.Spec.NodeName] {
-			continue
-		}
-		// As NodeInfo.AddPod: affinity terms that fail to parse are left out.
-		pi, _ := framework.NewPodInfo(p)
-		var info fwk.PodInfo = pi
-		if !destination(p.Spec.NodeName) {
-			info = &sizedPodInfo{PodInfo: pi, res: noResources}
-		}
-		if err := snap.AddPod(info, p.Spec.NodeName); err != nil {
-			return nil, err
-		}
-	}
-
 	factory, err := informerFactory(s)
 	if err != nil {
 		return nil, err
@@ -105,30 +108,76 @@ func newFitter(ctx context.Context, s *snapshot.Snapshot, destination func(node 
 	if err != nil {
 		return nil, fmt.Errorf("default scheduler configuration: %w", err)
 	}
-	views := &viewLister{Snapshot: snap, views: map[string]*nsView{}}
+	f := &fitter{views: &viewLister{}, resources: newResourceMemo(), nsLister: factory.Core().V1().Namespaces().Lister(), logger: logger}
 	build := func(plugins ...string) (framework.Framework, error) {
 		profile := cfg.Profiles[0]
 		profile.Plugins = only(profile.Plugins, plugins)
-		return frameworkruntime.NewFramework(ctx, inTreeRegistry, &profile,
+		fw, err := frameworkruntime.NewFramework(ctx, inTreeRegistry, &profile,
 			frameworkruntime.WithInformerFactory(factory),
-			frameworkruntime.WithSnapshotSharedLister(views),
+			frameworkruntime.WithSnapshotSharedLister(f.views),
 			frameworkruntime.WithLogger(logger),
 		)
+		if err != nil {
+			return nil, fmt.Errorf("building the scheduler framework: %w", err)
+		}
+		return fw, nil
 	}
-	f := &fitter{snap: snap, views: views, nsLister: factory.Core().V1().Namespaces().Lister(), logger: logger}
 	if f.full, err = build(FilterPlugins...); err != nil {
-		return nil, fmt.Errorf("building the scheduler framework: %w", err)
+		return nil, err
 	}
 	lean := slices.DeleteFunc(slices.Clone(FilterPlugins), func(n string) bool {
 		return n == names.InterPodAffinity || n == names.PodTopologySpread
 	})
 	if f.lean, err = build(lean...); err != nil {
-		return nil, fmt.Errorf("building the scheduler framework: %w", err)
+		return nil, err
 	}
-	if f.anti, err = newAntiAffinityIndex(snap); err != nil {
+	if f.static, err = build(staticPlugins...); err != nil {
+		return nil, err
+	}
+
+	snap := cache.NewSnapshot(nil, s.Nodes)
+	if err := snap.StartMutations(); err != nil {
+		return nil, err
+	}
+	known := make(map[string]bool, len(s.Nodes))
+	for _, n := range s.Nodes {
+		known[n.Name] = true
+	}
+	var bound []fwk.PodInfo
+	for _, p := range s.Pods {
+		if p.Spec.NodeName == "" || terminal(p) || !known[p.Spec.NodeName] {
+			continue
+		}
+		// As NodeInfo.AddPod: affinity terms that fail to parse are left out.
+		pi, _ := framework.NewPodInfo(p)
+		info := &sizedPodInfo{PodInfo: pi, res: noResources}
+		if destination(p.Spec.NodeName) {
+			info.res = f.resources.get(p)
+		}
+		if err := snap.AddPod(info, p.Spec.NodeName); err != nil {
+			return nil, err
+		}
+		bound = append(bound, info)
+	}
+	if err := f.reset(snap, bound); err != nil {
 		return nil, err
 	}
 	return f, nil
+}
+
+// reset points the fitter at a new snapshot holding the pods bound: it drops
+// the namespace views, the mutation log and the anti-affinity index of the
+// previous one.
+func (f *fitter) reset(snap *cache.Snapshot, bound []fwk.PodInfo) error {
+	f.snap = snap
+	f.views.reset(snap, bound)
+	f.log, f.byNS, f.cross = nil, map[string][]int{}, nil
+	anti, err := newAntiAffinityIndex(snap)
+	if err != nil {
+		return err
+	}
+	f.anti = anti
+	return nil
 }
 
 // inTreeRegistry holds the scheduler's plugin factories; building it reads the
@@ -191,48 +240,13 @@ func anySlice[T any](in []T) []any {
 	return out
 }
 
-// cycle is one pod's scheduling cycle: the framework chosen for it and the
-// state its PreFilter plugins computed.
-type cycle struct {
-	fw    framework.Framework
-	state fwk.CycleState
-	// only is the set of nodes PreFilter restricts the pod to; nil means any.
-	only map[string]struct{}
-}
-
-// prepare runs the PreFilter plugins for pod against the snapshot as it is now.
-// It returns the cycle for Filter, or the status of a PreFilter that rejects
-// the pod outright.
-func (f *fitter) prepare(ctx context.Context, pod *corev1.Pod) (*cycle, *fwk.Status) {
-	c := &cycle{fw: f.lean, state: framework.NewCycleState()}
-	view := ""
-	if f.needsFull(pod) {
-		c.fw = f.full
-		if f.canUseView(pod) {
-			view = pod.Namespace
-		}
-	}
-	if err := f.views.use(view); err != nil {
-		return nil, fwk.AsStatus(err)
-	}
-	result, status, _ := c.fw.RunPreFilterPlugins(ctx, c.state, pod)
-	_ = f.views.use("")
-	if !status.IsSuccess() && !status.IsSkip() {
-		return nil, status
-	}
-	if result != nil && result.NodeNames != nil {
-		c.only = map[string]struct{}{}
-		for n := range result.NodeNames {
-			c.only[n] = struct{}{}
-		}
-	}
-	return c, nil
-}
-
 // needsFull reports whether InterPodAffinity or PodTopologySpread could reject
 // pod anywhere. When it returns false, both plugins would return Skip from
 // PreFilter, so leaving them out changes no answer.
 func (f *fitter) needsFull(pod *corev1.Pod) bool {
+	if f.exhaustive {
+		return true
+	}
 	if a := pod.Spec.Affinity; a != nil {
 		if a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
 			return true
@@ -313,28 +327,50 @@ func (f *fitter) add(pod *corev1.Pod, node string, res fwk.PodResource) error {
 	if err != nil {
 		return err
 	}
-	if err := f.snap.AddPod(&sizedPodInfo{PodInfo: pi, res: res}, node); err != nil {
+	info := &sizedPodInfo{PodInfo: pi, res: res}
+	if err := f.snap.AddPod(info, node); err != nil {
 		return err
 	}
-	f.views.add(pi, node)
-	f.anti.add(pi, 1)
+	f.changed(info, node, 1)
 	return nil
 }
 
 // remove takes pod off node in the snapshot.
 func (f *fitter) remove(pod *corev1.Pod, node string) error {
-	if err := f.snap.RemovePod(f.logger, pod, node); err != nil {
-		return err
-	}
-	if err := f.views.remove(f.logger, pod, node); err != nil {
-		return err
-	}
-	pi, err := framework.NewPodInfo(pod)
+	ni, err := f.snap.Get(node)
 	if err != nil {
 		return err
 	}
-	f.anti.add(pi, -1)
+	var removed fwk.PodInfo
+	for _, pi := range ni.GetPods() {
+		if pi.GetPod().UID == pod.UID {
+			removed = pi
+			break
+		}
+	}
+	if removed == nil {
+		return fmt.Errorf("pod %s/%s is not on node %s in the snapshot", pod.Namespace, pod.Name, node)
+	}
+	if err := f.snap.RemovePod(f.logger, pod, node); err != nil {
+		return err
+	}
+	f.changed(removed, node, -1)
 	return nil
+}
+
+// changed logs a change to the snapshot and keeps the namespace views and the
+// anti-affinity index in step with it.
+func (f *fitter) changed(pi fwk.PodInfo, node string, delta int) {
+	ni, _ := f.snap.Get(node)
+	f.views.changed(pi, ni.Node(), delta)
+	f.anti.add(pi, delta)
+	i := len(f.log)
+	f.log = append(f.log, mutation{pod: pi, node: ni, delta: delta})
+	ns := pi.GetPod().Namespace
+	f.byNS[ns] = append(f.byNS[ns], i)
+	if reachesOtherNamespaces(pi) {
+		f.cross = append(f.cross, i)
+	}
 }
 
 // describe turns a failed Filter status into "Plugin: message".

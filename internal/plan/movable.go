@@ -70,7 +70,7 @@ func (r Rules) Check(pod *corev1.Pod) Movability {
 	if _, ok := pod.Annotations[mirrorPodAnnotation]; ok {
 		return Movability{Ignore, reasonMirror}
 	}
-	owner := metav1.GetControllerOf(pod)
+	owner := metav1.GetControllerOfNoCopy(pod)
 	if owner != nil && owner.Kind == daemonSetKind {
 		return Movability{Ignore, reasonDaemonSet}
 	}

@@ -1,26 +1,47 @@
 package plan
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // budgets simulates PodDisruptionBudgets across a whole plan: every eviction the
 // plan makes draws on the budgets covering the pod, and a node can be emptied
 // only if each of them has enough left for all of its pods.
 type budgets struct {
+	// byLabel indexes each budget under one label its selector requires (key
+	// and value); byNamespace holds, per namespace, the budgets whose selector
+	// requires no single label value, which every pod of the namespace is
+	// matched against.
+	byLabel     map[labelKey][]*budget
 	byNamespace map[string][]*budget
-	// byLabels memoizes covering by namespace and labels, which the pods of one
-	// workload share; byPod memoizes it per pod.
-	byLabels map[string][]*budget
-	byPod    map[*corev1.Pod][]*budget
+	// byOwner memoizes covering by controller and labels, which the pods of
+	// one workload share; byPod memoizes it per pod.
+	byOwner map[types.UID][]covered
+	byPod   map[*corev1.Pod][]*budget
 }
 
+// covered is the answer of covering for the pods of a namespace with labels.
+type covered struct {
+	namespace string
+	labels    map[string]string
+	budgets   []*budget
+}
+
+// labelKey is a label in a namespace.
+type labelKey struct{ namespace, key, value string }
+
 type budget struct {
+	index    int // in the input, to keep the order of the answers
 	pdb      *policyv1.PodDisruptionBudget
 	selector labels.Selector
 	// allowed is status.disruptionsAllowed, or 0 when the status is stale or the
@@ -31,9 +52,9 @@ type budget struct {
 }
 
 func newBudgets(pdbs []*policyv1.PodDisruptionBudget) *budgets {
-	b := &budgets{byNamespace: map[string][]*budget{}, byLabels: map[string][]*budget{}, byPod: map[*corev1.Pod][]*budget{}}
-	for _, pdb := range pdbs {
-		bud := &budget{pdb: pdb, allowed: pdb.Status.DisruptionsAllowed}
+	b := &budgets{byLabel: map[labelKey][]*budget{}, byNamespace: map[string][]*budget{}, byOwner: map[types.UID][]covered{}, byPod: map[*corev1.Pod][]*budget{}}
+	for i, pdb := range pdbs {
+		bud := &budget{index: i, pdb: pdb, allowed: pdb.Status.DisruptionsAllowed}
 		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
 		switch {
 		case err != nil:
@@ -47,9 +68,32 @@ func newBudgets(pdbs []*policyv1.PodDisruptionBudget) *budgets {
 			// A nil selector selects nothing in policy/v1.
 			bud.selector = labels.Nothing()
 		}
-		b.byNamespace[pdb.Namespace] = append(b.byNamespace[pdb.Namespace], bud)
+		if key, ok := requiredLabel(bud.selector); ok {
+			key.namespace = pdb.Namespace
+			b.byLabel[key] = append(b.byLabel[key], bud)
+		} else {
+			b.byNamespace[pdb.Namespace] = append(b.byNamespace[pdb.Namespace], bud)
+		}
 	}
 	return b
+}
+
+// requiredLabel returns a label (key and value) that every set the selector
+// matches has, if there is one.
+func requiredLabel(sel labels.Selector) (labelKey, bool) {
+	reqs, selectable := sel.Requirements()
+	if !selectable {
+		return labelKey{}, false
+	}
+	for _, r := range reqs {
+		switch r.Operator() {
+		case selection.Equals, selection.DoubleEquals, selection.In:
+			if vals := r.Values(); vals.Len() == 1 {
+				return labelKey{key: r.Key(), value: vals.UnsortedList()[0]}, true
+			}
+		}
+	}
+	return labelKey{}, false
 }
 
 // covering returns the budgets whose selector matches pod.
@@ -57,12 +101,20 @@ func (b *budgets) covering(pod *corev1.Pod) []*budget {
 	if out, ok := b.byPod[pod]; ok {
 		return out
 	}
-	key := pod.Namespace + "/" + labels.Set(pod.Labels).String()
-	out, ok := b.byLabels[key]
-	if !ok {
-		out = b.match(pod)
-		b.byLabels[key] = out
+	owner := metav1.GetControllerOfNoCopy(pod)
+	if owner == nil {
+		out := b.match(pod)
+		b.byPod[pod] = out
+		return out
 	}
+	for _, c := range b.byOwner[owner.UID] {
+		if c.namespace == pod.Namespace && maps.Equal(c.labels, pod.Labels) {
+			b.byPod[pod] = c.budgets
+			return c.budgets
+		}
+	}
+	out := b.match(pod)
+	b.byOwner[owner.UID] = append(b.byOwner[owner.UID], covered{pod.Namespace, pod.Labels, out})
 	b.byPod[pod] = out
 	return out
 }
@@ -75,6 +127,16 @@ func (b *budgets) match(pod *corev1.Pod) []*budget {
 			out = append(out, bud)
 		}
 	}
+	// A budget is indexed under one label, and a pod has one value per key:
+	// each budget is seen at most once.
+	for k, v := range pod.Labels {
+		for _, bud := range b.byLabel[labelKey{pod.Namespace, k, v}] {
+			if bud.selector.Matches(set) {
+				out = append(out, bud)
+			}
+		}
+	}
+	slices.SortFunc(out, func(x, y *budget) int { return cmp.Compare(x.index, y.index) })
 	return out
 }
 

@@ -28,12 +28,12 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	resourcehelper "k8s.io/component-helpers/resource"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"spotter.dev/spotter/internal/classify"
@@ -120,6 +120,10 @@ var actionNames = map[Action]string{Ignore: "ignore", Wait: "wait", Move: "move"
 // Planner computes plans.
 type Planner struct {
 	opts Options
+	// exhaustive turns every shortcut off: each pod's PreFilter runs afresh
+	// over the whole snapshot with every plugin, and every Filter plugin runs
+	// on every spot node with room. Tests compare it with the shortcuts.
+	exhaustive bool
 }
 
 // Classify returns a node's class as the planner sees it.
@@ -142,9 +146,12 @@ type run struct {
 	budgets  *budgets
 	spot     []string       // destination nodes, by name
 	spotInfo []fwk.NodeInfo // their NodeInfos, in the same order
-	requests map[*corev1.Pod]podSize
-	// resources caches the scheduler's accounting of requests (see resource).
-	resources map[*corev1.Pod]fwk.PodResource
+	// classes groups the spot nodes the static plugins cannot tell apart;
+	// singles has one group per spot node (see staticFit).
+	classes, singles [][]int
+	templates        *templates
+	// cands is place's buffer.
+	cands []candidate
 }
 
 // podSize is a pod's CPU (millicores) and memory (bytes) requests.
@@ -275,16 +282,22 @@ func (p *Planner) newRun(ctx context.Context, s *snapshot.Snapshot) (*run, map[s
 	if err != nil {
 		return nil, nil, err
 	}
-	r := &run{Planner: p, fit: fit, budgets: newBudgets(s.PDBs), requests: map[*corev1.Pod]podSize{}, resources: map[*corev1.Pod]fwk.PodResource{}}
+	fit.exhaustive = p.exhaustive
+	r := &run{Planner: p, fit: fit, budgets: newBudgets(s.PDBs), templates: newTemplates()}
 	for _, node := range s.Nodes {
 		if classes[node.Name].Class == classify.Spot {
 			r.spot = append(r.spot, node.Name)
 		}
 	}
 	slices.Sort(r.spot)
-	for _, name := range r.spot {
-		r.spotInfo = append(r.spotInfo, fit.nodeInfo(name))
+	spotNodes := make([]*corev1.Node, len(r.spot))
+	for i, name := range r.spot {
+		ni := fit.nodeInfo(name)
+		r.spotInfo = append(r.spotInfo, ni)
+		spotNodes[i] = ni.Node()
+		r.singles = append(r.singles, []int{i})
 	}
+	r.classes = nodeClasses(spotNodes)
 	return r, classes, nil
 }
 
@@ -342,6 +355,10 @@ func ratio(a, b int64) float64 {
 }
 
 // planNode decides one candidate and commits its placements if it is drainable.
+// The cheap checks come first and stop the node at its first pod that cannot
+// move: movability, the disruption budgets, then for each pod whether any spot
+// node passes the static plugins and has room for it now (placing the node's
+// other pods only takes room away). Only then are the pods placed one by one.
 func (r *run) planNode(ctx context.Context, np *NodePlan, pods []*corev1.Pod) error {
 	var movable []*corev1.Pod
 	verdicts := map[*corev1.Pod]Movability{}
@@ -385,6 +402,24 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, pods []*corev1.Pod) er
 		plans[blocked].Reason = reason
 		return nil
 	}
+	blocked := func(pod *corev1.Pod, reason string) {
+		np.Reason = fmt.Sprintf("pod %s/%s: %s", pod.Namespace, pod.Name, reason)
+		plans[pod].Reason = reason
+		r.budgets.give(movable)
+	}
+	replacement := func(pod *corev1.Pod) *corev1.Pod {
+		r := *pod
+		r.Spec.NodeName = ""
+		return &r
+	}
+	for _, pod := range movable {
+		if !r.mayFit(ctx, pod) {
+			// place fails too, and says why.
+			_, reason, _ := r.place(ctx, replacement(pod), pod)
+			blocked(pod, reason)
+			return nil
+		}
+	}
 
 	// The node's movable pods leave it; then each must find a spot node.
 	var undo []func() error
@@ -404,19 +439,15 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, pods []*corev1.Pod) er
 		undo = append(undo, func() error { return r.fit.add(pod, np.Name, noResources) })
 	}
 	for i, pod := range movable {
-		replacement := *pod
-		replacement.Spec.NodeName = ""
-		dest, reason, moved := r.place(ctx, &replacement, pod)
+		dest, reason, moved := r.place(ctx, replacement(pod), pod)
 		if dest == "" {
-			np.Reason = fmt.Sprintf("pod %s/%s: %s", pod.Namespace, pod.Name, reason)
-			plans[pod].Reason = reason
+			blocked(pod, reason)
 			for _, later := range movable[i+1:] {
 				plans[later].Reason = "not moved: the node is blocked by another pod"
 			}
 			for _, earlier := range movable[:i] {
 				plans[earlier].Destination = ""
 			}
-			r.budgets.give(movable)
 			return rollback()
 		}
 		plans[pod].Destination = dest
@@ -426,71 +457,132 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, pods []*corev1.Pod) er
 	return nil
 }
 
+// mayFit reports whether some spot node passes the static plugins for a
+// replacement of pod and has room for it now. When it returns false, place
+// fails.
+func (r *run) mayFit(ctx context.Context, pod *corev1.Pod) bool {
+	if r.exhaustive {
+		return true
+	}
+	st := r.staticFit(ctx, pod, r.templates.of(pod))
+	res := r.resource(pod).Resource
+	for _, group := range st.feasible {
+		for _, i := range group {
+			if roomFor(r.spotInfo[i], res.GetMilliCPU(), res.GetMemory()) == "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// roomFor does NodeResourcesFit's arithmetic for the pod count, CPU and
+// memory, so that nodes it would reject are skipped without running the
+// plugins; it returns the plugin's reason, or "" when the pod fits.
+func roomFor(ni fwk.NodeInfo, cpu, mem int64) string {
+	alloc, used := ni.GetAllocatable(), ni.GetRequested()
+	switch {
+	case len(ni.GetPods())+1 > alloc.GetAllowedPodNumber():
+		return "NodeResourcesFit: Too many pods"
+	case cpu > alloc.GetMilliCPU()-used.GetMilliCPU():
+		return "NodeResourcesFit: Insufficient cpu"
+	case mem > alloc.GetMemory()-used.GetMemory():
+		return "NodeResourcesFit: Insufficient memory"
+	}
+	return ""
+}
+
+// candidate is a spot node that passed the static plugins and has room for a
+// pod, with its best-fit score.
+type candidate struct {
+	i     int // index into run.spot
+	score float64
+}
+
+// better orders candidates best first: highest score, then name.
+func better(a, b candidate) int {
+	if c := cmp.Compare(b.score, a.score); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.i, b.i)
+}
+
 // place finds the best-fitting spot node for pod (whose spec.nodeName must be
 // empty), commits a copy bound to it to the snapshot and returns the node and
 // the copy; or "" and why no spot node fits. pod itself is not modified. orig
-// is the pod pod was copied from (or pod itself), with the same requests: the
-// run computes requests once per orig.
+// is the pod pod was copied from (or pod itself), with the same requests and
+// template.
+//
+// The static plugins' answer for the pod's template rules nodes out first,
+// then NodeResourcesFit's arithmetic; the candidates left are tried best
+// first with every Filter plugin, and the first that passes is the answer: the
+// same node as running every plugin on every spot node and taking the best.
 func (r *run) place(ctx context.Context, pod, orig *corev1.Pod) (string, string, *corev1.Pod) {
 	if len(r.spot) == 0 {
 		return "", "no spot nodes in the cluster", nil
 	}
-	cyc, status := r.fit.prepare(ctx, pod)
-	if status != nil {
-		return "", describe(status), nil
-	}
-	req := r.request(orig)
-	cpu, mem := req.cpu, req.mem
-
-	type candidate struct {
-		name  string
-		info  fwk.NodeInfo
-		score float64
-	}
-	cands := make([]candidate, 0, len(r.spot))
-	rejected := map[string]int{}
-	for i, name := range r.spot {
-		if cyc.only != nil {
-			if _, ok := cyc.only[name]; !ok {
-				rejected["NodeAffinity: node(s) didn't match Pod's node affinity/selector"]++
+	t := r.templates.of(orig)
+	st := r.staticFit(ctx, pod, t)
+	rejected := maps.Clone(st.rejected)
+	res := r.resource(orig)
+	cpu, mem := res.Resource.GetMilliCPU(), res.Resource.GetMemory()
+	cands := r.cands[:0]
+	for _, group := range st.feasible {
+		for _, i := range group {
+			ni := r.spotInfo[i]
+			if reason := roomFor(ni, cpu, mem); reason != "" {
+				rejected[reason]++
 				continue
 			}
+			alloc, used := ni.GetAllocatable(), ni.GetRequested()
+			score := max(ratio(used.GetMilliCPU()+cpu, alloc.GetMilliCPU()), ratio(used.GetMemory()+mem, alloc.GetMemory()))
+			cands = append(cands, candidate{i, score})
 		}
-		ni := r.spotInfo[i]
-		alloc, used := ni.GetAllocatable(), ni.GetRequested()
-		// The same arithmetic as NodeResourcesFit, to skip nodes it would
-		// reject without running the plugins.
-		switch {
-		case len(ni.GetPods())+1 > alloc.GetAllowedPodNumber():
-			rejected["NodeResourcesFit: Too many pods"]++
-			continue
-		case cpu > alloc.GetMilliCPU()-used.GetMilliCPU():
-			rejected["NodeResourcesFit: Insufficient cpu"]++
-			continue
-		case mem > alloc.GetMemory()-used.GetMemory():
-			rejected["NodeResourcesFit: Insufficient memory"]++
-			continue
-		}
-		score := max(ratio(used.GetMilliCPU()+cpu, alloc.GetMilliCPU()), ratio(used.GetMemory()+mem, alloc.GetMemory()))
-		cands = append(cands, candidate{name, ni, score})
 	}
-	slices.SortFunc(cands, func(a, b candidate) int {
-		if c := cmp.Compare(b.score, a.score); c != 0 {
-			return c
+	r.cands = cands
+	if len(cands) > 0 {
+		cyc, status := r.fit.cycleFor(ctx, pod, t)
+		if status != nil {
+			return "", describe(status), nil
 		}
-		return strings.Compare(a.name, b.name)
-	})
-	for _, c := range cands {
-		status := r.fit.filter(ctx, cyc, pod, c.info)
-		if status.IsSuccess() {
-			placed := *pod
-			placed.Spec.NodeName = c.name
-			if err := r.fit.add(&placed, c.name, r.resource(orig)); err != nil {
-				return "", fmt.Sprintf("adding to the snapshot: %v", err), nil
+		// The best candidate by a linear scan; after a few rejections, the
+		// rest in sorted order.
+		const scans = 4
+		for tried := 0; len(cands) > 0; tried++ {
+			b := 0
+			if tried < scans {
+				for j := 1; j < len(cands); j++ {
+					if better(cands[j], cands[b]) < 0 {
+						b = j
+					}
+				}
+			} else if tried == scans {
+				slices.SortFunc(cands, better)
 			}
-			return c.name, "", &placed
+			c := cands[b]
+			name := r.spot[c.i]
+			var status *fwk.Status
+			if _, ok := cyc.only[name]; cyc.only != nil && !ok {
+				status = fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node(s) didn't match PreFilter's node names")
+			} else {
+				status = r.fit.filter(ctx, cyc, pod, r.spotInfo[c.i])
+			}
+			if status.IsSuccess() {
+				placed := *pod
+				placed.Spec.NodeName = name
+				if err := r.fit.add(&placed, name, res); err != nil {
+					return "", fmt.Sprintf("adding to the snapshot: %v", err), nil
+				}
+				return name, "", &placed
+			}
+			rejected[describe(status)]++
+			if tried < scans {
+				cands[b] = cands[len(cands)-1]
+				cands = cands[:len(cands)-1]
+			} else {
+				cands = cands[1:]
+			}
 		}
-		rejected[describe(status)]++
 	}
 	return "", summarize(rejected, len(r.spot), "spot nodes"), nil
 }
@@ -519,24 +611,14 @@ func summarize(rejected map[string]int, total int, what string) string {
 // request returns the pod's CPU and memory requests as the scheduler computes
 // them (init containers, sidecars and overhead included).
 func (r *run) request(pod *corev1.Pod) podSize {
-	if size, ok := r.requests[pod]; ok {
-		return size
-	}
-	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
-	size := podSize{cpu: req.Cpu().MilliValue(), mem: req.Memory().Value()}
-	r.requests[pod] = size
-	return size
+	res := r.resource(pod).Resource
+	return podSize{cpu: res.GetMilliCPU(), mem: res.GetMemory()}
 }
 
 // resource returns the pod's requests as the scheduler's NodeInfo accounts
 // them (PodInfo.CalculateResource).
 func (r *run) resource(pod *corev1.Pod) fwk.PodResource {
-	if res, ok := r.resources[pod]; ok {
-		return res
-	}
-	res := podResource(pod)
-	r.resources[pod] = res
-	return res
+	return r.fit.resources.get(pod)
 }
 
 // sortBySize orders pods largest first: by CPU, then memory, then name.
@@ -599,13 +681,13 @@ func quickRequests(pod *corev1.Pod) podSize {
 	var sum, sidecars, initMax podSize
 	for i := range pod.Spec.Containers {
 		r := pod.Spec.Containers[i].Resources.Requests
-		sum.cpu += r.Cpu().MilliValue()
-		sum.mem += r.Memory().Value()
+		sum.cpu += milliCPU(r)
+		sum.mem += memory(r)
 	}
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
-		cpu, mem := c.Resources.Requests.Cpu().MilliValue(), c.Resources.Requests.Memory().Value()
-		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+		cpu, mem := milliCPU(c.Resources.Requests), memory(c.Resources.Requests)
+		if sidecar(c) {
 			sidecars.cpu += cpu
 			sidecars.mem += mem
 			continue
@@ -615,7 +697,23 @@ func quickRequests(pod *corev1.Pod) podSize {
 		initMax.mem = max(initMax.mem, mem+sidecars.mem)
 	}
 	out := podSize{cpu: max(sum.cpu+sidecars.cpu, initMax.cpu), mem: max(sum.mem+sidecars.mem, initMax.mem)}
-	out.cpu += pod.Spec.Overhead.Cpu().MilliValue()
-	out.mem += pod.Spec.Overhead.Memory().Value()
+	out.cpu += milliCPU(pod.Spec.Overhead)
+	out.mem += memory(pod.Spec.Overhead)
 	return out
+}
+
+// milliCPU and memory read one request without ResourceList's allocating
+// accessors.
+func milliCPU(l corev1.ResourceList) int64 {
+	if q, ok := l[corev1.ResourceCPU]; ok {
+		return q.MilliValue()
+	}
+	return 0
+}
+
+func memory(l corev1.ResourceList) int64 {
+	if q, ok := l[corev1.ResourceMemory]; ok {
+		return q.Value()
+	}
+	return 0
 }

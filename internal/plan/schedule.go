@@ -170,6 +170,7 @@ func (e *Engine) reset(nodes []*corev1.Node, pods []*corev1.Pod) error {
 		known[n.Name] = true
 	}
 	used := make(map[*corev1.Pod]*framework.PodInfo, len(pods))
+	var bound []fwk.PodInfo
 	for _, p := range pods {
 		if p.Spec.NodeName == "" || terminal(p) || !known[p.Spec.NodeName] {
 			continue
@@ -179,18 +180,10 @@ func (e *Engine) reset(nodes []*corev1.Node, pods []*corev1.Pod) error {
 		if err := snap.AddPod(pi, p.Spec.NodeName); err != nil {
 			return err
 		}
+		bound = append(bound, pi)
 	}
 	e.infos = used
-	e.fit.snap = snap
-	e.fit.views.Snapshot = snap
-	e.fit.views.views = map[string]*nsView{}
-	e.fit.views.current = nil
-	anti, err := newAntiAffinityIndex(snap)
-	if err != nil {
-		return err
-	}
-	e.fit.anti = anti
-	return nil
+	return e.fit.reset(snap, bound)
 }
 
 // info returns the cached PodInfo of pod, creating it on first use.

@@ -2,26 +2,65 @@ package plan
 
 import (
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/klog/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 )
 
 // viewLister is the SharedLister the frameworks read: the snapshot, except
-// that while a namespace view is selected NodeInfos shows every node with only
-// the pods of that namespace.
+// while a pod's view is selected (see use), when NodeInfos shows the nodes and
+// pods that pod's InterPodAffinity and PodTopologySpread PreFilter can count,
+// and no others.
 //
-// InterPodAffinity and PodTopologySpread compute their PreFilter state by
-// scanning the pods of every node. For a pod whose terms and constraints can
-// only match pods of its own namespace, and which no anti-affinity term from
-// another namespace can match (see fitter.canUseView), the pods of other
-// namespaces never count, so the state computed over the view is the state
-// computed over the whole snapshot, for a fraction of the work.
+// Those two plugins compute their PreFilter state by scanning the pods of
+// every node. For a pod whose terms and constraints can only match pods of its
+// own namespace, and which no anti-affinity term from another namespace can
+// match (see fitter.canUseView), only some pods of its namespace can count:
+// those its terms or spread constraints select, and those whose required
+// anti-affinity matches it. The view holds a superset of them, found through
+// an index of the namespace's pods by label (a selector that requires a label
+// value can only match pods with that label), so the state computed over the
+// view is the state computed over the whole snapshot, for a fraction of the
+// work. The view's nodes are those of its pods, and one node without pods for
+// each class of nodes that share taints and labels (the hostname label
+// aside), which is all the plugins need to find every topology domain; every
+// node when the pod's spread or node affinity reads the hostname.
 type viewLister struct {
 	*cache.Snapshot
-	current *nsView
-	views   map[string]*nsView
+	current *podView
+	// pending holds the snapshot's pods by namespace, and later changes to
+	// namespaces not yet indexed; indexes holds the namespaces indexed.
+	pending map[string][]nsChange
+	indexes map[string]*nsIndex
+	// empty holds a NodeInfo without pods for every node, in the snapshot's
+	// order; classes holds one of them per class of nodes (see classKey).
+	empty   []fwk.NodeInfo
+	classes []fwk.NodeInfo
+}
+
+// nsChange is a pod of a namespace added to (delta 1) or removed from (-1) a
+// node.
+type nsChange struct {
+	pod   fwk.PodInfo
+	node  *corev1.Node
+	delta int
+}
+
+// reset points the lister at a new snapshot whose pods are bound.
+func (v *viewLister) reset(snap *cache.Snapshot, bound []fwk.PodInfo) {
+	v.Snapshot, v.current, v.empty, v.classes = snap, nil, nil, nil
+	v.pending, v.indexes = map[string][]nsChange{}, map[string]*nsIndex{}
+	for _, pi := range bound {
+		p := pi.GetPod()
+		ni, err := snap.Get(p.Spec.NodeName)
+		if err != nil {
+			continue
+		}
+		v.pending[p.Namespace] = append(v.pending[p.Namespace], nsChange{pod: pi, node: ni.Node(), delta: 1})
+	}
 }
 
 // NodeInfos returns the selected view, or the whole snapshot.
@@ -32,94 +71,225 @@ func (v *viewLister) NodeInfos() fwk.NodeInfoLister {
 	return v.Snapshot
 }
 
-// use selects the view of namespace ns (building it on first use), or the
-// whole snapshot when ns is "".
-func (v *viewLister) use(ns string) error {
-	if ns == "" {
-		v.current = nil
-		return nil
+// changed keeps the index of the pod's namespace, or its pending changes
+// until it is indexed, in step with the snapshot.
+func (v *viewLister) changed(pi fwk.PodInfo, node *corev1.Node, delta int) {
+	c := nsChange{pod: pi, node: node, delta: delta}
+	ns := pi.GetPod().Namespace
+	if idx, ok := v.indexes[ns]; ok {
+		idx.apply(c)
+		return
 	}
-	view, ok := v.views[ns]
-	if !ok {
-		var err error
-		if view, err = newNSView(v.Snapshot, ns); err != nil {
+	v.pending[ns] = append(v.pending[ns], c)
+}
+
+// done selects the whole snapshot again.
+func (v *viewLister) done() { v.current = nil }
+
+// use selects the view of pod (see viewLister), whose required affinity terms
+// are those of pi and whose namespace has the labels nsLabels.
+func (v *viewLister) use(pod *corev1.Pod, pi fwk.PodInfo, nsLabels labels.Set) error {
+	if v.empty == nil {
+		if err := v.nodes(); err != nil {
 			return err
 		}
-		v.views[ns] = view
+	}
+	idx := v.index(pod.Namespace)
+	chosen := map[types.UID]*indexedPod{}
+	everything := false
+	add := func(sel labels.Selector) {
+		if _, selectable := sel.Requirements(); everything || !selectable {
+			// labels.Nothing(), or every pod chosen already.
+			return
+		}
+		key, ok := requiredLabel(sel)
+		if !ok {
+			everything = true
+			return
+		}
+		for uid, ip := range idx.byLabel[labelKV{key.key, key.value}] {
+			chosen[uid] = ip
+		}
+	}
+	for _, t := range pi.GetRequiredAffinityTerms() {
+		add(t.Selector)
+	}
+	for _, t := range pi.GetRequiredAntiAffinityTerms() {
+		add(t.Selector)
+	}
+	allNodes := namesNodes(pod)
+	for _, c := range pod.Spec.TopologySpreadConstraints {
+		if c.WhenUnsatisfiable != corev1.DoNotSchedule {
+			continue
+		}
+		if c.TopologyKey == hostnameLabel {
+			allNodes = true
+		}
+		sel, err := metav1.LabelSelectorAsSelector(c.LabelSelector)
+		if err != nil {
+			everything = true
+			continue
+		}
+		add(sel)
+	}
+	if everything {
+		chosen = idx.pods
+	} else {
+		for uid, ip := range idx.anti {
+			for _, t := range ip.pi.GetRequiredAntiAffinityTerms() {
+				if t.Matches(pod, nsLabels) {
+					chosen[uid] = ip
+					break
+				}
+			}
+		}
+	}
+
+	view := &podView{byName: map[string]fwk.NodeInfo{}}
+	own := map[string]*framework.NodeInfo{}
+	for _, ip := range chosen {
+		ni, ok := own[ip.node.Name]
+		if !ok {
+			ni = framework.NewNodeInfo()
+			ni.SetNode(ip.node)
+			own[ip.node.Name] = ni
+			view.own = append(view.own, ni)
+		}
+		ni.AddPodInfo(ip.pi)
+	}
+	if allNodes {
+		view.list = make([]fwk.NodeInfo, 0, len(v.empty))
+		for _, e := range v.empty {
+			if ni, ok := own[e.Node().Name]; ok {
+				view.list = append(view.list, ni)
+				continue
+			}
+			view.list = append(view.list, e)
+		}
+	} else {
+		view.list = make([]fwk.NodeInfo, 0, len(v.classes)+len(view.own))
+		view.list = append(view.list, v.classes...)
+		for _, ni := range view.own {
+			view.list = append(view.list, ni)
+		}
+	}
+	for _, ni := range view.list {
+		view.byName[ni.Node().Name] = ni
+	}
+	for _, ni := range view.own {
+		view.byName[ni.Node().Name] = ni
 	}
 	v.current = view
 	return nil
 }
 
-// add and remove keep an existing view of the pod's namespace in step with the
-// snapshot.
-func (v *viewLister) add(pi fwk.PodInfo, node string) {
-	if view, ok := v.views[pi.GetPod().Namespace]; ok {
-		if ni, ok := view.byName[node]; ok {
-			ni.AddPodInfo(pi)
-		}
+// nodes builds the empty NodeInfos and the class representatives.
+func (v *viewLister) nodes() error {
+	all, err := v.List()
+	if err != nil {
+		return err
 	}
-}
-
-func (v *viewLister) remove(logger klog.Logger, pod *corev1.Pod, node string) error {
-	if view, ok := v.views[pod.Namespace]; ok {
-		if ni, ok := view.byName[node]; ok {
-			return ni.RemovePod(logger, pod)
+	v.empty = make([]fwk.NodeInfo, len(all))
+	seen := map[string]bool{}
+	for i, ni := range all {
+		e := framework.NewNodeInfo()
+		e.SetNode(ni.Node())
+		v.empty[i] = e
+		if key := classKey(ni.Node()); !seen[key] {
+			seen[key] = true
+			v.classes = append(v.classes, e)
 		}
 	}
 	return nil
 }
 
-// nsView is every node of the snapshot with only the pods of one namespace.
-type nsView struct {
-	list   []fwk.NodeInfo
-	byName map[string]*framework.NodeInfo
+// index returns the index of a namespace's pods, building it on first use.
+func (v *viewLister) index(ns string) *nsIndex {
+	if idx, ok := v.indexes[ns]; ok {
+		return idx
+	}
+	idx := &nsIndex{pods: map[types.UID]*indexedPod{}, byLabel: map[labelKV]map[types.UID]*indexedPod{}, anti: map[types.UID]*indexedPod{}}
+	for _, c := range v.pending[ns] {
+		idx.apply(c)
+	}
+	delete(v.pending, ns)
+	v.indexes[ns] = idx
+	return idx
 }
 
-func newNSView(snap *cache.Snapshot, ns string) (*nsView, error) {
-	all, err := snap.List()
-	if err != nil {
-		return nil, err
-	}
-	v := &nsView{list: make([]fwk.NodeInfo, 0, len(all)), byName: make(map[string]*framework.NodeInfo, len(all))}
-	for _, ni := range all {
-		n := framework.NewNodeInfo()
-		n.SetNode(ni.Node())
-		for _, pi := range ni.GetPods() {
-			if pi.GetPod().Namespace == ns {
-				n.AddPodInfo(pi)
-			}
+// nsIndex indexes the pods of one namespace in the snapshot.
+type nsIndex struct {
+	pods    map[types.UID]*indexedPod
+	byLabel map[labelKV]map[types.UID]*indexedPod
+	// anti holds the pods with required anti-affinity terms.
+	anti map[types.UID]*indexedPod
+}
+
+type labelKV struct{ key, value string }
+
+type indexedPod struct {
+	pi   fwk.PodInfo
+	node *corev1.Node
+}
+
+func (idx *nsIndex) apply(c nsChange) {
+	p := c.pod.GetPod()
+	if c.delta < 0 {
+		delete(idx.pods, p.UID)
+		delete(idx.anti, p.UID)
+		for k, val := range p.Labels {
+			delete(idx.byLabel[labelKV{k, val}], p.UID)
 		}
-		v.list = append(v.list, n)
-		v.byName[ni.Node().Name] = n
+		return
 	}
-	return v, nil
+	ip := &indexedPod{pi: c.pod, node: c.node}
+	idx.pods[p.UID] = ip
+	if len(c.pod.GetRequiredAntiAffinityTerms()) > 0 {
+		idx.anti[p.UID] = ip
+	}
+	for k, val := range p.Labels {
+		m, ok := idx.byLabel[labelKV{k, val}]
+		if !ok {
+			m = map[types.UID]*indexedPod{}
+			idx.byLabel[labelKV{k, val}] = m
+		}
+		m[p.UID] = ip
+	}
 }
 
-func (v *nsView) List() ([]fwk.NodeInfo, error) { return v.list, nil }
-
-func (v *nsView) HavePodsWithAffinityList() ([]fwk.NodeInfo, error) {
-	return v.filter(func(ni fwk.NodeInfo) bool { return len(ni.GetPodsWithAffinity()) > 0 }), nil
+// podView is the NodeInfoLister of one pod's view.
+type podView struct {
+	list   []fwk.NodeInfo
+	own    []*framework.NodeInfo // the NodeInfos with pods
+	byName map[string]fwk.NodeInfo
 }
 
-func (v *nsView) HavePodsWithRequiredAntiAffinityList() ([]fwk.NodeInfo, error) {
-	return v.filter(func(ni fwk.NodeInfo) bool { return len(ni.GetPodsWithRequiredAntiAffinity()) > 0 }), nil
+func (view *podView) List() ([]fwk.NodeInfo, error) { return view.list, nil }
+
+func (view *podView) HavePodsWithAffinityList() ([]fwk.NodeInfo, error) {
+	return view.filter(func(ni *framework.NodeInfo) bool { return len(ni.PodsWithAffinity) > 0 }), nil
 }
 
-func (v *nsView) HavePodsWithRequiredNonHostScopedAntiAffinityList() ([]fwk.NodeInfo, error) {
-	return v.filter(func(ni fwk.NodeInfo) bool { return len(ni.GetPodsWithRequiredNonHostScopedAntiAffinity()) > 0 }), nil
+func (view *podView) HavePodsWithRequiredAntiAffinityList() ([]fwk.NodeInfo, error) {
+	return view.filter(func(ni *framework.NodeInfo) bool { return len(ni.PodsWithRequiredAntiAffinity) > 0 }), nil
 }
 
-func (v *nsView) Get(name string) (fwk.NodeInfo, error) {
-	if ni, ok := v.byName[name]; ok {
+func (view *podView) HavePodsWithRequiredNonHostScopedAntiAffinityList() ([]fwk.NodeInfo, error) {
+	return view.filter(func(ni *framework.NodeInfo) bool { return len(ni.PodsWithRequiredNonHostScopedAntiAffinity) > 0 }), nil
+}
+
+func (view *podView) Get(name string) (fwk.NodeInfo, error) {
+	if ni, ok := view.byName[name]; ok {
 		return ni, nil
 	}
 	return nil, errNodeNotFound(name)
 }
 
-func (v *nsView) filter(keep func(fwk.NodeInfo) bool) []fwk.NodeInfo {
+// filter lists the NodeInfos with pods for which keep is true; the shared
+// empty ones have no pods.
+func (view *podView) filter(keep func(*framework.NodeInfo) bool) []fwk.NodeInfo {
 	var out []fwk.NodeInfo
-	for _, ni := range v.list {
+	for _, ni := range view.own {
 		if keep(ni) {
 			out = append(out, ni)
 		}

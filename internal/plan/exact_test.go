@@ -1,0 +1,222 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"spotter.dev/spotter/internal/snapshot"
+	tu "spotter.dev/spotter/internal/testutil"
+)
+
+// The planner's shortcuts (templates, kept PreFilter states, views, static
+// classes, cheap checks first) must not change any answer: on random clusters
+// it must drain the same nodes, and send every pod to the same spot node, as
+// the exhaustive planner that runs every plugin afresh for every pod on every
+// spot node.
+func TestShortcutsChangeNoAnswer(t *testing.T) {
+	seeds := 300
+	if testing.Short() {
+		seeds = 60
+	}
+	ctx := context.Background()
+	var drained, moved, pending int
+	for seed := range seeds {
+		s := randomCluster(uint64(seed))
+		fast, err := New(Options{}).Plan(ctx, s)
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		ref := New(Options{})
+		ref.exhaustive = true
+		slow, err := ref.Plan(ctx, s)
+		if err != nil {
+			t.Fatalf("seed %d: exhaustive: %v", seed, err)
+		}
+		if diffs := comparePlans(fast, slow); len(diffs) > 0 {
+			t.Errorf("seed %d: the planner and the exhaustive planner disagree:\n  %s", seed, strings.Join(diffs, "\n  "))
+		}
+		drained += fast.Summary.DrainableNodes
+		moved += fast.Summary.PodsToMove
+		pending += fast.Summary.PendingReserved
+	}
+	// The clusters must exercise the interesting cases, or the test proves
+	// little.
+	if drained < seeds/2 || moved < seeds || pending < seeds/10 {
+		t.Errorf("too few interesting plans: %d nodes drained, %d pods moved, %d pending pods reserved over %d clusters", drained, moved, pending, seeds)
+	}
+	t.Logf("%d clusters: %d nodes drained, %d pods moved, %d pending pods reserved", seeds, drained, moved, pending)
+}
+
+func comparePlans(fast, slow *Plan) []string {
+	var diffs []string
+	if fast.Summary.PendingReserved != slow.Summary.PendingReserved {
+		diffs = append(diffs, fmt.Sprintf("pending pods reserved: %d, exhaustive %d", fast.Summary.PendingReserved, slow.Summary.PendingReserved))
+	}
+	byName := map[string]NodePlan{}
+	for _, n := range slow.Nodes {
+		byName[n.Name] = n
+	}
+	for _, n := range fast.Nodes {
+		ref := byName[n.Name]
+		if n.Drainable != ref.Drainable {
+			diffs = append(diffs, fmt.Sprintf("node %s drainable=%v (%s), exhaustive %v (%s)", n.Name, n.Drainable, n.Reason, ref.Drainable, ref.Reason))
+			continue
+		}
+		dest := map[string]string{}
+		for _, p := range ref.Pods {
+			dest[p.Namespace+"/"+p.Name] = p.Destination
+		}
+		for _, p := range n.Pods {
+			if want := dest[p.Namespace+"/"+p.Name]; p.Destination != want {
+				diffs = append(diffs, fmt.Sprintf("pod %s/%s to %q, exhaustive %q", p.Namespace, p.Name, p.Destination, want))
+			}
+		}
+	}
+	return diffs
+}
+
+// randomCluster is a small cluster of on-demand and spot nodes in three zones,
+// with workloads that use what the fit check must get right: requests,
+// taints and tolerations, node selectors, pod affinity and anti-affinity by
+// host and zone, spread by zone and host, host ports, PodDisruptionBudgets,
+// and Pending pods.
+func randomCluster(seed uint64) *snapshot.Snapshot {
+	r := rand.New(rand.NewPCG(seed, 7))
+	chance := func(p float64) bool { return r.Float64() < p }
+	zones := []string{"a", "b", "c"}
+	s := &snapshot.Snapshot{Namespaces: []*corev1.Namespace{
+		{ObjectMeta: metav1.ObjectMeta{Name: "default", Labels: map[string]string{"team": "web"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "ops", Labels: map[string]string{"team": "ops"}}},
+	}}
+	nodes := 6 + r.IntN(14)
+	for i := range nodes {
+		opts := []tu.NodeOption{tu.Zone(zones[r.IntN(len(zones))]), tu.Capacity(fmt.Sprint(2+2*r.IntN(3)), "16Gi")}
+		name := fmt.Sprintf("od-%d", i)
+		if i%2 == 1 || chance(0.2) {
+			name = fmt.Sprintf("spot-%d", i)
+			opts = append(opts, tu.Spot())
+			if chance(0.7) {
+				opts = append(opts, tu.Taint("spot", "true", corev1.TaintEffectNoSchedule))
+			}
+		} else {
+			opts = append(opts, tu.OnDemand())
+		}
+		if chance(0.3) {
+			opts = append(opts, tu.NodeLabel("disk", "ssd"))
+		}
+		if chance(0.05) {
+			opts = append(opts, tu.Cordoned())
+		}
+		s.Nodes = append(s.Nodes, tu.Node(name, opts...))
+	}
+	workloads := 3 + r.IntN(10)
+	for w := range workloads {
+		app := fmt.Sprintf("app%d", w)
+		ns := "default"
+		if chance(0.3) {
+			ns = "ops"
+		}
+		opts := []tu.PodOption{tu.WithUID(), tu.InNamespace(ns), tu.OwnedBy("ReplicaSet", app), tu.WithLabels("app", app),
+			tu.CPU(fmt.Sprintf("%dm", 100*(1+r.IntN(15)))), tu.Memory(fmt.Sprintf("%dMi", 256*(1+r.IntN(8)))), tu.Phase(corev1.PodRunning)}
+		if chance(0.7) {
+			opts = append(opts, tu.Tolerate("spot", "true"))
+		}
+		other := fmt.Sprintf("app%d", r.IntN(workloads))
+		switch {
+		case chance(0.15):
+			opts = append(opts, tu.AntiAffinity(app, corev1.LabelHostname))
+		case chance(0.06):
+			opts = append(opts, tu.AntiAffinity(app, corev1.LabelTopologyZone))
+		case chance(0.08):
+			opts = append(opts, podAffinity(other, corev1.LabelTopologyZone))
+		case chance(0.1):
+			opts = append(opts, tu.AntiAffinity(other, corev1.LabelHostname))
+		}
+		switch {
+		case chance(0.25):
+			opts = append(opts, tu.Spread(app, corev1.LabelTopologyZone, int32(1+r.IntN(2))))
+		case chance(0.05):
+			opts = append(opts, tu.Spread(app, corev1.LabelHostname, 1))
+		}
+		if chance(0.1) {
+			opts = append(opts, func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"disk": "ssd"} })
+		}
+		if chance(0.1) {
+			opts = append(opts, tu.HostPort(8080))
+		}
+		if chance(0.05) {
+			opts = append(opts, tu.RequireNodeLabel(corev1.LabelHostname, s.Nodes[r.IntN(len(s.Nodes))].Name))
+		}
+		replicas := 1 + r.IntN(8)
+		for i := range replicas {
+			name := fmt.Sprintf("%s-%d", app, i)
+			p := tu.Pod(name, opts...)
+			if chance(0.9) {
+				p.Spec.NodeName = s.Nodes[r.IntN(len(s.Nodes))].Name
+			}
+			s.Pods = append(s.Pods, p)
+		}
+		if chance(0.4) {
+			p := pdb(app, app, int32(r.IntN(4)))
+			p.Namespace = ns
+			s.PDBs = append(s.PDBs, p)
+		}
+	}
+	return s
+}
+
+// podAffinity adds required pod affinity to pods labelled app=app.
+func podAffinity(app, topologyKey string) tu.PodOption {
+	return func(p *corev1.Pod) {
+		if p.Spec.Affinity == nil {
+			p.Spec.Affinity = &corev1.Affinity{}
+		}
+		p.Spec.Affinity.PodAffinity = &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
+			TopologyKey:   topologyKey,
+		}}}
+	}
+}
+
+// A kept PodTopologySpread state must see the least-loaded zone fill up: the
+// plugin's AddPod extension alone leaves the minimum too high after the two
+// zones it tracks get a pod each (see repairSpread), and the third pod would
+// go to zone a again.
+func TestKeptSpreadStateSeesEveryZone(t *testing.T) {
+	s := &snapshot.Snapshot{Nodes: []*corev1.Node{
+		tu.Node("od", tu.OnDemand()),
+		tu.Node("sa", tu.Spot(), tu.Zone("a"), tu.Capacity("8", "16Gi")),
+		tu.Node("sb", tu.Spot(), tu.Zone("b"), tu.Capacity("8", "16Gi")),
+		tu.Node("sc", tu.Spot(), tu.Zone("c"), tu.Capacity("8", "16Gi")),
+	}}
+	for i := range 4 {
+		s.Pods = append(s.Pods, tu.Pod(fmt.Sprintf("w-%d", i), tu.WithUID(), tu.OnNode("od"), tu.OwnedBy("ReplicaSet", "w"),
+			tu.WithLabels("app", "w"), tu.CPU("500m"), tu.Phase(corev1.PodRunning), tu.Spread("w", corev1.LabelTopologyZone, 1)))
+	}
+	// Which two zones the state tracks depends on map order: plan a few times.
+	for range 20 {
+		p := plan(t, Rules{}, s)
+		od := node(p, "od")
+		if !od.Drainable {
+			t.Fatalf("od not drainable: %s", od.Reason)
+		}
+		perZone := map[string]int{}
+		for _, pp := range od.Pods {
+			perZone[pp.Destination]++
+		}
+		for _, n := range []string{"sa", "sb", "sc"} {
+			if perZone[n] < 1 || perZone[n] > 2 {
+				t.Fatalf("pods per spot node %v: zone spread with maxSkew 1 puts 1 or 2 in each zone", perZone)
+			}
+		}
+	}
+	if !spreadRepairable {
+		t.Error("PodTopologySpread's PreFilter state no longer has the shape repairSpread reads: spread states are computed afresh for every pod")
+	}
+}

@@ -1,0 +1,168 @@
+package plan
+
+import (
+	"encoding/binary"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	fwk "k8s.io/kube-scheduler/framework"
+)
+
+// resourceMemo computes the scheduler's accounting of a pod's requests
+// (PodInfo.CalculateResource, about 10 KB of allocations per pod) once per
+// distinct set of inputs: pods with plain requests (see plainRequests) whose
+// containers, init containers and overhead request the same quantities share
+// one answer. Any other pod gets its own computation, so the answer is always
+// the scheduler's.
+type resourceMemo struct {
+	byKey map[string]fwk.PodResource
+	buf   []byte
+}
+
+func newResourceMemo() *resourceMemo {
+	return &resourceMemo{byKey: map[string]fwk.PodResource{}}
+}
+
+// get returns the scheduler's accounting of pod's requests.
+func (m *resourceMemo) get(pod *corev1.Pod) fwk.PodResource {
+	if !plainRequests(pod) {
+		return podResource(pod)
+	}
+	key, ok := m.key(pod)
+	if !ok {
+		return podResource(pod)
+	}
+	if res, ok := m.byKey[string(key)]; ok {
+		return res
+	}
+	res := podResource(pod)
+	m.byKey[string(key)] = res
+	return res
+}
+
+// key encodes the inputs of the accounting of a pod with plain requests: for
+// each container in order, its kind and every requested quantity in
+// millis, resources in name order; then the overhead. It reports false when a
+// quantity is not a whole number of millis (its sum would round differently).
+func (m *resourceMemo) key(pod *corev1.Pod) ([]byte, bool) {
+	b := m.buf[:0]
+	ok := true
+	one := func(name corev1.ResourceName, q resource.Quantity) {
+		milli, exact := millis(q)
+		if !exact {
+			ok = false
+		}
+		b = append(b, name...)
+		b = append(b, 0)
+		b = binary.LittleEndian.AppendUint64(b, uint64(milli))
+	}
+	list := func(kind byte, l corev1.ResourceList) {
+		b = append(b, kind)
+		// CPU and memory first, then any other resource in name order.
+		n := 0
+		for _, name := range [...]corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			if q, found := l[name]; found {
+				one(name, q)
+				n++
+			}
+		}
+		if len(l) == n {
+			return
+		}
+		var names [8]corev1.ResourceName
+		others := names[:0]
+		for name := range l {
+			if name != corev1.ResourceCPU && name != corev1.ResourceMemory {
+				others = append(others, name)
+			}
+		}
+		slices.Sort(others)
+		for _, name := range others {
+			one(name, l[name])
+		}
+	}
+	for i := range pod.Spec.Containers {
+		list('c', pod.Spec.Containers[i].Resources.Requests)
+	}
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		kind := byte('i')
+		if sidecar(c) {
+			kind = 's'
+		}
+		list(kind, c.Resources.Requests)
+	}
+	list('o', pod.Spec.Overhead)
+	m.buf = b
+	return b, ok
+}
+
+// millis returns q in millis, and whether that is exact.
+func millis(q resource.Quantity) (int64, bool) {
+	up := q.MilliValue()
+	neg := q.DeepCopy() // Neg changes a shared inf.Dec in place
+	neg.Neg()
+	return up, -neg.MilliValue() == up
+}
+
+// plainRequests reports whether the scheduler's accounting of pod's requests
+// depends on its containers' spec requests, its init containers' restart
+// policies and its overhead only: no pod-level resources, no node-allocatable
+// resource claims, and no status that reports other resources than the spec
+// (an in-place resize).
+func plainRequests(pod *corev1.Pod) bool {
+	s := &pod.Status
+	if pod.Spec.Resources != nil || len(s.NodeAllocatableResourceClaimStatuses) > 0 || s.Resources != nil || s.AllocatedResources != nil {
+		return false
+	}
+	return statusMatchesSpec(pod.Spec.Containers, s.ContainerStatuses) && statusMatchesSpec(pod.Spec.InitContainers, s.InitContainerStatuses)
+}
+
+// statusMatchesSpec reports whether every container status that reports
+// resources reports exactly the container's spec requests.
+func statusMatchesSpec(containers []corev1.Container, statuses []corev1.ContainerStatus) bool {
+	for i := range statuses {
+		cs := &statuses[i]
+		if cs.AllocatedResources == nil && (cs.Resources == nil || cs.Resources.Requests == nil) {
+			continue
+		}
+		var spec corev1.ResourceList
+		found := false
+		for j := range containers {
+			if containers[j].Name == cs.Name {
+				spec, found = containers[j].Resources.Requests, true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+		if cs.AllocatedResources != nil && !sameList(cs.AllocatedResources, spec) {
+			return false
+		}
+		if cs.Resources != nil && cs.Resources.Requests != nil && !sameList(cs.Resources.Requests, spec) {
+			return false
+		}
+	}
+	return true
+}
+
+func sidecar(c *corev1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
+}
+
+// sameList reports whether two resource lists name the same resources with
+// equal quantities.
+func sameList(a, b corev1.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for name, qa := range a {
+		qb, ok := b[name]
+		if !ok || qa.Cmp(qb) != 0 {
+			return false
+		}
+	}
+	return true
+}
