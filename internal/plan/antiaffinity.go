@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
 )
 
 // antiAffinityIndex counts the required anti-affinity terms of the pods in the
@@ -25,20 +24,16 @@ type antiAffinityIndex struct {
 type countedTerm struct {
 	term  fwk.AffinityTerm
 	count int
+	// pods are the pods with the term (in the namespace buckets only).
+	pods []fwk.PodInfo
 }
 
-func newAntiAffinityIndex(snap *cache.Snapshot) (*antiAffinityIndex, error) {
+func newAntiAffinityIndex(pods []fwk.PodInfo) *antiAffinityIndex {
 	idx := &antiAffinityIndex{terms: map[string]map[string]*countedTerm{}, crossNamespace: map[string]*countedTerm{}}
-	nodes, err := snap.NodeInfos().HavePodsWithRequiredAntiAffinityList()
-	if err != nil {
-		return nil, err
+	for _, pi := range pods {
+		idx.add(pi, 1)
 	}
-	for _, ni := range nodes {
-		for _, pi := range ni.GetPodsWithRequiredAntiAffinity() {
-			idx.add(pi, 1)
-		}
-	}
-	return idx, nil
+	return idx
 }
 
 // add counts (delta 1) or uncounts (delta -1) a pod's required anti-affinity
@@ -57,15 +52,15 @@ func (idx *antiAffinityIndex) add(pi fwk.PodInfo, delta int) {
 				bucket = map[string]*countedTerm{}
 				idx.terms[ns] = bucket
 			}
-			count(bucket, key, t, delta)
+			count(bucket, key, t, delta, pi)
 		}
 		if cross {
-			count(idx.crossNamespace, key, t, delta)
+			count(idx.crossNamespace, key, t, delta, nil)
 		}
 	}
 }
 
-func count(m map[string]*countedTerm, key string, t fwk.AffinityTerm, delta int) {
+func count(m map[string]*countedTerm, key string, t fwk.AffinityTerm, delta int, pi fwk.PodInfo) {
 	ct, ok := m[key]
 	if !ok {
 		ct = &countedTerm{term: t}
@@ -74,7 +69,30 @@ func count(m map[string]*countedTerm, key string, t fwk.AffinityTerm, delta int)
 	ct.count += delta
 	if ct.count <= 0 {
 		delete(m, key)
+		return
 	}
+	if pi == nil {
+		return
+	}
+	if delta > 0 {
+		ct.pods = append(ct.pods, pi)
+		return
+	}
+	uid := pi.GetPod().UID
+	ct.pods = slices.DeleteFunc(ct.pods, func(p fwk.PodInfo) bool { return p.GetPod().UID == uid })
+}
+
+// matching returns the counted terms that match pod.
+func (idx *antiAffinityIndex) matching(pod *corev1.Pod, nsLabels labels.Set) []*countedTerm {
+	var out []*countedTerm
+	for _, bucket := range []map[string]*countedTerm{idx.terms[pod.Namespace], idx.terms[""]} {
+		for _, ct := range bucket {
+			if ct.term.Matches(pod, nsLabels) {
+				out = append(out, ct)
+			}
+		}
+	}
+	return out
 }
 
 // matches reports whether any counted term matches pod, with the scheduler's

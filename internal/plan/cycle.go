@@ -41,6 +41,9 @@ func (f *fitter) prepareScoped(ctx context.Context, pod *corev1.Pod, full bool) 
 		c.fw = f.full
 		if f.exhaustive || !f.canUseView(pod) {
 			scope = ""
+			if err := f.materialize(); err != nil {
+				return nil, "", fwk.AsStatus(err)
+			}
 		}
 	}
 	if full && scope != "" {
@@ -49,7 +52,7 @@ func (f *fitter) prepareScoped(ctx context.Context, pod *corev1.Pod, full bool) 
 			return nil, "", fwk.AsStatus(err)
 		}
 		nsLabels := interpodaffinity.GetNamespaceLabelsSnapshot(f.logger, pod.Namespace, f.nsLister)
-		if err := f.views.use(pod, pi, nsLabels); err != nil {
+		if err := f.views.use(pod, pi, nsLabels, f.anti); err != nil {
 			return nil, "", fwk.AsStatus(err)
 		}
 		defer f.views.done()

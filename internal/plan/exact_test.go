@@ -137,6 +137,11 @@ func randomCluster(seed uint64) *snapshot.Snapshot {
 			opts = append(opts, podAffinity(other, corev1.LabelTopologyZone))
 		case chance(0.1):
 			opts = append(opts, tu.AntiAffinity(other, corev1.LabelHostname))
+		case chance(0.05):
+			// Across namespaces: the views do not apply.
+			opts = append(opts, tu.AntiAffinity(other, corev1.LabelHostname), func(p *corev1.Pod) {
+				p.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0].NamespaceSelector = &metav1.LabelSelector{}
+			})
 		}
 		switch {
 		case chance(0.25):

@@ -78,6 +78,17 @@ type fitter struct {
 
 	// exhaustive turns the shortcuts off (see Planner.exhaustive).
 	exhaustive bool
+
+	// deferred holds, by node, the pods of nodes that are never destinations
+	// and that are not in the snapshot yet: only the PreFilter of
+	// InterPodAffinity and PodTopologySpread over the whole snapshot reads
+	// them (views read the bound pods), so they are added when one first
+	// runs (materialize). Pods with volume claims are never deferred
+	// (VolumeRestrictions counts their users in the snapshot).
+	deferred map[string][]fwk.PodInfo
+	// requested is the scheduler's accounting of the requests of each node's
+	// pods, as the snapshot was built.
+	requested map[string]podSize
 }
 
 // mutation is one pod added to (delta 1) or removed from (-1) a node.
@@ -91,12 +102,10 @@ type mutation struct {
 // updates; they are not registered with any registry Spotter serves.
 var initMetrics sync.Once
 
-// newFitter builds the scheduler framework over the objects of s. Only the
-// nodes for which destination returns true keep resource accounting: pods bound
-// to other nodes enter the snapshot with zero requests (see sizedPodInfo),
-// because no pod is ever placed there and computing requests is the most
-// expensive part of building the snapshot. Pods bound to nodes that are not in
-// s are left out, as the plugins skip NodeInfos without a node.
+// newFitter builds the scheduler framework over the objects of s. The pods of
+// nodes for which destination returns false are deferred (see
+// fitter.deferred). Pods bound to nodes that are not in s are left out, as the
+// plugins skip NodeInfos without a node.
 func newFitter(ctx context.Context, s *snapshot.Snapshot, destination func(node string) bool) (*fitter, error) {
 	initMetrics.Do(schedmetrics.InitMetrics)
 	logger := klog.FromContext(ctx)
@@ -144,39 +153,57 @@ func newFitter(ctx context.Context, s *snapshot.Snapshot, destination func(node 
 		known[n.Name] = true
 	}
 	var bound []fwk.PodInfo
+	requested := map[string]podSize{}
+	deferred := map[string][]fwk.PodInfo{}
 	for _, p := range s.Pods {
-		if p.Spec.NodeName == "" || terminal(p) || !known[p.Spec.NodeName] {
+		node := p.Spec.NodeName
+		if node == "" || terminal(p) || !known[node] {
 			continue
 		}
 		// As NodeInfo.AddPod: affinity terms that fail to parse are left out.
 		pi, _ := framework.NewPodInfo(p)
-		info := &sizedPodInfo{PodInfo: pi, res: noResources}
-		if destination(p.Spec.NodeName) {
-			info.res = f.resources.get(p)
-		}
-		if err := snap.AddPod(info, p.Spec.NodeName); err != nil {
-			return nil, err
-		}
+		info := &sizedPodInfo{PodInfo: pi, res: f.resources.get(p)}
+		size := requested[node]
+		size.cpu += info.res.Resource.GetMilliCPU()
+		size.mem += info.res.Resource.GetMemory()
+		requested[node] = size
 		bound = append(bound, info)
+		if destination(node) || hasClaims(p) {
+			if err := snap.AddPod(info, node); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		deferred[node] = append(deferred[node], info)
 	}
 	if err := f.reset(snap, bound); err != nil {
 		return nil, err
 	}
+	f.requested, f.deferred = requested, deferred
 	return f, nil
+}
+
+// materialize adds the deferred pods to the snapshot (see fitter.deferred).
+func (f *fitter) materialize() error {
+	for node, pods := range f.deferred {
+		for _, pi := range pods {
+			if err := f.snap.AddPod(pi, node); err != nil {
+				return err
+			}
+		}
+	}
+	f.deferred = nil
+	return nil
 }
 
 // reset points the fitter at a new snapshot holding the pods bound: it drops
 // the namespace views, the mutation log and the anti-affinity index of the
 // previous one.
 func (f *fitter) reset(snap *cache.Snapshot, bound []fwk.PodInfo) error {
-	f.snap = snap
+	f.snap, f.deferred, f.requested = snap, nil, nil
 	f.views.reset(snap, bound)
 	f.log, f.byNS, f.cross = nil, map[string][]int{}, nil
-	anti, err := newAntiAffinityIndex(snap)
-	if err != nil {
-		return err
-	}
-	f.anti = anti
+	f.anti = newAntiAffinityIndex(bound)
 	return nil
 }
 
@@ -328,7 +355,9 @@ func (f *fitter) add(pod *corev1.Pod, node string, res fwk.PodResource) error {
 		return err
 	}
 	info := &sizedPodInfo{PodInfo: pi, res: res}
-	if err := f.snap.AddPod(info, node); err != nil {
+	if pods, ok := f.deferred[node]; ok {
+		f.deferred[node] = append(pods, info)
+	} else if err := f.snap.AddPod(info, node); err != nil {
 		return err
 	}
 	f.changed(info, node, 1)
@@ -337,6 +366,13 @@ func (f *fitter) add(pod *corev1.Pod, node string, res fwk.PodResource) error {
 
 // remove takes pod off node in the snapshot.
 func (f *fitter) remove(pod *corev1.Pod, node string) error {
+	for i, pi := range f.deferred[node] {
+		if pi.GetPod().UID == pod.UID {
+			f.deferred[node] = slices.Delete(f.deferred[node], i, i+1)
+			f.changed(pi, node, -1)
+			return nil
+		}
+	}
 	ni, err := f.snap.Get(node)
 	if err != nil {
 		return err
@@ -395,20 +431,16 @@ func (e errNodeNotFound) Error() string {
 	return fmt.Sprintf("node %q not found in the snapshot", string(e))
 }
 
-// sizedPodInfo is a PodInfo whose resource requests were computed once by the
-// caller, with the scheduler's own PodInfo.CalculateResource, or are zero for a
-// pod on a node that is never a destination (no resource accounting is needed
-// there). NodeInfo reads requests only through CalculateResource, when a pod is
-// added or removed; computing them allocates about 10 KB per pod, and the plan
-// adds the same pod (a copy bound to another node) many times.
+// sizedPodInfo is a PodInfo whose resource requests were computed by the
+// caller with the scheduler's own PodInfo.CalculateResource, once per distinct
+// shape (see resourceMemo). NodeInfo reads requests only through
+// CalculateResource, when a pod is added or removed; computing them allocates
+// about 10 KB per pod, and the plan adds the same pod (a copy bound to another
+// node) many times.
 type sizedPodInfo struct {
 	*framework.PodInfo
 	res fwk.PodResource
 }
-
-// noResources is the accounting of a pod on a node that is never a
-// destination.
-var noResources = fwk.PodResource{Resource: &framework.Resource{}}
 
 // CalculateResource returns the requests given when the pod was added.
 func (p *sizedPodInfo) CalculateResource() fwk.PodResource { return p.res }

@@ -196,13 +196,8 @@ func (p *Planner) Plan(ctx context.Context, s *snapshot.Snapshot) (*Plan, error)
 			}
 		}
 		np.PodCount = len(podsByNode[node.Name])
-		for _, pod := range podsByNode[node.Name] {
-			if !terminal(pod) {
-				size := quickRequests(pod)
-				np.CPURequested += size.cpu
-				np.MemoryRequested += size.mem
-			}
-		}
+		size := r.fit.requested[node.Name]
+		np.CPURequested, np.MemoryRequested = size.cpu, size.mem
 		if c.Warning != "" {
 			out.Summary.Warnings = append(out.Summary.Warnings, node.Name+": "+c.Warning)
 		}
@@ -283,6 +278,11 @@ func (p *Planner) newRun(ctx context.Context, s *snapshot.Snapshot) (*run, map[s
 		return nil, nil, err
 	}
 	fit.exhaustive = p.exhaustive
+	if p.exhaustive {
+		if err := fit.materialize(); err != nil {
+			return nil, nil, err
+		}
+	}
 	r := &run{Planner: p, fit: fit, budgets: newBudgets(s.PDBs), templates: newTemplates()}
 	for _, node := range s.Nodes {
 		if classes[node.Name].Class == classify.Spot {
@@ -435,8 +435,7 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, pods []*corev1.Pod) er
 		if err := r.fit.remove(pod, np.Name); err != nil {
 			return fmt.Errorf("removing %s/%s from %s in the snapshot: %w", pod.Namespace, pod.Name, np.Name, err)
 		}
-		// Candidates are never destinations: no resource accounting.
-		undo = append(undo, func() error { return r.fit.add(pod, np.Name, noResources) })
+		undo = append(undo, func() error { return r.fit.add(pod, np.Name, r.resource(pod)) })
 	}
 	for i, pod := range movable {
 		dest, reason, moved := r.place(ctx, replacement(pod), pod)
@@ -673,47 +672,3 @@ func sortPodPlans(plans []PodPlan, movable []*corev1.Pod) {
 	})
 }
 
-// quickRequests adds up a pod's CPU and memory requests the way the scheduler
-// does (containers and sidecars, the largest init container, overhead) without
-// the allocations of the general helper. It is used for the node totals that
-// order candidates and fill the report; fit decisions use request.
-func quickRequests(pod *corev1.Pod) podSize {
-	var sum, sidecars, initMax podSize
-	for i := range pod.Spec.Containers {
-		r := pod.Spec.Containers[i].Resources.Requests
-		sum.cpu += milliCPU(r)
-		sum.mem += memory(r)
-	}
-	for i := range pod.Spec.InitContainers {
-		c := &pod.Spec.InitContainers[i]
-		cpu, mem := milliCPU(c.Resources.Requests), memory(c.Resources.Requests)
-		if sidecar(c) {
-			sidecars.cpu += cpu
-			sidecars.mem += mem
-			continue
-		}
-		// An init container runs beside the sidecars started before it.
-		initMax.cpu = max(initMax.cpu, cpu+sidecars.cpu)
-		initMax.mem = max(initMax.mem, mem+sidecars.mem)
-	}
-	out := podSize{cpu: max(sum.cpu+sidecars.cpu, initMax.cpu), mem: max(sum.mem+sidecars.mem, initMax.mem)}
-	out.cpu += milliCPU(pod.Spec.Overhead)
-	out.mem += memory(pod.Spec.Overhead)
-	return out
-}
-
-// milliCPU and memory read one request without ResourceList's allocating
-// accessors.
-func milliCPU(l corev1.ResourceList) int64 {
-	if q, ok := l[corev1.ResourceCPU]; ok {
-		return q.MilliValue()
-	}
-	return 0
-}
-
-func memory(l corev1.ResourceList) int64 {
-	if q, ok := l[corev1.ResourceMemory]; ok {
-		return q.Value()
-	}
-	return 0
-}

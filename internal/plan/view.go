@@ -4,7 +4,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -87,15 +86,23 @@ func (v *viewLister) changed(pi fwk.PodInfo, node *corev1.Node, delta int) {
 func (v *viewLister) done() { v.current = nil }
 
 // use selects the view of pod (see viewLister), whose required affinity terms
-// are those of pi and whose namespace has the labels nsLabels.
-func (v *viewLister) use(pod *corev1.Pod, pi fwk.PodInfo, nsLabels labels.Set) error {
+// are those of pi and whose namespace has the labels nsLabels; anti holds the
+// required anti-affinity terms of the snapshot's pods.
+func (v *viewLister) use(pod *corev1.Pod, pi fwk.PodInfo, nsLabels labels.Set, anti *antiAffinityIndex) error {
 	if v.empty == nil {
 		if err := v.nodes(); err != nil {
 			return err
 		}
 	}
 	idx := v.index(pod.Namespace)
-	chosen := map[types.UID]*indexedPod{}
+	idx.epoch++
+	var chosen []*indexedPod
+	choose := func(ip *indexedPod) {
+		if ip.alive && ip.mark != idx.epoch {
+			ip.mark = idx.epoch
+			chosen = append(chosen, ip)
+		}
+	}
 	everything := false
 	add := func(sel labels.Selector) {
 		if _, selectable := sel.Requirements(); everything || !selectable {
@@ -107,8 +114,8 @@ func (v *viewLister) use(pod *corev1.Pod, pi fwk.PodInfo, nsLabels labels.Set) e
 			everything = true
 			return
 		}
-		for uid, ip := range idx.byLabel[labelKV{key.key, key.value}] {
-			chosen[uid] = ip
+		for _, ip := range idx.withLabel(key.key, key.value) {
+			choose(ip)
 		}
 	}
 	for _, t := range pi.GetRequiredAffinityTerms() {
@@ -133,13 +140,19 @@ func (v *viewLister) use(pod *corev1.Pod, pi fwk.PodInfo, nsLabels labels.Set) e
 		add(sel)
 	}
 	if everything {
-		chosen = idx.pods
+		chosen = chosen[:0]
+		for _, ip := range idx.pods {
+			if ip.alive {
+				chosen = append(chosen, ip)
+			}
+		}
 	} else {
-		for uid, ip := range idx.anti {
-			for _, t := range ip.pi.GetRequiredAntiAffinityTerms() {
-				if t.Matches(pod, nsLabels) {
-					chosen[uid] = ip
-					break
+		// The pods whose required anti-affinity matches pod: those of the
+		// distinct terms that match it.
+		for _, ct := range anti.matching(pod, nsLabels) {
+			for _, owner := range ct.pods {
+				if ip, ok := idx.byPod[owner]; ok {
+					choose(ip)
 				}
 			}
 		}
@@ -208,7 +221,7 @@ func (v *viewLister) index(ns string) *nsIndex {
 	if idx, ok := v.indexes[ns]; ok {
 		return idx
 	}
-	idx := &nsIndex{pods: map[types.UID]*indexedPod{}, byLabel: map[labelKV]map[types.UID]*indexedPod{}, anti: map[types.UID]*indexedPod{}}
+	idx := &nsIndex{byPod: make(map[fwk.PodInfo]*indexedPod, len(v.pending[ns])), byKey: map[string]map[string][]*indexedPod{}}
 	for _, c := range v.pending[ns] {
 		idx.apply(c)
 	}
@@ -217,44 +230,60 @@ func (v *viewLister) index(ns string) *nsIndex {
 	return idx
 }
 
-// nsIndex indexes the pods of one namespace in the snapshot.
+// nsIndex indexes the pods of one namespace in the snapshot, and by the value
+// of each label key asked about (see withLabel). Removed pods stay in its
+// lists, marked dead.
 type nsIndex struct {
-	pods    map[types.UID]*indexedPod
-	byLabel map[labelKV]map[types.UID]*indexedPod
-	// anti holds the pods with required anti-affinity terms.
-	anti map[types.UID]*indexedPod
+	pods  []*indexedPod
+	byPod map[fwk.PodInfo]*indexedPod
+	// byKey maps a label key to the pods by value of that label.
+	byKey map[string]map[string][]*indexedPod
+	// epoch marks the pods chosen for the view being built.
+	epoch int
 }
 
-type labelKV struct{ key, value string }
-
 type indexedPod struct {
-	pi   fwk.PodInfo
-	node *corev1.Node
+	pi    fwk.PodInfo
+	node  *corev1.Node
+	alive bool
+	mark  int
 }
 
 func (idx *nsIndex) apply(c nsChange) {
-	p := c.pod.GetPod()
 	if c.delta < 0 {
-		delete(idx.pods, p.UID)
-		delete(idx.anti, p.UID)
-		for k, val := range p.Labels {
-			delete(idx.byLabel[labelKV{k, val}], p.UID)
+		if ip, ok := idx.byPod[c.pod]; ok {
+			ip.alive = false
+			delete(idx.byPod, c.pod)
 		}
 		return
 	}
-	ip := &indexedPod{pi: c.pod, node: c.node}
-	idx.pods[p.UID] = ip
-	if len(c.pod.GetRequiredAntiAffinityTerms()) > 0 {
-		idx.anti[p.UID] = ip
-	}
-	for k, val := range p.Labels {
-		m, ok := idx.byLabel[labelKV{k, val}]
-		if !ok {
-			m = map[types.UID]*indexedPod{}
-			idx.byLabel[labelKV{k, val}] = m
+	ip := &indexedPod{pi: c.pod, node: c.node, alive: true}
+	idx.pods = append(idx.pods, ip)
+	idx.byPod[c.pod] = ip
+	labels := c.pod.GetPod().Labels
+	for key, byValue := range idx.byKey {
+		if val, ok := labels[key]; ok {
+			byValue[val] = append(byValue[val], ip)
 		}
-		m[p.UID] = ip
 	}
+}
+
+// withLabel returns the entries of the pods labelled key=value (some dead).
+func (idx *nsIndex) withLabel(key, value string) []*indexedPod {
+	byValue, ok := idx.byKey[key]
+	if !ok {
+		byValue = map[string][]*indexedPod{}
+		for _, ip := range idx.pods {
+			if !ip.alive {
+				continue
+			}
+			if val, ok := ip.pi.GetPod().Labels[key]; ok {
+				byValue[val] = append(byValue[val], ip)
+			}
+		}
+		idx.byKey[key] = byValue
+	}
+	return byValue[value]
 }
 
 // podView is the NodeInfoLister of one pod's view.
