@@ -671,4 +671,3 @@ func sortPodPlans(plans []PodPlan, movable []*corev1.Pod) {
 		return strings.Compare(a.Name, b.Name)
 	})
 }
-
