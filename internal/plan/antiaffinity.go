@@ -13,13 +13,19 @@ import (
 // snapshot, deduplicated, so that "does any existing pod's anti-affinity match
 // this pod?" costs one check per distinct term instead of one per pod.
 type antiAffinityIndex struct {
-	// terms holds every term by the namespaces it applies to; a term with a
-	// namespace selector is kept under "" and checked for every pod.
-	terms map[string]map[string]*countedTerm
+	// terms holds every term by the namespaces it applies to (a term with a
+	// namespace selector is kept under "" and checked for every pod) and by a
+	// label its selector requires (pods without it cannot match), or under no
+	// label when it requires none.
+	terms map[termBucket]map[string]*countedTerm
 	// crossNamespace holds the terms of pods whose anti-affinity may reach
 	// pods of other namespaces (explicit namespaces or a namespace selector).
 	crossNamespace map[string]*countedTerm
 }
+
+// termBucket is where antiAffinityIndex keeps a term: the namespace it applies
+// to and a label (key and value) its selector requires.
+type termBucket struct{ namespace, key, value string }
 
 type countedTerm struct {
 	term  fwk.AffinityTerm
@@ -29,7 +35,7 @@ type countedTerm struct {
 }
 
 func newAntiAffinityIndex(pods []fwk.PodInfo) *antiAffinityIndex {
-	idx := &antiAffinityIndex{terms: map[string]map[string]*countedTerm{}, crossNamespace: map[string]*countedTerm{}}
+	idx := &antiAffinityIndex{terms: map[termBucket]map[string]*countedTerm{}, crossNamespace: map[string]*countedTerm{}}
 	for _, pi := range pods {
 		idx.add(pi, 1)
 	}
@@ -46,11 +52,13 @@ func (idx *antiAffinityIndex) add(pi fwk.PodInfo, delta int) {
 	cross := !ownNamespaceOnly(pi.GetPod())
 	for _, t := range terms {
 		key := termKey(t)
+		required, _ := requiredLabel(t.Selector)
 		for _, ns := range termNamespaces(t) {
-			bucket, ok := idx.terms[ns]
+			b := termBucket{ns, required.key, required.value}
+			bucket, ok := idx.terms[b]
 			if !ok {
 				bucket = map[string]*countedTerm{}
-				idx.terms[ns] = bucket
+				idx.terms[b] = bucket
 			}
 			count(bucket, key, t, delta, pi)
 		}
@@ -85,20 +93,41 @@ func count(m map[string]*countedTerm, key string, t fwk.AffinityTerm, delta int,
 // matching returns the counted terms that match pod.
 func (idx *antiAffinityIndex) matching(pod *corev1.Pod, nsLabels labels.Set) []*countedTerm {
 	var out []*countedTerm
-	for _, bucket := range []map[string]*countedTerm{idx.terms[pod.Namespace], idx.terms[""]} {
+	idx.candidates(pod, func(bucket map[string]*countedTerm) bool {
 		for _, ct := range bucket {
 			if ct.term.Matches(pod, nsLabels) {
 				out = append(out, ct)
 			}
 		}
-	}
+		return true
+	})
 	return out
+}
+
+// candidates calls visit with each bucket whose terms may match pod, until it
+// returns false.
+func (idx *antiAffinityIndex) candidates(pod *corev1.Pod, visit func(map[string]*countedTerm) bool) {
+	for _, ns := range [2]string{pod.Namespace, ""} {
+		if bucket, ok := idx.terms[termBucket{namespace: ns}]; ok && !visit(bucket) {
+			return
+		}
+		for k, v := range pod.Labels {
+			if bucket, ok := idx.terms[termBucket{ns, k, v}]; ok && !visit(bucket) {
+				return
+			}
+		}
+	}
 }
 
 // matches reports whether any counted term matches pod, with the scheduler's
 // own AffinityTerm.Matches.
 func (idx *antiAffinityIndex) matches(pod *corev1.Pod, nsLabels labels.Set) bool {
-	return anyMatches(idx.terms[pod.Namespace], pod, nsLabels) || anyMatches(idx.terms[""], pod, nsLabels)
+	found := false
+	idx.candidates(pod, func(bucket map[string]*countedTerm) bool {
+		found = anyMatches(bucket, pod, nsLabels)
+		return !found
+	})
+	return found
 }
 
 // termNamespaces lists the index buckets of a term: its namespaces, and "" when

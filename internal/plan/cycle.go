@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/interpodaffinity"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 )
 
@@ -51,7 +50,7 @@ func (f *fitter) prepareScoped(ctx context.Context, pod *corev1.Pod, full bool) 
 		if err != nil {
 			return nil, "", fwk.AsStatus(err)
 		}
-		nsLabels := interpodaffinity.GetNamespaceLabelsSnapshot(f.logger, pod.Namespace, f.nsLister)
+		nsLabels := f.namespaceLabels(pod.Namespace)
 		if err := f.views.use(pod, pi, nsLabels, f.anti); err != nil {
 			return nil, "", fwk.AsStatus(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
@@ -89,6 +90,32 @@ type fitter struct {
 	// requested is the scheduler's accounting of the requests of each node's
 	// pods, as the snapshot was built.
 	requested map[string]podSize
+	// onChange, when set, is called after a pod is added to or removed from a
+	// node.
+	onChange func(node string)
+	// nsLabels caches the labels of namespaces (see namespaceLabels), and
+	// podRes the accounting of the requests of the pods in the snapshot.
+	nsLabels map[string]labels.Set
+	podRes   map[*corev1.Pod]fwk.PodResource
+}
+
+// namespaceLabels returns the labels of a namespace as InterPodAffinity reads
+// them, once per namespace: the namespaces do not change during a plan.
+func (f *fitter) namespaceLabels(ns string) labels.Set {
+	if l, ok := f.nsLabels[ns]; ok {
+		return l
+	}
+	l := interpodaffinity.GetNamespaceLabelsSnapshot(f.logger, ns, f.nsLister)
+	f.nsLabels[ns] = l
+	return l
+}
+
+// resource returns the scheduler's accounting of pod's requests.
+func (f *fitter) resource(pod *corev1.Pod) fwk.PodResource {
+	if res, ok := f.podRes[pod]; ok {
+		return res
+	}
+	return f.resources.get(pod)
 }
 
 // mutation is one pod added to (delta 1) or removed from (-1) a node.
@@ -117,7 +144,7 @@ func newFitter(ctx context.Context, s *snapshot.Snapshot, destination func(node 
 	if err != nil {
 		return nil, fmt.Errorf("default scheduler configuration: %w", err)
 	}
-	f := &fitter{views: &viewLister{}, resources: newResourceMemo(), nsLister: factory.Core().V1().Namespaces().Lister(), logger: logger}
+	f := &fitter{views: &viewLister{}, resources: newResourceMemo(), nsLabels: map[string]labels.Set{}, nsLister: factory.Core().V1().Namespaces().Lister(), logger: logger}
 	build := func(plugins ...string) (framework.Framework, error) {
 		profile := cfg.Profiles[0]
 		profile.Plugins = only(profile.Plugins, plugins)
@@ -148,38 +175,47 @@ func newFitter(ctx context.Context, s *snapshot.Snapshot, destination func(node 
 	if err := snap.StartMutations(); err != nil {
 		return nil, err
 	}
-	known := make(map[string]bool, len(s.Nodes))
-	for _, n := range s.Nodes {
-		known[n.Name] = true
+	at := make(map[string]int, len(s.Nodes))
+	dest := make([]bool, len(s.Nodes))
+	for i, n := range s.Nodes {
+		at[n.Name] = i
+		dest[i] = destination(n.Name)
 	}
 	var bound []fwk.PodInfo
-	requested := map[string]podSize{}
+	var boundTo []*corev1.Node
+	f.podRes = make(map[*corev1.Pod]fwk.PodResource, len(s.Pods))
+	sizes := make([]podSize, len(s.Nodes))
 	deferred := map[string][]fwk.PodInfo{}
 	for _, p := range s.Pods {
-		node := p.Spec.NodeName
-		if node == "" || terminal(p) || !known[node] {
+		i, known := at[p.Spec.NodeName]
+		if !known || terminal(p) {
 			continue
 		}
+		node := s.Nodes[i]
 		// As NodeInfo.AddPod: affinity terms that fail to parse are left out.
 		pi, _ := framework.NewPodInfo(p)
 		info := &sizedPodInfo{PodInfo: pi, res: f.resources.get(p)}
-		size := requested[node]
-		size.cpu += info.res.Resource.GetMilliCPU()
-		size.mem += info.res.Resource.GetMemory()
-		requested[node] = size
+		sizes[i].cpu += info.res.Resource.GetMilliCPU()
+		sizes[i].mem += info.res.Resource.GetMemory()
 		bound = append(bound, info)
-		if destination(node) || hasClaims(p) {
-			if err := snap.AddPod(info, node); err != nil {
+		boundTo = append(boundTo, node)
+		if dest[i] || hasClaims(p) {
+			if err := snap.AddPod(info, node.Name); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		deferred[node] = append(deferred[node], info)
+		f.podRes[p] = info.res
+		deferred[node.Name] = append(deferred[node.Name], info)
 	}
-	if err := f.reset(snap, bound); err != nil {
+	if err := f.reset(snap, bound, boundTo); err != nil {
 		return nil, err
 	}
-	f.requested, f.deferred = requested, deferred
+	f.requested = make(map[string]podSize, len(s.Nodes))
+	for i, n := range s.Nodes {
+		f.requested[n.Name] = sizes[i]
+	}
+	f.deferred = deferred
 	return f, nil
 }
 
@@ -196,12 +232,12 @@ func (f *fitter) materialize() error {
 	return nil
 }
 
-// reset points the fitter at a new snapshot holding the pods bound: it drops
-// the namespace views, the mutation log and the anti-affinity index of the
-// previous one.
-func (f *fitter) reset(snap *cache.Snapshot, bound []fwk.PodInfo) error {
+// reset points the fitter at a new snapshot holding the pods bound (each to
+// the node of the same index in nodes): it drops the views, the mutation log
+// and the anti-affinity index of the previous one.
+func (f *fitter) reset(snap *cache.Snapshot, bound []fwk.PodInfo, nodes []*corev1.Node) error {
 	f.snap, f.deferred, f.requested = snap, nil, nil
-	f.views.reset(snap, bound)
+	f.views.reset(snap, bound, nodes)
 	f.log, f.byNS, f.cross = nil, map[string][]int{}, nil
 	f.anti = newAntiAffinityIndex(bound)
 	return nil
@@ -289,7 +325,7 @@ func (f *fitter) needsFull(pod *corev1.Pod) bool {
 			return true
 		}
 	}
-	nsLabels := interpodaffinity.GetNamespaceLabelsSnapshot(f.logger, pod.Namespace, f.nsLister)
+	nsLabels := f.namespaceLabels(pod.Namespace)
 	return f.anti.matches(pod, nsLabels)
 }
 
@@ -302,7 +338,7 @@ func (f *fitter) canUseView(pod *corev1.Pod) bool {
 	if !ownNamespaceOnly(pod) {
 		return false
 	}
-	nsLabels := interpodaffinity.GetNamespaceLabelsSnapshot(f.logger, pod.Namespace, f.nsLister)
+	nsLabels := f.namespaceLabels(pod.Namespace)
 	return !f.anti.matchesCrossNamespace(pod, nsLabels)
 }
 
@@ -406,6 +442,9 @@ func (f *fitter) changed(pi fwk.PodInfo, node string, delta int) {
 	f.byNS[ns] = append(f.byNS[ns], i)
 	if reachesOtherNamespaces(pi) {
 		f.cross = append(f.cross, i)
+	}
+	if f.onChange != nil {
+		f.onChange(node)
 	}
 }
 

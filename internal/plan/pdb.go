@@ -25,9 +25,8 @@ type budgets struct {
 	byLabel     map[labelKey][]*budget
 	byNamespace map[string][]*budget
 	// byOwner memoizes covering by controller and labels, which the pods of
-	// one workload share; byPod memoizes it per pod.
+	// one workload share.
 	byOwner map[types.UID][]covered
-	byPod   map[*corev1.Pod][]*budget
 }
 
 // covered is the answer of covering for the pods of a namespace with labels.
@@ -52,7 +51,7 @@ type budget struct {
 }
 
 func newBudgets(pdbs []*policyv1.PodDisruptionBudget) *budgets {
-	b := &budgets{byLabel: map[labelKey][]*budget{}, byNamespace: map[string][]*budget{}, byOwner: map[types.UID][]covered{}, byPod: map[*corev1.Pod][]*budget{}}
+	b := &budgets{byLabel: map[labelKey][]*budget{}, byNamespace: map[string][]*budget{}, byOwner: map[types.UID][]covered{}}
 	for i, pdb := range pdbs {
 		bud := &budget{index: i, pdb: pdb, allowed: pdb.Status.DisruptionsAllowed}
 		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
@@ -98,24 +97,17 @@ func requiredLabel(sel labels.Selector) (labelKey, bool) {
 
 // covering returns the budgets whose selector matches pod.
 func (b *budgets) covering(pod *corev1.Pod) []*budget {
-	if out, ok := b.byPod[pod]; ok {
-		return out
-	}
 	owner := metav1.GetControllerOfNoCopy(pod)
 	if owner == nil {
-		out := b.match(pod)
-		b.byPod[pod] = out
-		return out
+		return b.match(pod)
 	}
 	for _, c := range b.byOwner[owner.UID] {
 		if c.namespace == pod.Namespace && maps.Equal(c.labels, pod.Labels) {
-			b.byPod[pod] = c.budgets
 			return c.budgets
 		}
 	}
 	out := b.match(pod)
 	b.byOwner[owner.UID] = append(b.byOwner[owner.UID], covered{pod.Namespace, pod.Labels, out})
-	b.byPod[pod] = out
 	return out
 }
 
@@ -141,17 +133,18 @@ func (b *budgets) match(pod *corev1.Pod) []*budget {
 }
 
 // take reserves one disruption for each pod in pods from every budget covering
-// it. If a budget runs short, nothing is reserved and the returned reason names
-// the budget, what it allows and what the plan needs.
-func (b *budgets) take(pods []*corev1.Pod) (blocked *corev1.Pod, reason string) {
+// it, and returns what it took, with -1. If a budget runs short, nothing is
+// reserved: it returns the index of the first pod the budget covers and a
+// reason that names the budget, what it allows and what the plan needs.
+func (b *budgets) take(pods []*corev1.Pod) (taken map[*budget]int32, blocked int, reason string) {
 	need := map[*budget]int32{}
-	first := map[*budget]*corev1.Pod{}
+	first := map[*budget]int{}
 	var order []*budget
-	for _, p := range pods {
+	for i, p := range pods {
 		for _, bud := range b.covering(p) {
 			if _, seen := need[bud]; !seen {
 				order = append(order, bud)
-				first[bud] = p
+				first[bud] = i
 			}
 			need[bud]++
 		}
@@ -164,20 +157,18 @@ func (b *budgets) take(pods []*corev1.Pod) (blocked *corev1.Pod, reason string) 
 			if bud.why != "" {
 				reason += " (" + bud.why + ")"
 			}
-			return first[bud], reason
+			return nil, first[bud], reason
 		}
 	}
 	for bud, n := range need {
 		bud.used += n
 	}
-	return nil, ""
+	return need, -1, ""
 }
 
-// give returns the disruptions take reserved for pods.
-func (b *budgets) give(pods []*corev1.Pod) {
-	for _, p := range pods {
-		for _, bud := range b.covering(p) {
-			bud.used--
-		}
+// give returns the disruptions take reserved.
+func (b *budgets) give(taken map[*budget]int32) {
+	for bud, n := range taken {
+		bud.used -= n
 	}
 }

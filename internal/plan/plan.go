@@ -146,6 +146,8 @@ type run struct {
 	budgets  *budgets
 	spot     []string       // destination nodes, by name
 	spotInfo []fwk.NodeInfo // their NodeInfos, in the same order
+	room     []room         // and their room, in the same order
+	spotAt   map[string]int // the index of each spot node
 	// classes groups the spot nodes the static plugins cannot tell apart;
 	// singles has one group per spot node (see staticFit).
 	classes, singles [][]int
@@ -298,6 +300,17 @@ func (p *Planner) newRun(ctx context.Context, s *snapshot.Snapshot) (*run, map[s
 		r.singles = append(r.singles, []int{i})
 	}
 	r.classes = nodeClasses(spotNodes)
+	r.room = make([]room, len(r.spot))
+	r.spotAt = make(map[string]int, len(r.spot))
+	for i, ni := range r.spotInfo {
+		r.room[i] = roomOf(ni)
+		r.spotAt[r.spot[i]] = i
+	}
+	fit.onChange = func(node string) {
+		if i, ok := r.spotAt[node]; ok {
+			r.room[i] = roomOf(r.spotInfo[i])
+		}
+	}
 	return r, classes, nil
 }
 
@@ -360,36 +373,49 @@ func ratio(a, b int64) float64 {
 // node passes the static plugins and has room for it now (placing the node's
 // other pods only takes room away). Only then are the pods placed one by one.
 func (r *run) planNode(ctx context.Context, np *NodePlan, pods []*corev1.Pod) error {
-	var movable []*corev1.Pod
-	verdicts := map[*corev1.Pod]Movability{}
-	for _, pod := range pods {
+	var movable, others []*corev1.Pod
+	verdicts := make([]Movability, len(pods))
+	for i, pod := range pods {
 		v := r.opts.Rules.Check(pod)
-		verdicts[pod] = v
+		verdicts[i] = v
 		if v.Action == Move {
 			movable = append(movable, pod)
+		} else {
+			others = append(others, pod)
 		}
 		if v.Action == Block && np.Reason == "" {
 			np.Reason = fmt.Sprintf("pod %s/%s: %s", pod.Namespace, pod.Name, v.Reason)
 		}
 	}
+	// The list: movable pods first, in placement order (largest first), then
+	// the others by name.
 	r.sortBySize(movable)
-	plans := map[*corev1.Pod]*PodPlan{}
-	for _, pod := range pods {
-		v := verdicts[pod]
-		np.Pods = append(np.Pods, PodPlan{Namespace: pod.Namespace, Name: pod.Name, Action: actionNames[v.Action], Reason: v.Reason})
+	slices.SortFunc(others, func(a, b *corev1.Pod) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
+	np.Pods = make([]PodPlan, 0, len(pods))
+	for _, pod := range movable {
+		np.Pods = append(np.Pods, PodPlan{Namespace: pod.Namespace, Name: pod.Name, Action: actionNames[Move]})
 	}
-	for i := range np.Pods {
-		plans[pods[i]] = &np.Pods[i]
+	if len(others) > 0 {
+		verdict := make(map[*corev1.Pod]Movability, len(others))
+		for i, pod := range pods {
+			verdict[pod] = verdicts[i]
+		}
+		for _, pod := range others {
+			v := verdict[pod]
+			np.Pods = append(np.Pods, PodPlan{Namespace: pod.Namespace, Name: pod.Name, Action: actionNames[v.Action], Reason: v.Reason})
+		}
 	}
+	// plans[i] is the PodPlan of movable[i].
+	plans := np.Pods[:len(movable)]
 	defer func() {
-		// Keep the listed order the placement order: largest movable pods first.
-		sortPodPlans(np.Pods, movable)
 		if np.Drainable {
 			return
 		}
-		for i := range np.Pods {
-			if pp := &np.Pods[i]; pp.Action == actionNames[Move] && pp.Reason == "" {
-				pp.Reason = "not moved: the node is blocked by another pod"
+		for i := range plans {
+			if plans[i].Reason == "" {
+				plans[i].Reason = "not moved: the node is blocked by another pod"
 			}
 		}
 	}()
@@ -397,26 +423,27 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, pods []*corev1.Pod) er
 	if np.Reason != "" {
 		return nil
 	}
-	if blocked, reason := r.budgets.take(movable); blocked != nil {
-		np.Reason = fmt.Sprintf("pod %s/%s: %s", blocked.Namespace, blocked.Name, reason)
+	taken, blocked, reason := r.budgets.take(movable)
+	if blocked >= 0 {
+		np.Reason = fmt.Sprintf("pod %s/%s: %s", movable[blocked].Namespace, movable[blocked].Name, reason)
 		plans[blocked].Reason = reason
 		return nil
 	}
-	blocked := func(pod *corev1.Pod, reason string) {
-		np.Reason = fmt.Sprintf("pod %s/%s: %s", pod.Namespace, pod.Name, reason)
-		plans[pod].Reason = reason
-		r.budgets.give(movable)
+	fail := func(i int, reason string) {
+		np.Reason = fmt.Sprintf("pod %s/%s: %s", movable[i].Namespace, movable[i].Name, reason)
+		plans[i].Reason = reason
+		r.budgets.give(taken)
 	}
 	replacement := func(pod *corev1.Pod) *corev1.Pod {
 		r := *pod
 		r.Spec.NodeName = ""
 		return &r
 	}
-	for _, pod := range movable {
+	for i, pod := range movable {
 		if !r.mayFit(ctx, pod) {
 			// place fails too, and says why.
 			_, reason, _ := r.place(ctx, replacement(pod), pod)
-			blocked(pod, reason)
+			fail(i, reason)
 			return nil
 		}
 	}
@@ -440,16 +467,13 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, pods []*corev1.Pod) er
 	for i, pod := range movable {
 		dest, reason, moved := r.place(ctx, replacement(pod), pod)
 		if dest == "" {
-			blocked(pod, reason)
-			for _, later := range movable[i+1:] {
-				plans[later].Reason = "not moved: the node is blocked by another pod"
-			}
-			for _, earlier := range movable[:i] {
-				plans[earlier].Destination = ""
+			fail(i, reason)
+			for j := range plans[:i] {
+				plans[j].Destination = ""
 			}
 			return rollback()
 		}
-		plans[pod].Destination = dest
+		plans[i].Destination = dest
 		undo = append(undo, func() error { return r.fit.remove(moved, dest) })
 	}
 	np.Drainable = true
@@ -467,7 +491,7 @@ func (r *run) mayFit(ctx context.Context, pod *corev1.Pod) bool {
 	res := r.resource(pod).Resource
 	for _, group := range st.feasible {
 		for _, i := range group {
-			if roomFor(r.spotInfo[i], res.GetMilliCPU(), res.GetMemory()) == "" {
+			if r.room[i].fits(res.GetMilliCPU(), res.GetMemory()) == "" {
 				return true
 			}
 		}
@@ -475,20 +499,42 @@ func (r *run) mayFit(ctx context.Context, pod *corev1.Pod) bool {
 	return false
 }
 
-// roomFor does NodeResourcesFit's arithmetic for the pod count, CPU and
-// memory, so that nodes it would reject are skipped without running the
-// plugins; it returns the plugin's reason, or "" when the pod fits.
-func roomFor(ni fwk.NodeInfo, cpu, mem int64) string {
+// room is a spot node's allocatable and requested CPU, memory and pod count,
+// as its NodeInfo has them, kept in step by the fitter's change hook: the
+// placement loop reads it for every spot node, and NodeInfo's accessors cost
+// an interface call and a copy each.
+type room struct {
+	allocCPU, allocMem, allocPods int64
+	usedCPU, usedMem, pods        int64
+}
+
+func roomOf(ni fwk.NodeInfo) room {
 	alloc, used := ni.GetAllocatable(), ni.GetRequested()
+	return room{
+		allocCPU: alloc.GetMilliCPU(), allocMem: alloc.GetMemory(), allocPods: int64(alloc.GetAllowedPodNumber()),
+		usedCPU: used.GetMilliCPU(), usedMem: used.GetMemory(), pods: int64(len(ni.GetPods())),
+	}
+}
+
+// fits does NodeResourcesFit's arithmetic for the pod count, CPU and memory,
+// so that nodes it would reject are skipped without running the plugins; it
+// returns the plugin's reason, or "" when the pod fits.
+func (n *room) fits(cpu, mem int64) string {
 	switch {
-	case len(ni.GetPods())+1 > alloc.GetAllowedPodNumber():
+	case n.pods+1 > n.allocPods:
 		return "NodeResourcesFit: Too many pods"
-	case cpu > alloc.GetMilliCPU()-used.GetMilliCPU():
+	case cpu > n.allocCPU-n.usedCPU:
 		return "NodeResourcesFit: Insufficient cpu"
-	case mem > alloc.GetMemory()-used.GetMemory():
+	case mem > n.allocMem-n.usedMem:
 		return "NodeResourcesFit: Insufficient memory"
 	}
 	return ""
+}
+
+// score is the best-fit score of a pod on the node: the requested share of
+// the scarcer resource after placing it.
+func (n *room) score(cpu, mem int64) float64 {
+	return max(ratio(n.usedCPU+cpu, n.allocCPU), ratio(n.usedMem+mem, n.allocMem))
 }
 
 // candidate is a spot node that passed the static plugins and has room for a
@@ -528,14 +574,12 @@ func (r *run) place(ctx context.Context, pod, orig *corev1.Pod) (string, string,
 	cands := r.cands[:0]
 	for _, group := range st.feasible {
 		for _, i := range group {
-			ni := r.spotInfo[i]
-			if reason := roomFor(ni, cpu, mem); reason != "" {
+			n := &r.room[i]
+			if reason := n.fits(cpu, mem); reason != "" {
 				rejected[reason]++
 				continue
 			}
-			alloc, used := ni.GetAllocatable(), ni.GetRequested()
-			score := max(ratio(used.GetMilliCPU()+cpu, alloc.GetMilliCPU()), ratio(used.GetMemory()+mem, alloc.GetMemory()))
-			cands = append(cands, candidate{i, score})
+			cands = append(cands, candidate{i, n.score(cpu, mem)})
 		}
 	}
 	r.cands = cands
@@ -617,7 +661,7 @@ func (r *run) request(pod *corev1.Pod) podSize {
 // resource returns the pod's requests as the scheduler's NodeInfo accounts
 // them (PodInfo.CalculateResource).
 func (r *run) resource(pod *corev1.Pod) fwk.PodResource {
-	return r.fit.resources.get(pod)
+	return r.fit.resource(pod)
 }
 
 // sortBySize orders pods largest first: by CPU, then memory, then name.
@@ -646,28 +690,3 @@ func (r *run) sortBySize(pods []*corev1.Pod) {
 	}
 }
 
-// sortPodPlans lists movable pods first, in placement order, then the others
-// by name.
-func sortPodPlans(plans []PodPlan, movable []*corev1.Pod) {
-	type key struct{ namespace, name string }
-	rank := make(map[key]int, len(movable))
-	for i, p := range movable {
-		rank[key{p.Namespace, p.Name}] = i
-	}
-	slices.SortStableFunc(plans, func(a, b PodPlan) int {
-		ra, aok := rank[key{a.Namespace, a.Name}]
-		rb, bok := rank[key{b.Namespace, b.Name}]
-		switch {
-		case aok && bok:
-			return cmp.Compare(ra, rb)
-		case aok != bok:
-			if aok {
-				return -1
-			}
-			return 1
-		case a.Namespace != b.Namespace:
-			return strings.Compare(a.Namespace, b.Namespace)
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
-}

@@ -165,14 +165,16 @@ func (e *Engine) reset(nodes []*corev1.Node, pods []*corev1.Pod) error {
 	if err := snap.StartMutations(); err != nil {
 		return err
 	}
-	known := make(map[string]bool, len(nodes))
+	known := make(map[string]*corev1.Node, len(nodes))
 	for _, n := range nodes {
-		known[n.Name] = true
+		known[n.Name] = n
 	}
 	used := make(map[*corev1.Pod]*framework.PodInfo, len(pods))
 	var bound []fwk.PodInfo
+	var boundTo []*corev1.Node
 	for _, p := range pods {
-		if p.Spec.NodeName == "" || terminal(p) || !known[p.Spec.NodeName] {
+		node := known[p.Spec.NodeName]
+		if node == nil || terminal(p) {
 			continue
 		}
 		pi := e.info(p)
@@ -181,9 +183,10 @@ func (e *Engine) reset(nodes []*corev1.Node, pods []*corev1.Pod) error {
 			return err
 		}
 		bound = append(bound, pi)
+		boundTo = append(boundTo, node)
 	}
 	e.infos = used
-	return e.fit.reset(snap, bound)
+	return e.fit.reset(snap, bound, boundTo)
 }
 
 // info returns the cached PodInfo of pod, creating it on first use.

@@ -48,17 +48,14 @@ type nsChange struct {
 	delta int
 }
 
-// reset points the lister at a new snapshot whose pods are bound.
-func (v *viewLister) reset(snap *cache.Snapshot, bound []fwk.PodInfo) {
+// reset points the lister at a new snapshot whose pods are bound, each to the
+// node of the same index in nodes.
+func (v *viewLister) reset(snap *cache.Snapshot, bound []fwk.PodInfo, nodes []*corev1.Node) {
 	v.Snapshot, v.current, v.empty, v.classes = snap, nil, nil, nil
 	v.pending, v.indexes = map[string][]nsChange{}, map[string]*nsIndex{}
-	for _, pi := range bound {
-		p := pi.GetPod()
-		ni, err := snap.Get(p.Spec.NodeName)
-		if err != nil {
-			continue
-		}
-		v.pending[p.Namespace] = append(v.pending[p.Namespace], nsChange{pod: pi, node: ni.Node(), delta: 1})
+	for i, pi := range bound {
+		ns := pi.GetPod().Namespace
+		v.pending[ns] = append(v.pending[ns], nsChange{pod: pi, node: nodes[i], delta: 1})
 	}
 }
 
