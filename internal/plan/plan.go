@@ -689,4 +689,3 @@ func (r *run) sortBySize(pods []*corev1.Pod) {
 		pods[i] = s[i].pod
 	}
 }
-
