@@ -92,12 +92,12 @@ func (v *viewLister) use(pod *corev1.Pod, pi fwk.PodInfo, nsLabels labels.Set, a
 		}
 	}
 	idx := v.index(pod.Namespace)
-	idx.epoch++
-	var chosen []*indexedPod
-	choose := func(ip *indexedPod) {
-		if ip.alive && ip.mark != idx.epoch {
-			ip.mark = idx.epoch
-			chosen = append(chosen, ip)
+	var chosen []nsChange
+	seen := map[fwk.PodInfo]bool{}
+	choose := func(c nsChange) {
+		if !seen[c.pod] && !idx.dead[c.pod] {
+			seen[c.pod] = true
+			chosen = append(chosen, c)
 		}
 	}
 	everything := false
@@ -111,8 +111,8 @@ func (v *viewLister) use(pod *corev1.Pod, pi fwk.PodInfo, nsLabels labels.Set, a
 			everything = true
 			return
 		}
-		for _, ip := range idx.withLabel(key.key, key.value) {
-			choose(ip)
+		for _, i := range idx.withLabel(key.key, key.value) {
+			choose(idx.pods[i])
 		}
 	}
 	for _, t := range pi.GetRequiredAffinityTerms() {
@@ -138,18 +138,22 @@ func (v *viewLister) use(pod *corev1.Pod, pi fwk.PodInfo, nsLabels labels.Set, a
 	}
 	if everything {
 		chosen = chosen[:0]
-		for _, ip := range idx.pods {
-			if ip.alive {
-				chosen = append(chosen, ip)
+		for _, c := range idx.pods {
+			if !idx.dead[c.pod] {
+				chosen = append(chosen, c)
 			}
 		}
 	} else {
 		// The pods whose required anti-affinity matches pod: those of the
-		// distinct terms that match it.
+		// distinct terms that match it (the index keeps them current).
 		for _, ct := range anti.matching(pod, nsLabels) {
 			for _, owner := range ct.pods {
-				if ip, ok := idx.byPod[owner]; ok {
-					choose(ip)
+				p := owner.GetPod()
+				if p.Namespace != pod.Namespace {
+					continue
+				}
+				if ni, err := v.Get(p.Spec.NodeName); err == nil {
+					choose(nsChange{pod: owner, node: ni.Node(), delta: 1})
 				}
 			}
 		}
@@ -157,15 +161,15 @@ func (v *viewLister) use(pod *corev1.Pod, pi fwk.PodInfo, nsLabels labels.Set, a
 
 	view := &podView{byName: map[string]fwk.NodeInfo{}}
 	own := map[string]*framework.NodeInfo{}
-	for _, ip := range chosen {
-		ni, ok := own[ip.node.Name]
+	for _, c := range chosen {
+		ni, ok := own[c.node.Name]
 		if !ok {
 			ni = framework.NewNodeInfo()
-			ni.SetNode(ip.node)
-			own[ip.node.Name] = ni
+			ni.SetNode(c.node)
+			own[c.node.Name] = ni
 			view.own = append(view.own, ni)
 		}
-		ni.AddPodInfo(ip.pi)
+		ni.AddPodInfo(c.pod)
 	}
 	if allNodes {
 		view.list = make([]fwk.NodeInfo, 0, len(v.empty))
@@ -218,7 +222,7 @@ func (v *viewLister) index(ns string) *nsIndex {
 	if idx, ok := v.indexes[ns]; ok {
 		return idx
 	}
-	idx := &nsIndex{byPod: make(map[fwk.PodInfo]*indexedPod, len(v.pending[ns])), byKey: map[string]map[string][]*indexedPod{}}
+	idx := &nsIndex{dead: map[fwk.PodInfo]bool{}, byKey: map[string]map[string][]int32{}}
 	for _, c := range v.pending[ns] {
 		idx.apply(c)
 	}
@@ -227,55 +231,41 @@ func (v *viewLister) index(ns string) *nsIndex {
 	return idx
 }
 
-// nsIndex indexes the pods of one namespace in the snapshot, and by the value
-// of each label key asked about (see withLabel). Removed pods stay in its
-// lists, marked dead.
+// nsIndex lists the pods added to one namespace of the snapshot, with those
+// removed since marked dead, and indexes them by the value of each label key
+// asked about (see withLabel).
 type nsIndex struct {
-	pods  []*indexedPod
-	byPod map[fwk.PodInfo]*indexedPod
-	// byKey maps a label key to the pods by value of that label.
-	byKey map[string]map[string][]*indexedPod
-	// epoch marks the pods chosen for the view being built.
-	epoch int
-}
-
-type indexedPod struct {
-	pi    fwk.PodInfo
-	node  *corev1.Node
-	alive bool
-	mark  int
+	pods []nsChange
+	// dead holds the pods removed: a pod added again is a new PodInfo.
+	dead map[fwk.PodInfo]bool
+	// byKey maps a label key to the positions in pods by value of that
+	// label.
+	byKey map[string]map[string][]int32
 }
 
 func (idx *nsIndex) apply(c nsChange) {
 	if c.delta < 0 {
-		if ip, ok := idx.byPod[c.pod]; ok {
-			ip.alive = false
-			delete(idx.byPod, c.pod)
-		}
+		idx.dead[c.pod] = true
 		return
 	}
-	ip := &indexedPod{pi: c.pod, node: c.node, alive: true}
-	idx.pods = append(idx.pods, ip)
-	idx.byPod[c.pod] = ip
+	i := int32(len(idx.pods))
+	idx.pods = append(idx.pods, c)
 	labels := c.pod.GetPod().Labels
 	for key, byValue := range idx.byKey {
 		if val, ok := labels[key]; ok {
-			byValue[val] = append(byValue[val], ip)
+			byValue[val] = append(byValue[val], i)
 		}
 	}
 }
 
-// withLabel returns the entries of the pods labelled key=value (some dead).
-func (idx *nsIndex) withLabel(key, value string) []*indexedPod {
+// withLabel returns the positions of the pods labelled key=value, some dead.
+func (idx *nsIndex) withLabel(key, value string) []int32 {
 	byValue, ok := idx.byKey[key]
 	if !ok {
-		byValue = map[string][]*indexedPod{}
-		for _, ip := range idx.pods {
-			if !ip.alive {
-				continue
-			}
-			if val, ok := ip.pi.GetPod().Labels[key]; ok {
-				byValue[val] = append(byValue[val], ip)
+		byValue = map[string][]int32{}
+		for i, c := range idx.pods {
+			if val, ok := c.pod.GetPod().Labels[key]; ok {
+				byValue[val] = append(byValue[val], int32(i))
 			}
 		}
 		idx.byKey[key] = byValue
