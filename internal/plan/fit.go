@@ -133,7 +133,7 @@ var initMetrics sync.Once
 // nodes for which destination returns false are deferred (see
 // fitter.deferred). Pods bound to nodes that are not in s are left out, as the
 // plugins skip NodeInfos without a node.
-func newFitter(ctx context.Context, s *snapshot.Snapshot, destination func(node string) bool) (*fitter, error) {
+func newFitter(ctx context.Context, s *snapshot.Snapshot, byNode [][]*corev1.Pod, destination func(node string) bool) (*fitter, error) {
 	initMetrics.Do(schedmetrics.InitMetrics)
 	logger := klog.FromContext(ctx)
 	factory, err := informerFactory(s)
@@ -175,47 +175,41 @@ func newFitter(ctx context.Context, s *snapshot.Snapshot, destination func(node 
 	if err := snap.StartMutations(); err != nil {
 		return nil, err
 	}
-	at := make(map[string]int, len(s.Nodes))
-	dest := make([]bool, len(s.Nodes))
-	for i, n := range s.Nodes {
-		at[n.Name] = i
-		dest[i] = destination(n.Name)
-	}
 	var bound []fwk.PodInfo
 	var boundTo []*corev1.Node
-	f.podRes = make(map[*corev1.Pod]fwk.PodResource, len(s.Pods))
-	sizes := make([]podSize, len(s.Nodes))
+	f.podRes = map[*corev1.Pod]fwk.PodResource{}
+	f.requested = make(map[string]podSize, len(s.Nodes))
 	deferred := map[string][]fwk.PodInfo{}
-	for _, p := range s.Pods {
-		i, known := at[p.Spec.NodeName]
-		if !known || terminal(p) {
-			continue
-		}
-		node := s.Nodes[i]
-		// As NodeInfo.AddPod: affinity terms that fail to parse are left out.
-		pi, _ := framework.NewPodInfo(p)
-		info := &sizedPodInfo{PodInfo: pi, res: f.resources.get(p)}
-		sizes[i].cpu += info.res.Resource.GetMilliCPU()
-		sizes[i].mem += info.res.Resource.GetMemory()
-		bound = append(bound, info)
-		boundTo = append(boundTo, node)
-		if dest[i] || hasClaims(p) {
-			if err := snap.AddPod(info, node.Name); err != nil {
-				return nil, err
+	for i, node := range s.Nodes {
+		dest := destination(node.Name)
+		var size podSize
+		for _, p := range byNode[i] {
+			if terminal(p) {
+				continue
 			}
-			continue
+			// As NodeInfo.AddPod: affinity terms that fail to parse are left out.
+			pi, _ := framework.NewPodInfo(p)
+			info := &sizedPodInfo{PodInfo: pi, res: f.resources.get(p)}
+			size.cpu += info.res.Resource.GetMilliCPU()
+			size.mem += info.res.Resource.GetMemory()
+			bound = append(bound, info)
+			boundTo = append(boundTo, node)
+			if dest || hasClaims(p) {
+				if err := snap.AddPod(info, node.Name); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			f.podRes[p] = info.res
+			deferred[node.Name] = append(deferred[node.Name], info)
 		}
-		f.podRes[p] = info.res
-		deferred[node.Name] = append(deferred[node.Name], info)
+		f.requested[node.Name] = size
 	}
+	requested := f.requested
 	if err := f.reset(snap, bound, boundTo); err != nil {
 		return nil, err
 	}
-	f.requested = make(map[string]podSize, len(s.Nodes))
-	for i, n := range s.Nodes {
-		f.requested[n.Name] = sizes[i]
-	}
-	f.deferred = deferred
+	f.requested, f.deferred = requested, deferred
 	return f, nil
 }
 

@@ -3,7 +3,6 @@ package plan
 import (
 	"cmp"
 	"fmt"
-	"maps"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // budgets simulates PodDisruptionBudgets across a whole plan: every eviction the
@@ -24,16 +22,6 @@ type budgets struct {
 	// matched against.
 	byLabel     map[labelKey][]*budget
 	byNamespace map[string][]*budget
-	// byOwner memoizes covering by controller and labels, which the pods of
-	// one workload share.
-	byOwner map[types.UID][]covered
-}
-
-// covered is the answer of covering for the pods of a namespace with labels.
-type covered struct {
-	namespace string
-	labels    map[string]string
-	budgets   []*budget
 }
 
 // labelKey is a label in a namespace.
@@ -51,7 +39,7 @@ type budget struct {
 }
 
 func newBudgets(pdbs []*policyv1.PodDisruptionBudget) *budgets {
-	b := &budgets{byLabel: map[labelKey][]*budget{}, byNamespace: map[string][]*budget{}, byOwner: map[types.UID][]covered{}}
+	b := &budgets{byLabel: map[labelKey][]*budget{}, byNamespace: map[string][]*budget{}}
 	for i, pdb := range pdbs {
 		bud := &budget{index: i, pdb: pdb, allowed: pdb.Status.DisruptionsAllowed}
 		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
@@ -97,18 +85,7 @@ func requiredLabel(sel labels.Selector) (labelKey, bool) {
 
 // covering returns the budgets whose selector matches pod.
 func (b *budgets) covering(pod *corev1.Pod) []*budget {
-	owner := metav1.GetControllerOfNoCopy(pod)
-	if owner == nil {
-		return b.match(pod)
-	}
-	for _, c := range b.byOwner[owner.UID] {
-		if c.namespace == pod.Namespace && maps.Equal(c.labels, pod.Labels) {
-			return c.budgets
-		}
-	}
-	out := b.match(pod)
-	b.byOwner[owner.UID] = append(b.byOwner[owner.UID], covered{pod.Namespace, pod.Labels, out})
-	return out
+	return b.match(pod)
 }
 
 func (b *budgets) match(pod *corev1.Pod) []*budget {
@@ -128,7 +105,9 @@ func (b *budgets) match(pod *corev1.Pod) []*budget {
 			}
 		}
 	}
-	slices.SortFunc(out, func(x, y *budget) int { return cmp.Compare(x.index, y.index) })
+	if len(out) > 1 {
+		slices.SortFunc(out, func(x, y *budget) int { return cmp.Compare(x.index, y.index) })
+	}
 	return out
 }
 

@@ -161,24 +161,16 @@ type podSize struct{ cpu, mem int64 }
 
 // Plan computes a plan for s. It does not modify s.
 func (p *Planner) Plan(ctx context.Context, s *snapshot.Snapshot) (*Plan, error) {
-	r, classes, err := p.newRun(ctx, s)
+	g := groupPods(s)
+	r, classes, err := p.newRun(ctx, s, g)
 	if err != nil {
 		return nil, err
 	}
-
-	podsByNode := map[string][]*corev1.Pod{}
-	var pending []*corev1.Pod
-	for _, pod := range s.Pods {
-		switch {
-		case pod.Spec.NodeName == "" && (terminal(pod) || pod.DeletionTimestamp != nil):
-		case pod.Spec.NodeName == "":
-			if len(pod.Spec.SchedulingGates) == 0 {
-				pending = append(pending, pod)
-			}
-		default:
-			podsByNode[pod.Spec.NodeName] = append(podsByNode[pod.Spec.NodeName], pod)
-		}
+	podsByNode := make(map[string][]*corev1.Pod, len(s.Nodes))
+	for i, n := range s.Nodes {
+		podsByNode[n.Name] = g.byNode[i]
 	}
+	pending := g.pending
 
 	out := &Plan{}
 	var candidates []*NodePlan
@@ -269,13 +261,46 @@ func (p *Planner) Plan(ctx context.Context, s *snapshot.Snapshot) (*Plan, error)
 	return out, nil
 }
 
-// newRun classifies the nodes of s and builds the fit engine over it.
-func (p *Planner) newRun(ctx context.Context, s *snapshot.Snapshot) (*run, map[string]classify.Result, error) {
+// grouped holds the pods of a snapshot by node.
+type grouped struct {
+	// byNode holds the pods bound to each node, in the order of the
+	// snapshot's nodes; pods bound to nodes not in the snapshot are left out.
+	byNode [][]*corev1.Pod
+	// pending are the pods waiting to be scheduled: not bound, not
+	// terminated, not terminating, not gated.
+	pending []*corev1.Pod
+}
+
+func groupPods(s *snapshot.Snapshot) grouped {
+	at := make(map[string]int, len(s.Nodes))
+	for i, n := range s.Nodes {
+		at[n.Name] = i
+	}
+	g := grouped{byNode: make([][]*corev1.Pod, len(s.Nodes))}
+	for _, pod := range s.Pods {
+		switch {
+		case pod.Spec.NodeName == "" && (terminal(pod) || pod.DeletionTimestamp != nil):
+		case pod.Spec.NodeName == "":
+			if len(pod.Spec.SchedulingGates) == 0 {
+				g.pending = append(g.pending, pod)
+			}
+		default:
+			if i, ok := at[pod.Spec.NodeName]; ok {
+				g.byNode[i] = append(g.byNode[i], pod)
+			}
+		}
+	}
+	return g
+}
+
+// newRun classifies the nodes of s and builds the fit engine over it; g
+// holds the pods of s by node.
+func (p *Planner) newRun(ctx context.Context, s *snapshot.Snapshot, g grouped) (*run, map[string]classify.Result, error) {
 	classes := make(map[string]classify.Result, len(s.Nodes))
 	for _, node := range s.Nodes {
 		classes[node.Name] = p.opts.Classifier.Classify(node)
 	}
-	fit, err := newFitter(ctx, s, func(node string) bool { return classes[node].Class == classify.Spot })
+	fit, err := newFitter(ctx, s, g.byNode, func(node string) bool { return classes[node].Class == classify.Spot })
 	if err != nil {
 		return nil, nil, err
 	}
@@ -319,7 +344,7 @@ func (p *Planner) newRun(ctx context.Context, s *snapshot.Snapshot) (*run, map[s
 // rescheduler asks it before each eviction, because the cluster changes while
 // a node drains.
 func (p *Planner) FitsOnSpot(ctx context.Context, s *snapshot.Snapshot, pod *corev1.Pod) (string, string, error) {
-	r, _, err := p.newRun(ctx, s)
+	r, _, err := p.newRun(ctx, s, groupPods(s))
 	if err != nil {
 		return "", "", err
 	}
