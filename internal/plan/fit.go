@@ -93,10 +93,11 @@ type fitter struct {
 	// onChange, when set, is called after a pod is added to or removed from a
 	// node.
 	onChange func(node string)
-	// nsLabels caches the labels of namespaces (see namespaceLabels), and
-	// podRes the accounting of the requests of the pods in the snapshot.
+	// nsLabels caches the labels of namespaces (see namespaceLabels).
 	nsLabels map[string]labels.Set
-	podRes   map[*corev1.Pod]fwk.PodResource
+	// resOf is the accounting of the requests of the pods the fitter was
+	// built with, by their index (zero for pods not bound).
+	resOf []fwk.PodResource
 }
 
 // namespaceLabels returns the labels of a namespace as InterPodAffinity reads
@@ -112,9 +113,6 @@ func (f *fitter) namespaceLabels(ns string) labels.Set {
 
 // resource returns the scheduler's accounting of pod's requests.
 func (f *fitter) resource(pod *corev1.Pod) fwk.PodResource {
-	if res, ok := f.podRes[pod]; ok {
-		return res
-	}
 	return f.resources.get(pod)
 }
 
@@ -133,7 +131,7 @@ var initMetrics sync.Once
 // nodes for which destination returns false are deferred (see
 // fitter.deferred). Pods bound to nodes that are not in s are left out, as the
 // plugins skip NodeInfos without a node.
-func newFitter(ctx context.Context, s *snapshot.Snapshot, byNode [][]*corev1.Pod, destination func(node string) bool) (*fitter, error) {
+func newFitter(ctx context.Context, s *snapshot.Snapshot, nodeOf []int32, destination func(node string) bool) (*fitter, error) {
 	initMetrics.Do(schedmetrics.InitMetrics)
 	logger := klog.FromContext(ctx)
 	factory, err := informerFactory(s)
@@ -177,33 +175,38 @@ func newFitter(ctx context.Context, s *snapshot.Snapshot, byNode [][]*corev1.Pod
 	}
 	var bound []fwk.PodInfo
 	var boundTo []*corev1.Node
-	f.podRes = map[*corev1.Pod]fwk.PodResource{}
-	f.requested = make(map[string]podSize, len(s.Nodes))
-	deferred := map[string][]fwk.PodInfo{}
+	f.resOf = make([]fwk.PodResource, len(s.Pods))
+	dest := make([]bool, len(s.Nodes))
 	for i, node := range s.Nodes {
-		dest := destination(node.Name)
-		var size podSize
-		for _, p := range byNode[i] {
-			if terminal(p) {
-				continue
-			}
-			// As NodeInfo.AddPod: affinity terms that fail to parse are left out.
-			pi, _ := framework.NewPodInfo(p)
-			info := &sizedPodInfo{PodInfo: pi, res: f.resources.get(p)}
-			size.cpu += info.res.Resource.GetMilliCPU()
-			size.mem += info.res.Resource.GetMemory()
-			bound = append(bound, info)
-			boundTo = append(boundTo, node)
-			if dest || hasClaims(p) {
-				if err := snap.AddPod(info, node.Name); err != nil {
-					return nil, err
-				}
-				continue
-			}
-			f.podRes[p] = info.res
-			deferred[node.Name] = append(deferred[node.Name], info)
+		dest[i] = destination(node.Name)
+	}
+	sizes := make([]podSize, len(s.Nodes))
+	deferred := map[string][]fwk.PodInfo{}
+	for j, p := range s.Pods {
+		i := nodeOf[j]
+		if i < 0 || terminal(p) {
+			continue
 		}
-		f.requested[node.Name] = size
+		node := s.Nodes[i]
+		// As NodeInfo.AddPod: affinity terms that fail to parse are left out.
+		pi, _ := framework.NewPodInfo(p)
+		info := &sizedPodInfo{PodInfo: pi, res: f.resources.get(p)}
+		f.resOf[j] = info.res
+		sizes[i].cpu += info.res.Resource.GetMilliCPU()
+		sizes[i].mem += info.res.Resource.GetMemory()
+		bound = append(bound, info)
+		boundTo = append(boundTo, node)
+		if dest[i] || hasClaims(p) {
+			if err := snap.AddPod(info, node.Name); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		deferred[node.Name] = append(deferred[node.Name], info)
+	}
+	f.requested = make(map[string]podSize, len(s.Nodes))
+	for i, node := range s.Nodes {
+		f.requested[node.Name] = sizes[i]
 	}
 	requested := f.requested
 	if err := f.reset(snap, bound, boundTo); err != nil {

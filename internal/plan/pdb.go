@@ -111,16 +111,17 @@ func (b *budgets) match(pod *corev1.Pod) []*budget {
 	return out
 }
 
-// take reserves one disruption for each pod in pods from every budget covering
-// it, and returns what it took, with -1. If a budget runs short, nothing is
-// reserved: it returns the index of the first pod the budget covers and a
-// reason that names the budget, what it allows and what the plan needs.
-func (b *budgets) take(pods []*corev1.Pod) (taken map[*budget]int32, blocked int, reason string) {
+// take reserves one disruption for each pod from every budget covering it
+// (covers[i] are the budgets covering pod i), and returns what it took, with
+// -1. If a budget runs short, nothing is reserved: it returns the index of the
+// first pod the budget covers and a reason that names the budget, what it
+// allows and what the plan needs.
+func (b *budgets) take(covers [][]*budget) (taken map[*budget]int32, blocked int, reason string) {
 	need := map[*budget]int32{}
 	first := map[*budget]int{}
 	var order []*budget
-	for i, p := range pods {
-		for _, bud := range b.covering(p) {
+	for i, c := range covers {
+		for _, bud := range c {
 			if _, seen := need[bud]; !seen {
 				order = append(order, bud)
 				first[bud] = i

@@ -154,6 +154,37 @@ type run struct {
 	templates        *templates
 	// cands is place's buffer.
 	cands []candidate
+
+	// pods are the snapshot's pods; facts holds, for those of candidate
+	// nodes, what learn found (the others are zero).
+	pods  []*corev1.Pod
+	facts []podFacts
+}
+
+// podFacts is what the plan needs of a pod of a candidate node.
+type podFacts struct {
+	verdict Movability
+	// covers are the disruption budgets covering a movable pod.
+	covers []*budget
+}
+
+// learn returns, for the pods of candidate nodes (candidate is indexed like the
+// snapshot's nodes), their movability and the budgets covering them, in one
+// pass over the pods in the order they sit in memory. It only reads rules,
+// budgets and s.
+func learn(rules Rules, budgets *budgets, s *snapshot.Snapshot, g grouped, candidate []bool) []podFacts {
+	facts := make([]podFacts, len(s.Pods))
+	for j, pod := range s.Pods {
+		if i := g.nodeOf[j]; i < 0 || !candidate[i] {
+			continue
+		}
+		f := &facts[j]
+		f.verdict = rules.Check(pod)
+		if f.verdict.Action == Move {
+			f.covers = budgets.covering(pod)
+		}
+	}
+	return facts
 }
 
 // podSize is a pod's CPU (millicores) and memory (bytes) requests.
@@ -166,16 +197,13 @@ func (p *Planner) Plan(ctx context.Context, s *snapshot.Snapshot) (*Plan, error)
 	if err != nil {
 		return nil, err
 	}
-	podsByNode := make(map[string][]*corev1.Pod, len(s.Nodes))
-	for i, n := range s.Nodes {
-		podsByNode[n.Name] = g.byNode[i]
-	}
 	pending := g.pending
 
 	out := &Plan{}
 	var candidates []*NodePlan
 	var others []*NodePlan
-	for _, node := range s.Nodes {
+	podsOf := make(map[*NodePlan][]int32, len(s.Nodes))
+	for i, node := range s.Nodes {
 		c := classes[node.Name]
 		np := &NodePlan{
 			Name: node.Name, Class: c.Class, ClassReason: c.Reason, Warning: c.Warning,
@@ -189,7 +217,8 @@ func (p *Planner) Plan(ctx context.Context, s *snapshot.Snapshot) (*Plan, error)
 				np.HourlyPrice = price.Spot
 			}
 		}
-		np.PodCount = len(podsByNode[node.Name])
+		np.PodCount = len(g.byNode[i])
+		podsOf[np] = g.byNode[i]
 		size := r.fit.requested[node.Name]
 		np.CPURequested, np.MemoryRequested = size.cpu, size.mem
 		if c.Warning != "" {
@@ -213,7 +242,7 @@ func (p *Planner) Plan(ctx context.Context, s *snapshot.Snapshot) (*Plan, error)
 	// Pending pods get first call on spot capacity.
 	r.sortBySize(pending)
 	for _, pod := range pending {
-		if dest, _, _ := r.place(ctx, pod, pod); dest != "" {
+		if dest, _, _ := r.place(ctx, pod, pod, r.resource(pod)); dest != "" {
 			out.Summary.PendingReserved++
 		}
 	}
@@ -229,7 +258,7 @@ func (p *Planner) Plan(ctx context.Context, s *snapshot.Snapshot) (*Plan, error)
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if err := r.planNode(ctx, np, podsByNode[np.Name]); err != nil {
+		if err := r.planNode(ctx, np, podsOf[np]); err != nil {
 			return nil, err
 		}
 		if np.Drainable {
@@ -263,12 +292,17 @@ func (p *Planner) Plan(ctx context.Context, s *snapshot.Snapshot) (*Plan, error)
 
 // grouped holds the pods of a snapshot by node.
 type grouped struct {
-	// byNode holds the pods bound to each node, in the order of the
-	// snapshot's nodes; pods bound to nodes not in the snapshot are left out.
-	byNode [][]*corev1.Pod
+	// byNode holds the pods bound to each node (indexes into the snapshot's
+	// pods), in the order of the snapshot's nodes; pods bound to nodes not in
+	// the snapshot are left out.
+	byNode [][]int32
 	// pending are the pods waiting to be scheduled: not bound, not
 	// terminated, not terminating, not gated.
 	pending []*corev1.Pod
+	// nodeOf is the index of each pod's node in the snapshot's nodes, in the
+	// order of its pods, or -1. Passes over every pod go in that order: the
+	// pods were decoded in it, so it is the order they sit in memory.
+	nodeOf []int32
 }
 
 func groupPods(s *snapshot.Snapshot) grouped {
@@ -276,8 +310,9 @@ func groupPods(s *snapshot.Snapshot) grouped {
 	for i, n := range s.Nodes {
 		at[n.Name] = i
 	}
-	g := grouped{byNode: make([][]*corev1.Pod, len(s.Nodes))}
-	for _, pod := range s.Pods {
+	g := grouped{byNode: make([][]int32, len(s.Nodes)), nodeOf: make([]int32, len(s.Pods))}
+	for j, pod := range s.Pods {
+		g.nodeOf[j] = -1
 		switch {
 		case pod.Spec.NodeName == "" && (terminal(pod) || pod.DeletionTimestamp != nil):
 		case pod.Spec.NodeName == "":
@@ -286,7 +321,8 @@ func groupPods(s *snapshot.Snapshot) grouped {
 			}
 		default:
 			if i, ok := at[pod.Spec.NodeName]; ok {
-				g.byNode[i] = append(g.byNode[i], pod)
+				g.byNode[i] = append(g.byNode[i], int32(j))
+				g.nodeOf[j] = int32(i)
 			}
 		}
 	}
@@ -300,7 +336,17 @@ func (p *Planner) newRun(ctx context.Context, s *snapshot.Snapshot, g grouped) (
 	for _, node := range s.Nodes {
 		classes[node.Name] = p.opts.Classifier.Classify(node)
 	}
-	fit, err := newFitter(ctx, s, g.byNode, func(node string) bool { return classes[node].Class == classify.Spot })
+	bud := newBudgets(s.PDBs)
+	// What the candidates' pods need does not depend on the scheduler
+	// snapshot: learn it on the other core while the snapshot is built.
+	candidate := make([]bool, len(s.Nodes))
+	for i, node := range s.Nodes {
+		candidate[i] = classes[node.Name].Class == classify.OnDemand
+	}
+	facts := make(chan []podFacts, 1)
+	go func() { facts <- learn(p.opts.Rules, bud, s, g, candidate) }()
+	fit, err := newFitter(ctx, s, g.nodeOf, func(node string) bool { return classes[node].Class == classify.Spot })
+	learned := <-facts
 	if err != nil {
 		return nil, nil, err
 	}
@@ -310,7 +356,7 @@ func (p *Planner) newRun(ctx context.Context, s *snapshot.Snapshot, g grouped) (
 			return nil, nil, err
 		}
 	}
-	r := &run{Planner: p, fit: fit, budgets: newBudgets(s.PDBs), templates: newTemplates()}
+	r := &run{Planner: p, fit: fit, budgets: bud, templates: newTemplates(), pods: s.Pods, facts: learned}
 	for _, node := range s.Nodes {
 		if classes[node.Name].Class == classify.Spot {
 			r.spot = append(r.spot, node.Name)
@@ -355,7 +401,7 @@ func (p *Planner) FitsOnSpot(ctx context.Context, s *snapshot.Snapshot, pod *cor
 	}
 	replacement := *pod
 	replacement.Spec.NodeName = ""
-	dest, reason, _ := r.place(ctx, &replacement, pod)
+	dest, reason, _ := r.place(ctx, &replacement, pod, r.resource(pod))
 	return dest, reason, nil
 }
 
@@ -397,40 +443,33 @@ func ratio(a, b int64) float64 {
 // move: movability, the disruption budgets, then for each pod whether any spot
 // node passes the static plugins and has room for it now (placing the node's
 // other pods only takes room away). Only then are the pods placed one by one.
-func (r *run) planNode(ctx context.Context, np *NodePlan, pods []*corev1.Pod) error {
-	var movable, others []*corev1.Pod
-	verdicts := make([]Movability, len(pods))
-	for i, pod := range pods {
-		v := r.opts.Rules.Check(pod)
-		verdicts[i] = v
+func (r *run) planNode(ctx context.Context, np *NodePlan, idx []int32) error {
+	var movable, others []int32
+	for _, j := range idx {
+		v := r.facts[j].verdict
 		if v.Action == Move {
-			movable = append(movable, pod)
+			movable = append(movable, j)
 		} else {
-			others = append(others, pod)
+			others = append(others, j)
 		}
 		if v.Action == Block && np.Reason == "" {
-			np.Reason = fmt.Sprintf("pod %s/%s: %s", pod.Namespace, pod.Name, v.Reason)
+			np.Reason = fmt.Sprintf("pod %s/%s: %s", r.pods[j].Namespace, r.pods[j].Name, v.Reason)
 		}
 	}
 	// The list: movable pods first, in placement order (largest first), then
 	// the others by name.
-	r.sortBySize(movable)
-	slices.SortFunc(others, func(a, b *corev1.Pod) int {
-		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	r.sortIndexesBySize(movable)
+	slices.SortFunc(others, func(a, b int32) int {
+		pa, pb := r.pods[a], r.pods[b]
+		return cmp.Or(strings.Compare(pa.Namespace, pb.Namespace), strings.Compare(pa.Name, pb.Name))
 	})
-	np.Pods = make([]PodPlan, 0, len(pods))
-	for _, pod := range movable {
-		np.Pods = append(np.Pods, PodPlan{Namespace: pod.Namespace, Name: pod.Name, Action: actionNames[Move]})
+	np.Pods = make([]PodPlan, 0, len(idx))
+	for _, j := range movable {
+		np.Pods = append(np.Pods, PodPlan{Namespace: r.pods[j].Namespace, Name: r.pods[j].Name, Action: actionNames[Move]})
 	}
-	if len(others) > 0 {
-		verdict := make(map[*corev1.Pod]Movability, len(others))
-		for i, pod := range pods {
-			verdict[pod] = verdicts[i]
-		}
-		for _, pod := range others {
-			v := verdict[pod]
-			np.Pods = append(np.Pods, PodPlan{Namespace: pod.Namespace, Name: pod.Name, Action: actionNames[v.Action], Reason: v.Reason})
-		}
+	for _, j := range others {
+		v := r.facts[j].verdict
+		np.Pods = append(np.Pods, PodPlan{Namespace: r.pods[j].Namespace, Name: r.pods[j].Name, Action: actionNames[v.Action], Reason: v.Reason})
 	}
 	// plans[i] is the PodPlan of movable[i].
 	plans := np.Pods[:len(movable)]
@@ -448,14 +487,20 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, pods []*corev1.Pod) er
 	if np.Reason != "" {
 		return nil
 	}
-	taken, blocked, reason := r.budgets.take(movable)
+	covers := make([][]*budget, len(movable))
+	for i, j := range movable {
+		covers[i] = r.facts[j].covers
+	}
+	taken, blocked, reason := r.budgets.take(covers)
 	if blocked >= 0 {
-		np.Reason = fmt.Sprintf("pod %s/%s: %s", movable[blocked].Namespace, movable[blocked].Name, reason)
+		pod := r.pods[movable[blocked]]
+		np.Reason = fmt.Sprintf("pod %s/%s: %s", pod.Namespace, pod.Name, reason)
 		plans[blocked].Reason = reason
 		return nil
 	}
 	fail := func(i int, reason string) {
-		np.Reason = fmt.Sprintf("pod %s/%s: %s", movable[i].Namespace, movable[i].Name, reason)
+		pod := r.pods[movable[i]]
+		np.Reason = fmt.Sprintf("pod %s/%s: %s", pod.Namespace, pod.Name, reason)
 		plans[i].Reason = reason
 		r.budgets.give(taken)
 	}
@@ -464,10 +509,11 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, pods []*corev1.Pod) er
 		r.Spec.NodeName = ""
 		return &r
 	}
-	for i, pod := range movable {
-		if !r.mayFit(ctx, pod) {
+	for i, j := range movable {
+		pod, res := r.pods[j], r.fit.resOf[j]
+		if !r.mayFit(ctx, pod, res) {
 			// place fails too, and says why.
-			_, reason, _ := r.place(ctx, replacement(pod), pod)
+			_, reason, _ := r.place(ctx, replacement(pod), pod, res)
 			fail(i, reason)
 			return nil
 		}
@@ -483,14 +529,16 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, pods []*corev1.Pod) er
 		}
 		return nil
 	}
-	for _, pod := range movable {
+	for _, j := range movable {
+		pod, res := r.pods[j], r.fit.resOf[j]
 		if err := r.fit.remove(pod, np.Name); err != nil {
 			return fmt.Errorf("removing %s/%s from %s in the snapshot: %w", pod.Namespace, pod.Name, np.Name, err)
 		}
-		undo = append(undo, func() error { return r.fit.add(pod, np.Name, r.resource(pod)) })
+		undo = append(undo, func() error { return r.fit.add(pod, np.Name, res) })
 	}
-	for i, pod := range movable {
-		dest, reason, moved := r.place(ctx, replacement(pod), pod)
+	for i, j := range movable {
+		pod := r.pods[j]
+		dest, reason, moved := r.place(ctx, replacement(pod), pod, r.fit.resOf[j])
 		if dest == "" {
 			fail(i, reason)
 			for j := range plans[:i] {
@@ -508,12 +556,12 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, pods []*corev1.Pod) er
 // mayFit reports whether some spot node passes the static plugins for a
 // replacement of pod and has room for it now. When it returns false, place
 // fails.
-func (r *run) mayFit(ctx context.Context, pod *corev1.Pod) bool {
+func (r *run) mayFit(ctx context.Context, pod *corev1.Pod, podRes fwk.PodResource) bool {
 	if r.exhaustive {
 		return true
 	}
 	st := r.staticFit(ctx, pod, r.templates.of(pod))
-	res := r.resource(pod).Resource
+	res := podRes.Resource
 	for _, group := range st.feasible {
 		for _, i := range group {
 			if r.room[i].fits(res.GetMilliCPU(), res.GetMemory()) == "" {
@@ -587,14 +635,13 @@ func better(a, b candidate) int {
 // then NodeResourcesFit's arithmetic; the candidates left are tried best
 // first with every Filter plugin, and the first that passes is the answer: the
 // same node as running every plugin on every spot node and taking the best.
-func (r *run) place(ctx context.Context, pod, orig *corev1.Pod) (string, string, *corev1.Pod) {
+func (r *run) place(ctx context.Context, pod, orig *corev1.Pod, res fwk.PodResource) (string, string, *corev1.Pod) {
 	if len(r.spot) == 0 {
 		return "", "no spot nodes in the cluster", nil
 	}
 	t := r.templates.of(orig)
 	st := r.staticFit(ctx, pod, t)
 	rejected := maps.Clone(st.rejected)
-	res := r.resource(orig)
 	cpu, mem := res.Resource.GetMilliCPU(), res.Resource.GetMemory()
 	cands := r.cands[:0]
 	for _, group := range st.feasible {
@@ -689,6 +736,28 @@ func (r *run) resource(pod *corev1.Pod) fwk.PodResource {
 	return r.fit.resource(pod)
 }
 
+// sortIndexesBySize orders pods (indexes into r.pods) as sortBySize does.
+func (r *run) sortIndexesBySize(idx []int32) {
+	slices.SortStableFunc(idx, func(a, b int32) int {
+		ra, rb := r.fit.resOf[a].Resource, r.fit.resOf[b].Resource
+		pa, pb := r.pods[a], r.pods[b]
+		return bySize(ra.GetMilliCPU(), rb.GetMilliCPU(), ra.GetMemory(), rb.GetMemory(), pa, pb)
+	})
+}
+
+// bySize compares two pods largest first: by CPU, then memory, then name.
+func bySize(cpuA, cpuB, memA, memB int64, a, b *corev1.Pod) int {
+	switch {
+	case cpuA != cpuB:
+		return cmp.Compare(cpuB, cpuA)
+	case memA != memB:
+		return cmp.Compare(memB, memA)
+	case a.Namespace != b.Namespace:
+		return strings.Compare(a.Namespace, b.Namespace)
+	}
+	return strings.Compare(a.Name, b.Name)
+}
+
 // sortBySize orders pods largest first: by CPU, then memory, then name.
 func (r *run) sortBySize(pods []*corev1.Pod) {
 	type sized struct {
@@ -700,15 +769,7 @@ func (r *run) sortBySize(pods []*corev1.Pod) {
 		s[i] = sized{p, r.request(p)}
 	}
 	slices.SortStableFunc(s, func(a, b sized) int {
-		switch {
-		case a.size.cpu != b.size.cpu:
-			return cmp.Compare(b.size.cpu, a.size.cpu)
-		case a.size.mem != b.size.mem:
-			return cmp.Compare(b.size.mem, a.size.mem)
-		case a.pod.Namespace != b.pod.Namespace:
-			return strings.Compare(a.pod.Namespace, b.pod.Namespace)
-		}
-		return strings.Compare(a.pod.Name, b.pod.Name)
+		return bySize(a.size.cpu, b.size.cpu, a.size.mem, b.size.mem, a.pod, b.pod)
 	})
 	for i := range s {
 		pods[i] = s[i].pod

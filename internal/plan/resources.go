@@ -100,10 +100,9 @@ func (m *resourceMemo) key(pod *corev1.Pod) ([]byte, bool) {
 
 // millis returns q in millis, and whether that is exact.
 func millis(q resource.Quantity) (int64, bool) {
-	up := q.MilliValue()
-	neg := q.DeepCopy() // Neg changes a shared inf.Dec in place
-	neg.Neg()
-	return up, -neg.MilliValue() == up
+	// RoundUp changes the copy only: it replaces an inf.Dec, never changes
+	// it in place.
+	return q.MilliValue(), q.RoundUp(resource.Milli)
 }
 
 // plainRequests reports whether the scheduler's accounting of pod's requests

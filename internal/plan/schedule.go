@@ -38,7 +38,7 @@ type Engine struct {
 func NewEngine(ctx context.Context, static *snapshot.Snapshot) (*Engine, error) {
 	base := *static
 	base.Pods = nil
-	fit, err := newFitter(ctx, &base, groupPods(&base).byNode, func(string) bool { return true })
+	fit, err := newFitter(ctx, &base, groupPods(&base).nodeOf, func(string) bool { return true })
 	if err != nil {
 		return nil, err
 	}
