@@ -150,6 +150,9 @@ func newFitter(ctx context.Context, s *snapshot.Snapshot, nodeOf []int32, destin
 			frameworkruntime.WithInformerFactory(factory),
 			frameworkruntime.WithSnapshotSharedLister(f.views),
 			frameworkruntime.WithLogger(logger),
+			// The plugins' PreFilter runs over small views (see viewLister);
+			// goroutines per call cost more than they save there.
+			frameworkruntime.WithParallelism(1),
 		)
 		if err != nil {
 			return nil, fmt.Errorf("building the scheduler framework: %w", err)
@@ -182,15 +185,34 @@ func newFitter(ctx context.Context, s *snapshot.Snapshot, nodeOf []int32, destin
 	}
 	sizes := make([]podSize, len(s.Nodes))
 	deferred := map[string][]fwk.PodInfo{}
+	// Each pod's PodInfo (its affinity terms parsed) and requests, half of
+	// them on the other core.
+	infos := make([]*sizedPodInfo, len(s.Pods))
+	prepare := func(lo, hi int, memo *resourceMemo) {
+		for j := lo; j < hi; j++ {
+			if p := s.Pods[j]; nodeOf[j] >= 0 && !terminal(p) {
+				// As NodeInfo.AddPod: affinity terms that fail to parse are
+				// left out.
+				pi, _ := framework.NewPodInfo(p)
+				infos[j] = &sizedPodInfo{PodInfo: pi, res: memo.get(p)}
+			}
+		}
+	}
+	half := len(s.Pods) / 2
+	done := make(chan struct{})
+	go func() {
+		prepare(half, len(s.Pods), newResourceMemo())
+		close(done)
+	}()
+	prepare(0, half, f.resources)
+	<-done
 	for j, p := range s.Pods {
-		i := nodeOf[j]
-		if i < 0 || terminal(p) {
+		info := infos[j]
+		if info == nil {
 			continue
 		}
+		i := nodeOf[j]
 		node := s.Nodes[i]
-		// As NodeInfo.AddPod: affinity terms that fail to parse are left out.
-		pi, _ := framework.NewPodInfo(p)
-		info := &sizedPodInfo{PodInfo: pi, res: f.resources.get(p)}
 		f.resOf[j] = info.res
 		sizes[i].cpu += info.res.Resource.GetMilliCPU()
 		sizes[i].mem += info.res.Resource.GetMemory()
