@@ -176,8 +176,6 @@ func newFitter(ctx context.Context, s *snapshot.Snapshot, nodeOf []int32, destin
 	if err := snap.StartMutations(); err != nil {
 		return nil, err
 	}
-	var bound []fwk.PodInfo
-	var boundTo []*corev1.Node
 	f.resOf = make([]fwk.PodResource, len(s.Pods))
 	dest := make([]bool, len(s.Nodes))
 	for i, node := range s.Nodes {
@@ -206,6 +204,21 @@ func newFitter(ctx context.Context, s *snapshot.Snapshot, nodeOf []int32, destin
 	}()
 	prepare(0, half, f.resources)
 	<-done
+	// The anti-affinity index on the other core, while the snapshot is
+	// filled.
+	indexed := make(chan struct{})
+	var anti *antiAffinityIndex
+	pods := newPodIndex()
+	go func() {
+		anti = newAntiAffinityIndex(nil)
+		for j, info := range infos {
+			if info != nil {
+				anti.add(info, 1)
+				pods.add(info, s.Nodes[nodeOf[j]])
+			}
+		}
+		close(indexed)
+	}()
 	for j, p := range s.Pods {
 		info := infos[j]
 		if info == nil {
@@ -216,10 +229,9 @@ func newFitter(ctx context.Context, s *snapshot.Snapshot, nodeOf []int32, destin
 		f.resOf[j] = info.res
 		sizes[i].cpu += info.res.Resource.GetMilliCPU()
 		sizes[i].mem += info.res.Resource.GetMemory()
-		bound = append(bound, info)
-		boundTo = append(boundTo, node)
 		if dest[i] || hasClaims(p) {
 			if err := snap.AddPod(info, node.Name); err != nil {
+				<-indexed
 				return nil, err
 			}
 			continue
@@ -230,11 +242,10 @@ func newFitter(ctx context.Context, s *snapshot.Snapshot, nodeOf []int32, destin
 	for i, node := range s.Nodes {
 		f.requested[node.Name] = sizes[i]
 	}
-	requested := f.requested
-	if err := f.reset(snap, bound, boundTo); err != nil {
-		return nil, err
-	}
-	f.requested, f.deferred = requested, deferred
+	<-indexed
+	f.snap, f.deferred, f.anti = snap, deferred, anti
+	f.views.reset(snap, pods)
+	f.log, f.byNS, f.cross = nil, map[string][]int{}, nil
 	return f, nil
 }
 
@@ -256,7 +267,11 @@ func (f *fitter) materialize() error {
 // and the anti-affinity index of the previous one.
 func (f *fitter) reset(snap *cache.Snapshot, bound []fwk.PodInfo, nodes []*corev1.Node) error {
 	f.snap, f.deferred, f.requested = snap, nil, nil
-	f.views.reset(snap, bound, nodes)
+	pods := newPodIndex()
+	for i, pi := range bound {
+		pods.add(pi, nodes[i])
+	}
+	f.views.reset(snap, pods)
 	f.log, f.byNS, f.cross = nil, map[string][]int{}, nil
 	f.anti = newAntiAffinityIndex(bound)
 	return nil

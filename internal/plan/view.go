@@ -30,33 +30,44 @@ import (
 type viewLister struct {
 	*cache.Snapshot
 	current *podView
-	// pending holds the snapshot's pods by namespace, and later changes to
-	// namespaces not yet indexed; indexes holds the namespaces indexed.
-	pending map[string][]nsChange
-	indexes map[string]*nsIndex
+	pods    *podIndex
 	// empty holds a NodeInfo without pods for every node, in the snapshot's
 	// order; classes holds one of them per class of nodes (see classKey).
 	empty   []fwk.NodeInfo
 	classes []fwk.NodeInfo
 }
 
-// nsChange is a pod of a namespace added to (delta 1) or removed from (-1) a
-// node.
-type nsChange struct {
-	pod   fwk.PodInfo
-	node  *corev1.Node
-	delta int
+// podIndex holds the pods of the snapshot by namespace and by label. Removed
+// pods stay in its lists, marked dead: a pod added again is a new PodInfo.
+type podIndex struct {
+	byNS    map[string][]viewPod
+	byLabel map[labelKey][]viewPod
+	dead    map[fwk.PodInfo]bool
 }
 
-// reset points the lister at a new snapshot whose pods are bound, each to the
-// node of the same index in nodes.
-func (v *viewLister) reset(snap *cache.Snapshot, bound []fwk.PodInfo, nodes []*corev1.Node) {
-	v.Snapshot, v.current, v.empty, v.classes = snap, nil, nil, nil
-	v.pending, v.indexes = map[string][]nsChange{}, map[string]*nsIndex{}
-	for i, pi := range bound {
-		ns := pi.GetPod().Namespace
-		v.pending[ns] = append(v.pending[ns], nsChange{pod: pi, node: nodes[i], delta: 1})
+// viewPod is a pod of the snapshot and its node.
+type viewPod struct {
+	pi   fwk.PodInfo
+	node *corev1.Node
+}
+
+func newPodIndex() *podIndex {
+	return &podIndex{byNS: map[string][]viewPod{}, byLabel: map[labelKey][]viewPod{}, dead: map[fwk.PodInfo]bool{}}
+}
+
+func (x *podIndex) add(pi fwk.PodInfo, node *corev1.Node) {
+	p := pi.GetPod()
+	vp := viewPod{pi, node}
+	x.byNS[p.Namespace] = append(x.byNS[p.Namespace], vp)
+	for k, v := range p.Labels {
+		key := labelKey{p.Namespace, k, v}
+		x.byLabel[key] = append(x.byLabel[key], vp)
 	}
+}
+
+// reset points the lister at a new snapshot whose pods are indexed in pods.
+func (v *viewLister) reset(snap *cache.Snapshot, pods *podIndex) {
+	v.Snapshot, v.current, v.pods, v.empty, v.classes = snap, nil, pods, nil, nil
 }
 
 // NodeInfos returns the selected view, or the whole snapshot.
@@ -67,16 +78,13 @@ func (v *viewLister) NodeInfos() fwk.NodeInfoLister {
 	return v.Snapshot
 }
 
-// changed keeps the index of the pod's namespace, or its pending changes
-// until it is indexed, in step with the snapshot.
+// changed keeps the index in step with the snapshot.
 func (v *viewLister) changed(pi fwk.PodInfo, node *corev1.Node, delta int) {
-	c := nsChange{pod: pi, node: node, delta: delta}
-	ns := pi.GetPod().Namespace
-	if idx, ok := v.indexes[ns]; ok {
-		idx.apply(c)
+	if delta < 0 {
+		v.pods.dead[pi] = true
 		return
 	}
-	v.pending[ns] = append(v.pending[ns], c)
+	v.pods.add(pi, node)
 }
 
 // done selects the whole snapshot again.
@@ -91,13 +99,13 @@ func (v *viewLister) use(pod *corev1.Pod, pi fwk.PodInfo, nsLabels labels.Set, a
 			return err
 		}
 	}
-	idx := v.index(pod.Namespace)
-	var chosen []nsChange
+	x := v.pods
+	var chosen []viewPod
 	seen := map[fwk.PodInfo]bool{}
-	choose := func(c nsChange) {
-		if !seen[c.pod] && !idx.dead[c.pod] {
-			seen[c.pod] = true
-			chosen = append(chosen, c)
+	choose := func(vp viewPod) {
+		if !seen[vp.pi] && !x.dead[vp.pi] {
+			seen[vp.pi] = true
+			chosen = append(chosen, vp)
 		}
 	}
 	everything := false
@@ -111,8 +119,8 @@ func (v *viewLister) use(pod *corev1.Pod, pi fwk.PodInfo, nsLabels labels.Set, a
 			everything = true
 			return
 		}
-		for _, i := range idx.withLabel(key.key, key.value) {
-			choose(idx.pods[i])
+		for _, vp := range x.byLabel[labelKey{pod.Namespace, key.key, key.value}] {
+			choose(vp)
 		}
 	}
 	for _, t := range pi.GetRequiredAffinityTerms() {
@@ -138,9 +146,9 @@ func (v *viewLister) use(pod *corev1.Pod, pi fwk.PodInfo, nsLabels labels.Set, a
 	}
 	if everything {
 		chosen = chosen[:0]
-		for _, c := range idx.pods {
-			if !idx.dead[c.pod] {
-				chosen = append(chosen, c)
+		for _, vp := range x.byNS[pod.Namespace] {
+			if !x.dead[vp.pi] {
+				chosen = append(chosen, vp)
 			}
 		}
 	} else {
@@ -153,7 +161,7 @@ func (v *viewLister) use(pod *corev1.Pod, pi fwk.PodInfo, nsLabels labels.Set, a
 					continue
 				}
 				if ni, err := v.Get(p.Spec.NodeName); err == nil {
-					choose(nsChange{pod: owner, node: ni.Node(), delta: 1})
+					choose(viewPod{owner, ni.Node()})
 				}
 			}
 		}
@@ -161,15 +169,15 @@ func (v *viewLister) use(pod *corev1.Pod, pi fwk.PodInfo, nsLabels labels.Set, a
 
 	view := &podView{byName: map[string]fwk.NodeInfo{}}
 	own := map[string]*framework.NodeInfo{}
-	for _, c := range chosen {
-		ni, ok := own[c.node.Name]
+	for _, vp := range chosen {
+		ni, ok := own[vp.node.Name]
 		if !ok {
 			ni = framework.NewNodeInfo()
-			ni.SetNode(c.node)
-			own[c.node.Name] = ni
+			ni.SetNode(vp.node)
+			own[vp.node.Name] = ni
 			view.own = append(view.own, ni)
 		}
-		ni.AddPodInfo(c.pod)
+		ni.AddPodInfo(vp.pi)
 	}
 	if allNodes {
 		view.list = make([]fwk.NodeInfo, 0, len(v.empty))
@@ -215,62 +223,6 @@ func (v *viewLister) nodes() error {
 		}
 	}
 	return nil
-}
-
-// index returns the index of a namespace's pods, building it on first use.
-func (v *viewLister) index(ns string) *nsIndex {
-	if idx, ok := v.indexes[ns]; ok {
-		return idx
-	}
-	idx := &nsIndex{dead: map[fwk.PodInfo]bool{}, byKey: map[string]map[string][]int32{}}
-	for _, c := range v.pending[ns] {
-		idx.apply(c)
-	}
-	delete(v.pending, ns)
-	v.indexes[ns] = idx
-	return idx
-}
-
-// nsIndex lists the pods added to one namespace of the snapshot, with those
-// removed since marked dead, and indexes them by the value of each label key
-// asked about (see withLabel).
-type nsIndex struct {
-	pods []nsChange
-	// dead holds the pods removed: a pod added again is a new PodInfo.
-	dead map[fwk.PodInfo]bool
-	// byKey maps a label key to the positions in pods by value of that
-	// label.
-	byKey map[string]map[string][]int32
-}
-
-func (idx *nsIndex) apply(c nsChange) {
-	if c.delta < 0 {
-		idx.dead[c.pod] = true
-		return
-	}
-	i := int32(len(idx.pods))
-	idx.pods = append(idx.pods, c)
-	labels := c.pod.GetPod().Labels
-	for key, byValue := range idx.byKey {
-		if val, ok := labels[key]; ok {
-			byValue[val] = append(byValue[val], i)
-		}
-	}
-}
-
-// withLabel returns the positions of the pods labelled key=value, some dead.
-func (idx *nsIndex) withLabel(key, value string) []int32 {
-	byValue, ok := idx.byKey[key]
-	if !ok {
-		byValue = map[string][]int32{}
-		for i, c := range idx.pods {
-			if val, ok := c.pod.GetPod().Labels[key]; ok {
-				byValue[val] = append(byValue[val], int32(i))
-			}
-		}
-		idx.byKey[key] = byValue
-	}
-	return byValue[value]
 }
 
 // podView is the NodeInfoLister of one pod's view.
