@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"maps"
 	"fmt"
 	"slices"
 	"strings"
@@ -186,29 +187,29 @@ func newFitter(ctx context.Context, s *snapshot.Snapshot, nodeOf []int32, destin
 	// Each pod's PodInfo (its affinity terms parsed) and requests, half of
 	// them on the other core.
 	infos := make([]*sizedPodInfo, len(s.Pods))
-	prepare := func(lo, hi int, memo *resourceMemo) {
+	prepare := func(lo, hi int, memo *resourceMemo, pis *podInfoMemo, keys map[string]bool) {
 		for j := lo; j < hi; j++ {
 			if p := s.Pods[j]; nodeOf[j] >= 0 && !terminal(p) {
-				// As NodeInfo.AddPod: affinity terms that fail to parse are
-				// left out.
-				pi, _ := framework.NewPodInfo(p)
-				infos[j] = &sizedPodInfo{PodInfo: pi, res: memo.get(p)}
+				infos[j] = &sizedPodInfo{PodInfo: pis.get(p), res: memo.get(p)}
+				selectedKeys(p, keys)
 			}
 		}
 	}
 	half := len(s.Pods) / 2
 	done := make(chan struct{})
+	keys, otherKeys := map[string]bool{}, map[string]bool{}
 	go func() {
-		prepare(half, len(s.Pods), newResourceMemo())
+		prepare(half, len(s.Pods), newResourceMemo(), newPodInfoMemo(), otherKeys)
 		close(done)
 	}()
-	prepare(0, half, f.resources)
+	prepare(0, half, f.resources, newPodInfoMemo(), keys)
 	<-done
+	maps.Copy(keys, otherKeys)
 	// The anti-affinity index on the other core, while the snapshot is
 	// filled.
 	indexed := make(chan struct{})
 	var anti *antiAffinityIndex
-	pods := newPodIndex()
+	pods := newPodIndex(keys, len(s.Pods))
 	go func() {
 		anti = newAntiAffinityIndex(nil)
 		for j, info := range infos {
@@ -267,7 +268,11 @@ func (f *fitter) materialize() error {
 // and the anti-affinity index of the previous one.
 func (f *fitter) reset(snap *cache.Snapshot, bound []fwk.PodInfo, nodes []*corev1.Node) error {
 	f.snap, f.deferred, f.requested = snap, nil, nil
-	pods := newPodIndex()
+	keys := map[string]bool{}
+	for _, pi := range bound {
+		selectedKeys(pi.GetPod(), keys)
+	}
+	pods := newPodIndex(keys, len(bound))
 	for i, pi := range bound {
 		pods.add(pi, nodes[i])
 	}

@@ -5,8 +5,12 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 )
 
 // resourceMemo computes the scheduler's accounting of a pod's requests
@@ -164,4 +168,40 @@ func sameList(a, b corev1.ResourceList) bool {
 		}
 	}
 	return true
+}
+
+// podInfoMemo builds the scheduler's PodInfo of pods, parsing the required and
+// preferred pod (anti-)affinity terms once per workload: a pod with the same
+// controller, namespace and affinity as an earlier one gets a copy of that
+// one's PodInfo with its own Pod. Parsing a term builds its label selectors,
+// dozens of allocations each. PodInfos are never changed once built.
+type podInfoMemo struct {
+	byOwner map[types.UID][]*framework.PodInfo
+}
+
+func newPodInfoMemo() *podInfoMemo {
+	return &podInfoMemo{byOwner: map[types.UID][]*framework.PodInfo{}}
+}
+
+// get returns pod's PodInfo. As NodeInfo.AddPod, affinity terms that fail to
+// parse are left out.
+func (m *podInfoMemo) get(pod *corev1.Pod) *framework.PodInfo {
+	a := pod.Spec.Affinity
+	owner := metav1.GetControllerOfNoCopy(pod)
+	if a == nil || (a.PodAffinity == nil && a.PodAntiAffinity == nil) || owner == nil {
+		pi, _ := framework.NewPodInfo(pod)
+		return pi
+	}
+	for _, c := range m.byOwner[owner.UID] {
+		if c.Pod.Namespace == pod.Namespace && equality.Semantic.DeepEqual(c.Pod.Spec.Affinity, a) {
+			pi := *c
+			pi.Pod = pod
+			return &pi
+		}
+	}
+	pi, err := framework.NewPodInfo(pod)
+	if err == nil {
+		m.byOwner[owner.UID] = append(m.byOwner[owner.UID], pi)
+	}
+	return pi
 }

@@ -37,11 +37,15 @@ type viewLister struct {
 	classes []fwk.NodeInfo
 }
 
-// podIndex holds the pods of the snapshot by namespace and by label. Removed
-// pods stay in its lists, marked dead: a pod added again is a new PodInfo.
+// podIndex holds the pods of the snapshot by namespace and by the labels
+// with the keys that the snapshot's pods select on (in required pod affinity
+// terms and spread constraints); other keys are looked up by scanning the
+// namespace. Removed pods stay in its lists, marked dead: a pod added again is
+// a new PodInfo.
 type podIndex struct {
 	byNS    map[string][]viewPod
 	byLabel map[labelKey][]viewPod
+	keys    map[string]bool
 	dead    map[fwk.PodInfo]bool
 }
 
@@ -51,8 +55,9 @@ type viewPod struct {
 	node *corev1.Node
 }
 
-func newPodIndex() *podIndex {
-	return &podIndex{byNS: map[string][]viewPod{}, byLabel: map[labelKey][]viewPod{}, dead: map[fwk.PodInfo]bool{}}
+// newPodIndex returns an index of the labels with keys, for about pods pods.
+func newPodIndex(keys map[string]bool, pods int) *podIndex {
+	return &podIndex{byNS: map[string][]viewPod{}, byLabel: make(map[labelKey][]viewPod, pods/4), keys: keys, dead: map[fwk.PodInfo]bool{}}
 }
 
 func (x *podIndex) add(pi fwk.PodInfo, node *corev1.Node) {
@@ -60,8 +65,57 @@ func (x *podIndex) add(pi fwk.PodInfo, node *corev1.Node) {
 	vp := viewPod{pi, node}
 	x.byNS[p.Namespace] = append(x.byNS[p.Namespace], vp)
 	for k, v := range p.Labels {
-		key := labelKey{p.Namespace, k, v}
-		x.byLabel[key] = append(x.byLabel[key], vp)
+		if x.keys[k] {
+			key := labelKey{p.Namespace, k, v}
+			x.byLabel[key] = append(x.byLabel[key], vp)
+		}
+	}
+}
+
+// withLabel returns the pods of namespace ns labelled key=value, some dead.
+func (x *podIndex) withLabel(ns, key, value string) []viewPod {
+	if x.keys[key] {
+		return x.byLabel[labelKey{ns, key, value}]
+	}
+	var out []viewPod
+	for _, vp := range x.byNS[ns] {
+		if v, ok := vp.pi.GetPod().Labels[key]; ok && v == value {
+			out = append(out, vp)
+		}
+	}
+	return out
+}
+
+// selectedKeys adds to keys the label keys that pod's required pod
+// (anti-)affinity terms and DoNotSchedule spread constraints select on.
+func selectedKeys(pod *corev1.Pod, keys map[string]bool) {
+	sel := func(ls *metav1.LabelSelector) {
+		if ls == nil {
+			return
+		}
+		for k := range ls.MatchLabels {
+			keys[k] = true
+		}
+		for _, e := range ls.MatchExpressions {
+			keys[e.Key] = true
+		}
+	}
+	if a := pod.Spec.Affinity; a != nil {
+		if a.PodAffinity != nil {
+			for _, t := range a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+				sel(t.LabelSelector)
+			}
+		}
+		if a.PodAntiAffinity != nil {
+			for _, t := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+				sel(t.LabelSelector)
+			}
+		}
+	}
+	for _, c := range pod.Spec.TopologySpreadConstraints {
+		if c.WhenUnsatisfiable == corev1.DoNotSchedule {
+			sel(c.LabelSelector)
+		}
 	}
 }
 
@@ -119,7 +173,7 @@ func (v *viewLister) use(pod *corev1.Pod, pi fwk.PodInfo, nsLabels labels.Set, a
 			everything = true
 			return
 		}
-		for _, vp := range x.byLabel[labelKey{pod.Namespace, key.key, key.value}] {
+		for _, vp := range x.withLabel(pod.Namespace, key.key, key.value) {
 			choose(vp)
 		}
 	}
