@@ -2,10 +2,10 @@ package plan
 
 import (
 	"encoding/binary"
+	"maps"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -187,13 +187,17 @@ func newPodInfoMemo() *podInfoMemo {
 // parse are left out.
 func (m *podInfoMemo) get(pod *corev1.Pod) *framework.PodInfo {
 	a := pod.Spec.Affinity
+	if a == nil || (a.PodAffinity == nil && a.PodAntiAffinity == nil) {
+		pi, _ := framework.NewPodInfo(pod)
+		return pi
+	}
 	owner := metav1.GetControllerOfNoCopy(pod)
-	if a == nil || (a.PodAffinity == nil && a.PodAntiAffinity == nil) || owner == nil {
+	if owner == nil {
 		pi, _ := framework.NewPodInfo(pod)
 		return pi
 	}
 	for _, c := range m.byOwner[owner.UID] {
-		if c.Pod.Namespace == pod.Namespace && equality.Semantic.DeepEqual(c.Pod.Spec.Affinity, a) {
+		if c.Pod.Namespace == pod.Namespace && samePodAffinity(c.Pod.Spec.Affinity, a) {
 			pi := *c
 			pi.Pod = pod
 			return &pi
@@ -204,4 +208,49 @@ func (m *podInfoMemo) get(pod *corev1.Pod) *framework.PodInfo {
 		m.byOwner[owner.UID] = append(m.byOwner[owner.UID], pi)
 	}
 	return pi
+}
+
+// samePodAffinity reports whether two affinities have equal pod affinity and
+// anti-affinity (node affinity aside): what PodInfo parses.
+func samePodAffinity(a, b *corev1.Affinity) bool {
+	pa, pb := a.PodAffinity, b.PodAffinity
+	if (pa == nil) != (pb == nil) {
+		return false
+	}
+	if pa != nil && (!sameTerms(pa.RequiredDuringSchedulingIgnoredDuringExecution, pb.RequiredDuringSchedulingIgnoredDuringExecution) ||
+		!sameWeightedTerms(pa.PreferredDuringSchedulingIgnoredDuringExecution, pb.PreferredDuringSchedulingIgnoredDuringExecution)) {
+		return false
+	}
+	na, nb := a.PodAntiAffinity, b.PodAntiAffinity
+	if (na == nil) != (nb == nil) {
+		return false
+	}
+	return na == nil || (sameTerms(na.RequiredDuringSchedulingIgnoredDuringExecution, nb.RequiredDuringSchedulingIgnoredDuringExecution) &&
+		sameWeightedTerms(na.PreferredDuringSchedulingIgnoredDuringExecution, nb.PreferredDuringSchedulingIgnoredDuringExecution))
+}
+
+func sameWeightedTerms(a, b []corev1.WeightedPodAffinityTerm) bool {
+	return slices.EqualFunc(a, b, func(x, y corev1.WeightedPodAffinityTerm) bool {
+		return x.Weight == y.Weight && sameTerm(&x.PodAffinityTerm, &y.PodAffinityTerm)
+	})
+}
+
+func sameTerms(a, b []corev1.PodAffinityTerm) bool {
+	return slices.EqualFunc(a, b, func(x, y corev1.PodAffinityTerm) bool { return sameTerm(&x, &y) })
+}
+
+func sameTerm(a, b *corev1.PodAffinityTerm) bool {
+	return a.TopologyKey == b.TopologyKey && slices.Equal(a.Namespaces, b.Namespaces) &&
+		slices.Equal(a.MatchLabelKeys, b.MatchLabelKeys) && slices.Equal(a.MismatchLabelKeys, b.MismatchLabelKeys) &&
+		sameSelector(a.LabelSelector, b.LabelSelector) && sameSelector(a.NamespaceSelector, b.NamespaceSelector)
+}
+
+func sameSelector(a, b *metav1.LabelSelector) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return maps.Equal(a.MatchLabels, b.MatchLabels) && slices.EqualFunc(a.MatchExpressions, b.MatchExpressions,
+		func(x, y metav1.LabelSelectorRequirement) bool {
+			return x.Key == y.Key && x.Operator == y.Operator && slices.Equal(x.Values, y.Values)
+		})
 }

@@ -64,8 +64,8 @@ func (x *podIndex) add(pi fwk.PodInfo, node *corev1.Node) {
 	p := pi.GetPod()
 	vp := viewPod{pi, node}
 	x.byNS[p.Namespace] = append(x.byNS[p.Namespace], vp)
-	for k, v := range p.Labels {
-		if x.keys[k] {
+	for k := range x.keys {
+		if v, ok := p.Labels[k]; ok {
 			key := labelKey{p.Namespace, k, v}
 			x.byLabel[key] = append(x.byLabel[key], vp)
 		}
