@@ -43,10 +43,15 @@ type viewLister struct {
 // namespace. Removed pods stay in its lists, marked dead: a pod added again is
 // a new PodInfo.
 type podIndex struct {
-	byNS    map[string][]viewPod
-	byLabel map[labelKey][]viewPod
+	byNS    map[string]*[]viewPod
+	byLabel map[labelKey]*[]viewPod
 	keys    map[string]bool
 	dead    map[fwk.PodInfo]bool
+	// lastNS and lastKey remember where add put the previous pod: the pods of
+	// a workload usually come one after another.
+	lastNS, lastKey *[]viewPod
+	lastNSName      string
+	lastKeyName     labelKey
 }
 
 // viewPod is a pod of the snapshot and its node.
@@ -57,28 +62,54 @@ type viewPod struct {
 
 // newPodIndex returns an index of the labels with keys, for about pods pods.
 func newPodIndex(keys map[string]bool, pods int) *podIndex {
-	return &podIndex{byNS: map[string][]viewPod{}, byLabel: make(map[labelKey][]viewPod, pods/4), keys: keys, dead: map[fwk.PodInfo]bool{}}
+	return &podIndex{byNS: map[string]*[]viewPod{}, byLabel: make(map[labelKey]*[]viewPod, pods/4), keys: keys, dead: map[fwk.PodInfo]bool{}}
 }
 
 func (x *podIndex) add(pi fwk.PodInfo, node *corev1.Node) {
 	p := pi.GetPod()
 	vp := viewPod{pi, node}
-	x.byNS[p.Namespace] = append(x.byNS[p.Namespace], vp)
+	if x.lastNS == nil || p.Namespace != x.lastNSName {
+		x.lastNS, x.lastNSName = listOf(x.byNS, p.Namespace), p.Namespace
+	}
+	*x.lastNS = append(*x.lastNS, vp)
 	for k := range x.keys {
 		if v, ok := p.Labels[k]; ok {
-			key := labelKey{p.Namespace, k, v}
-			x.byLabel[key] = append(x.byLabel[key], vp)
+			if key := (labelKey{p.Namespace, k, v}); x.lastKey == nil || key != x.lastKeyName {
+				x.lastKey, x.lastKeyName = listOf(x.byLabel, key), key
+			}
+			*x.lastKey = append(*x.lastKey, vp)
 		}
 	}
+}
+
+// listOf returns the list of key in m, adding an empty one.
+func listOf[K comparable](m map[K]*[]viewPod, key K) *[]viewPod {
+	l, ok := m[key]
+	if !ok {
+		l = new([]viewPod)
+		m[key] = l
+	}
+	return l
+}
+
+// inNamespace returns the pods of namespace ns, some dead.
+func (x *podIndex) inNamespace(ns string) []viewPod {
+	if l, ok := x.byNS[ns]; ok {
+		return *l
+	}
+	return nil
 }
 
 // withLabel returns the pods of namespace ns labelled key=value, some dead.
 func (x *podIndex) withLabel(ns, key, value string) []viewPod {
 	if x.keys[key] {
-		return x.byLabel[labelKey{ns, key, value}]
+		if l, ok := x.byLabel[labelKey{ns, key, value}]; ok {
+			return *l
+		}
+		return nil
 	}
 	var out []viewPod
-	for _, vp := range x.byNS[ns] {
+	for _, vp := range x.inNamespace(ns) {
 		if v, ok := vp.pi.GetPod().Labels[key]; ok && v == value {
 			out = append(out, vp)
 		}
@@ -200,7 +231,7 @@ func (v *viewLister) use(pod *corev1.Pod, pi fwk.PodInfo, nsLabels labels.Set, a
 	}
 	if everything {
 		chosen = chosen[:0]
-		for _, vp := range x.byNS[pod.Namespace] {
+		for _, vp := range x.inNamespace(pod.Namespace) {
 			if !x.dead[vp.pi] {
 				chosen = append(chosen, vp)
 			}
