@@ -2,8 +2,8 @@ package plan
 
 import (
 	"context"
-	"maps"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"

@@ -14,14 +14,21 @@
 //     fits, largest first, before any candidate is considered.
 //  3. Take candidates emptiest first: lowest requested share of the scarcer of
 //     CPU and memory.
-//  4. For each candidate, check every pod's movability (Rules.Check), then the
-//     PodDisruptionBudgets (budgets are shared across the whole plan), then
-//     place its movable pods largest first. Destinations are chosen by best fit:
-//     the spot node that would be the most requested, in its scarcer resource,
-//     after the placement, among those the Filter plugins accept (ties by name).
-//     Each placement is committed to the snapshot, so later pods and later
-//     nodes see the used capacity and the new affinity and spread state. A node
-//     stops at its first pod that cannot move, and its placements are undone.
+//  4. For each candidate, the cheap checks first: every pod's movability
+//     (Rules.Check), then the PodDisruptionBudgets (budgets are shared across
+//     the whole plan), then whether each movable pod passes the static plugins
+//     on some spot node with room for it now. Then its movable pods are placed
+//     largest first. Destinations are chosen by best fit: the spot node that
+//     would be the most requested, in its scarcer resource, after the
+//     placement, among those the Filter plugins accept (ties by name). Each
+//     placement is committed to the snapshot, so later pods and later nodes see
+//     the used capacity and the new affinity and spread state. A node stops at
+//     its first pod that cannot move, and its placements are undone.
+//
+// The shortcuts that make this fast (templates, kept PreFilter states, views,
+// classes of spot nodes) never change an answer; docs/planner.md describes
+// them, and TestShortcutsChangeNoAnswer compares the planner with the
+// exhaustive one on random clusters.
 package plan
 
 import (
