@@ -35,7 +35,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -158,7 +157,9 @@ type run struct {
 	// classes groups the spot nodes the static plugins cannot tell apart;
 	// singles has one group per spot node (see staticFit).
 	classes, singles [][]int
-	templates        *templates
+	// rooms indexes the spot nodes of each class by fill.
+	rooms     *roomIndex
+	templates *templates
 	// cands is place's buffer.
 	cands []candidate
 
@@ -384,9 +385,11 @@ func (p *Planner) newRun(ctx context.Context, s *snapshot.Snapshot, g grouped) (
 		r.room[i] = roomOf(ni)
 		r.spotAt[r.spot[i]] = i
 	}
+	r.rooms = newRoomIndex(&r.room, r.classes)
 	fit.onChange = func(node string) {
 		if i, ok := r.spotAt[node]; ok {
 			r.room[i] = roomOf(r.spotInfo[i])
+			r.rooms.update(i)
 		}
 	}
 	return r, classes, nil
@@ -648,65 +651,80 @@ func (r *run) place(ctx context.Context, pod, orig *corev1.Pod, res fwk.PodResou
 	}
 	t := r.templates.of(orig)
 	st := r.staticFit(ctx, pod, t)
-	rejected := maps.Clone(st.rejected)
 	cpu, mem := res.Resource.GetMilliCPU(), res.Resource.GetMemory()
-	cands := r.cands[:0]
+	next := r.candidates(st, cpu, mem)
+	var cyc *cycle
+	rejected := map[string]int{}
+	for {
+		c, ok := next()
+		if !ok {
+			break
+		}
+		if cyc == nil {
+			var status *fwk.Status
+			if cyc, status = r.fit.cycleFor(ctx, pod, t); status != nil {
+				return "", describe(status), nil
+			}
+		}
+		name := r.spot[c.i]
+		var status *fwk.Status
+		if _, ok := cyc.only[name]; cyc.only != nil && !ok {
+			status = fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node(s) didn't match PreFilter's node names")
+		} else {
+			status = r.fit.filter(ctx, cyc, pod, r.spotInfo[c.i])
+		}
+		if status.IsSuccess() {
+			placed := *pod
+			placed.Spec.NodeName = name
+			if err := r.fit.add(&placed, name, res); err != nil {
+				return "", fmt.Sprintf("adding to the snapshot: %v", err), nil
+			}
+			return name, "", &placed
+		}
+		rejected[describe(status)]++
+	}
+	// No node: say why of every spot node. The Filter plugins rejected those
+	// with room; the others are counted here.
+	for reason, n := range st.rejected {
+		rejected[reason] += n
+	}
 	for _, group := range st.feasible {
 		for _, i := range group {
-			n := &r.room[i]
-			if reason := n.fits(cpu, mem); reason != "" {
+			if reason := r.room[i].fits(cpu, mem); reason != "" {
 				rejected[reason]++
-				continue
-			}
-			cands = append(cands, candidate{i, n.score(cpu, mem)})
-		}
-	}
-	r.cands = cands
-	if len(cands) > 0 {
-		cyc, status := r.fit.cycleFor(ctx, pod, t)
-		if status != nil {
-			return "", describe(status), nil
-		}
-		// The best candidate by a linear scan; after a few rejections, the
-		// rest in sorted order.
-		const scans = 4
-		for tried := 0; len(cands) > 0; tried++ {
-			b := 0
-			if tried < scans {
-				for j := 1; j < len(cands); j++ {
-					if better(cands[j], cands[b]) < 0 {
-						b = j
-					}
-				}
-			} else if tried == scans {
-				slices.SortFunc(cands, better)
-			}
-			c := cands[b]
-			name := r.spot[c.i]
-			var status *fwk.Status
-			if _, ok := cyc.only[name]; cyc.only != nil && !ok {
-				status = fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node(s) didn't match PreFilter's node names")
-			} else {
-				status = r.fit.filter(ctx, cyc, pod, r.spotInfo[c.i])
-			}
-			if status.IsSuccess() {
-				placed := *pod
-				placed.Spec.NodeName = name
-				if err := r.fit.add(&placed, name, res); err != nil {
-					return "", fmt.Sprintf("adding to the snapshot: %v", err), nil
-				}
-				return name, "", &placed
-			}
-			rejected[describe(status)]++
-			if tried < scans {
-				cands[b] = cands[len(cands)-1]
-				cands = cands[:len(cands)-1]
-			} else {
-				cands = cands[1:]
 			}
 		}
 	}
 	return "", summarize(rejected, len(r.spot), "spot nodes"), nil
+}
+
+// candidates returns the spot nodes that the static plugins accept for a pod
+// (st) and that have room for cpu and mem, one at a time, best fit first
+// (see better). It finds them through the room index when st holds classes of
+// nodes; otherwise, and in exhaustive mode, it scores every node and sorts
+// them.
+func (r *run) candidates(st *staticFit, cpu, mem int64) func() (candidate, bool) {
+	if st.classes != nil && !r.exhaustive {
+		return r.rooms.bestFirst(st.classes, cpu, mem).pop
+	}
+	cands := r.cands[:0]
+	for _, group := range st.feasible {
+		for _, i := range group {
+			if n := &r.room[i]; n.fits(cpu, mem) == "" {
+				cands = append(cands, candidate{i, n.score(cpu, mem)})
+			}
+		}
+	}
+	r.cands = cands
+	slices.SortFunc(cands, better)
+	return func() (candidate, bool) {
+		if len(cands) == 0 {
+			return candidate{}, false
+		}
+		c := cands[0]
+		cands = cands[1:]
+		return c, true
+	}
 }
 
 // summarize renders rejection counts the way the scheduler does:

@@ -25,6 +25,9 @@ type staticFit struct {
 	// feasible are the groups of spot nodes they accept (indexes into
 	// run.spot; see nodeClasses).
 	feasible [][]int
+	// classes are the indexes in run.classes of the groups in feasible, when
+	// the groups are classes; nil when they are single nodes.
+	classes []int
 	// rejected counts the others by reason.
 	rejected map[string]int
 }
@@ -126,11 +129,14 @@ func (r *run) staticFit(ctx context.Context, pod *corev1.Pod, t *template) *stat
 		st.rejected[describe(status)] = len(r.spot)
 		return st
 	}
-	classes := r.classes
+	classes, byClass := r.classes, true
 	if namesNodes(pod) || (result != nil && result.NodeNames != nil) {
-		classes = r.singles
+		classes, byClass = r.singles, false
 	}
-	for _, members := range classes {
+	if byClass {
+		st.classes = []int{}
+	}
+	for c, members := range classes {
 		rep := members[0]
 		if result != nil && result.NodeNames != nil && !result.NodeNames.Has(r.spot[rep]) {
 			st.rejected[reasonNodeNames] += len(members)
@@ -141,6 +147,9 @@ func (r *run) staticFit(ctx context.Context, pod *corev1.Pod, t *template) *stat
 			continue
 		}
 		st.feasible = append(st.feasible, members)
+		if byClass {
+			st.classes = append(st.classes, c)
+		}
 	}
 	return st
 }
