@@ -190,7 +190,9 @@ func newFitter(ctx context.Context, s *snapshot.Snapshot, nodeOf []int32, destin
 	prepare := func(lo, hi int, memo *resourceMemo, pis *podInfoMemo, keys map[string]bool) {
 		for j := lo; j < hi; j++ {
 			if p := s.Pods[j]; nodeOf[j] >= 0 && !terminal(p) {
-				infos[j] = &sizedPodInfo{PodInfo: pis.get(p), res: memo.get(p)}
+				info := &sizedPodInfo{res: memo.get(p)}
+				pis.fill(&info.PodInfo, p)
+				infos[j] = info
 				selectedKeys(p, keys)
 			}
 		}
@@ -429,7 +431,7 @@ func (f *fitter) add(pod *corev1.Pod, node string, res fwk.PodResource) error {
 	if err != nil {
 		return err
 	}
-	info := &sizedPodInfo{PodInfo: pi, res: res}
+	info := &sizedPodInfo{PodInfo: *pi, res: res}
 	if pods, ok := f.deferred[node]; ok {
 		f.deferred[node] = append(pods, info)
 	} else if err := f.snap.AddPod(info, node); err != nil {
@@ -516,7 +518,7 @@ func (e errNodeNotFound) Error() string {
 // about 10 KB per pod, and the plan adds the same pod (a copy bound to another
 // node) many times.
 type sizedPodInfo struct {
-	*framework.PodInfo
+	framework.PodInfo
 	res fwk.PodResource
 }
 

@@ -183,16 +183,25 @@ func newPodInfoMemo() *podInfoMemo {
 	return &podInfoMemo{byOwner: map[types.UID][]*framework.PodInfo{}}
 }
 
+// fill sets pi to pod's PodInfo. As NodeInfo.AddPod, affinity terms that fail
+// to parse are left out. A pod without pod affinity or anti-affinity has no
+// terms to parse: its PodInfo is the pod alone (TestPlainPodInfo checks it is
+// what NewPodInfo builds).
+func (m *podInfoMemo) fill(pi *framework.PodInfo, pod *corev1.Pod) {
+	a := pod.Spec.Affinity
+	if a == nil || (a.PodAffinity == nil && a.PodAntiAffinity == nil) {
+		*pi = framework.PodInfo{Pod: pod}
+		return
+	}
+	*pi = *m.get(pod)
+}
+
 // get returns pod's PodInfo. As NodeInfo.AddPod, affinity terms that fail to
 // parse are left out.
 func (m *podInfoMemo) get(pod *corev1.Pod) *framework.PodInfo {
-	a := pod.Spec.Affinity
-	if a == nil || (a.PodAffinity == nil && a.PodAntiAffinity == nil) {
-		pi, _ := framework.NewPodInfo(pod)
-		return pi
-	}
 	owner := metav1.GetControllerOfNoCopy(pod)
-	if owner == nil {
+	a := pod.Spec.Affinity
+	if owner == nil || a == nil || (a.PodAffinity == nil && a.PodAntiAffinity == nil) {
 		pi, _ := framework.NewPodInfo(pod)
 		return pi
 	}

@@ -1,12 +1,14 @@
 package plan
 
 import (
+	"reflect"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	tu "spotter.dev/spotter/internal/testutil"
 )
@@ -89,5 +91,20 @@ func TestPodInfoMemoParsesEachAffinity(t *testing.T) {
 	web := map[string]string{"app": "web"}
 	if !b.RequiredAntiAffinityTerms[0].Selector.Matches(labels.Set(web)) || c.RequiredAntiAffinityTerms[0].Selector.Matches(labels.Set(web)) {
 		t.Error("c shares b's parsed terms though its anti-affinity differs")
+	}
+}
+
+// A pod without pod affinity or anti-affinity gets the PodInfo NewPodInfo
+// would build, without calling it.
+func TestPlainPodInfo(t *testing.T) {
+	p := tu.Pod("p", tu.OwnedBy("ReplicaSet", "rs"), tu.RequireNodeLabel("zone", "a"), tu.CPU("1"))
+	var got framework.PodInfo
+	newPodInfoMemo().fill(&got, p)
+	want, err := framework.NewPodInfo(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(&got, want) {
+		t.Errorf("PodInfo %+v, NewPodInfo %+v", got, *want)
 	}
 }
