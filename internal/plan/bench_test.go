@@ -23,6 +23,38 @@ func BenchmarkPlan1000(b *testing.B)      { benchPlan(b, "-nodes", "1000") }
 func BenchmarkPlan1000Dense(b *testing.B) { benchPlan(b, "-nodes", "1000", "-spot-fill", "0.85") }
 func BenchmarkPlan5000(b *testing.B)      { benchPlan(b, "-nodes", "5000") }
 
+// The exhaustive planner (every plugin afresh for every pod on every spot
+// node) must agree with the planner on the benchmark files too: the same
+// drainable nodes and the same destination for every pod. It reports how long
+// the exhaustive plan takes.
+//
+//	go test ./internal/plan -run '^$' -bench Exhaustive -benchtime 1x
+func BenchmarkExhaustive1000(b *testing.B)      { benchExhaustive(b, "-nodes", "1000") }
+func BenchmarkExhaustive1000Dense(b *testing.B) { benchExhaustive(b, "-nodes", "1000", "-spot-fill", "0.85") }
+func BenchmarkExhaustive5000(b *testing.B)      { benchExhaustive(b, "-nodes", "5000") }
+
+func benchExhaustive(b *testing.B, args ...string) {
+	s := loadGenerated(b, args...)
+	ctx := context.Background()
+	fast, err := New(Options{}).Plan(ctx, s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ref := New(Options{})
+	ref.exhaustive = true
+	b.ResetTimer()
+	for b.Loop() {
+		slow, err := ref.Plan(ctx, s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if diffs := comparePlans(fast, slow); len(diffs) > 0 {
+			b.Fatalf("%d disagreements with the exhaustive planner, first: %s", len(diffs), diffs[0])
+		}
+	}
+	b.ReportMetric(float64(fast.Summary.DrainableNodes), "drainable")
+}
+
 func benchPlan(b *testing.B, args ...string) {
 	s := loadGenerated(b, args...)
 	p := New(Options{})
