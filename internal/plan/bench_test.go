@@ -29,9 +29,11 @@ func BenchmarkPlan5000(b *testing.B)      { benchPlan(b, "-nodes", "5000") }
 // the exhaustive plan takes.
 //
 //	go test ./internal/plan -run '^$' -bench Exhaustive -benchtime 1x
-func BenchmarkExhaustive1000(b *testing.B)      { benchExhaustive(b, "-nodes", "1000") }
-func BenchmarkExhaustive1000Dense(b *testing.B) { benchExhaustive(b, "-nodes", "1000", "-spot-fill", "0.85") }
-func BenchmarkExhaustive5000(b *testing.B)      { benchExhaustive(b, "-nodes", "5000") }
+func BenchmarkExhaustive1000(b *testing.B) { benchExhaustive(b, "-nodes", "1000") }
+func BenchmarkExhaustive1000Dense(b *testing.B) {
+	benchExhaustive(b, "-nodes", "1000", "-spot-fill", "0.85")
+}
+func BenchmarkExhaustive5000(b *testing.B) { benchExhaustive(b, "-nodes", "5000") }
 
 func benchExhaustive(b *testing.B, args ...string) {
 	s := loadGenerated(b, args...)
