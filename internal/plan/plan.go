@@ -160,8 +160,9 @@ type run struct {
 	// rooms indexes the spot nodes of each class by fill.
 	rooms     *roomIndex
 	templates *templates
-	// cands is place's buffer.
-	cands []candidate
+	// cands and sortKeys are buffers of place and sortIndexesBySize.
+	cands    []candidate
+	sortKeys []sortKey
 
 	// pods are the snapshot's pods; facts holds, for those of candidate
 	// nodes, what learn found (the others are zero).
@@ -319,19 +320,32 @@ func groupPods(s *snapshot.Snapshot) grouped {
 		at[n.Name] = i
 	}
 	g := grouped{byNode: make([][]int32, len(s.Nodes)), nodeOf: make([]int32, len(s.Pods))}
+	// Each pod's node, half of them on the other core.
+	find := func(lo, hi int) {
+		for j := lo; j < hi; j++ {
+			g.nodeOf[j] = -1
+			if name := s.Pods[j].Spec.NodeName; name != "" {
+				if i, ok := at[name]; ok {
+					g.nodeOf[j] = int32(i)
+				}
+			}
+		}
+	}
+	half := len(s.Pods) / 2
+	done := make(chan struct{})
+	go func() {
+		find(half, len(s.Pods))
+		close(done)
+	}()
+	find(0, half)
+	<-done
 	for j, pod := range s.Pods {
-		g.nodeOf[j] = -1
 		switch {
-		case pod.Spec.NodeName == "" && (terminal(pod) || pod.DeletionTimestamp != nil):
-		case pod.Spec.NodeName == "":
-			if len(pod.Spec.SchedulingGates) == 0 {
-				g.pending = append(g.pending, pod)
-			}
-		default:
-			if i, ok := at[pod.Spec.NodeName]; ok {
-				g.byNode[i] = append(g.byNode[i], int32(j))
-				g.nodeOf[j] = int32(i)
-			}
+		case g.nodeOf[j] >= 0:
+			g.byNode[g.nodeOf[j]] = append(g.byNode[g.nodeOf[j]], int32(j))
+		case pod.Spec.NodeName != "" || terminal(pod) || pod.DeletionTimestamp != nil:
+		case len(pod.Spec.SchedulingGates) == 0:
+			g.pending = append(g.pending, pod)
 		}
 	}
 	return g
@@ -761,13 +775,29 @@ func (r *run) resource(pod *corev1.Pod) fwk.PodResource {
 	return r.fit.resource(pod)
 }
 
+// sortKey is what sortIndexesBySize orders a pod by.
+type sortKey struct {
+	cpu, mem        int64
+	namespace, name string
+	j               int32
+}
+
 // sortIndexesBySize orders pods (indexes into r.pods) as sortBySize does.
 func (r *run) sortIndexesBySize(idx []int32) {
-	slices.SortStableFunc(idx, func(a, b int32) int {
-		ra, rb := r.fit.resOf[a].Resource, r.fit.resOf[b].Resource
-		pa, pb := r.pods[a], r.pods[b]
-		return bySize(ra.GetMilliCPU(), rb.GetMilliCPU(), ra.GetMemory(), rb.GetMemory(), pa, pb)
+	keys := r.sortKeys[:0]
+	for _, j := range idx {
+		res, p := r.fit.resOf[j].Resource, r.pods[j]
+		keys = append(keys, sortKey{res.GetMilliCPU(), res.GetMemory(), p.Namespace, p.Name, j})
+	}
+	r.sortKeys = keys
+	// Namespace and name tell every pod apart: no need for a stable sort.
+	slices.SortFunc(keys, func(a, b sortKey) int {
+		return cmp.Or(cmp.Compare(b.cpu, a.cpu), cmp.Compare(b.mem, a.mem),
+			strings.Compare(a.namespace, b.namespace), strings.Compare(a.name, b.name))
 	})
+	for k := range keys {
+		idx[k] = keys[k].j
+	}
 }
 
 // bySize compares two pods largest first: by CPU, then memory, then name.

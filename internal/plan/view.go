@@ -43,13 +43,15 @@ type viewLister struct {
 // namespace. Removed pods stay in its lists, marked dead: a pod added again is
 // a new PodInfo.
 type podIndex struct {
-	byNS    map[string]*[]viewPod
-	byLabel map[labelKey]*[]viewPod
+	// pods holds every pod added, in order; the lists hold positions in it.
+	pods    []viewPod
+	byNS    map[string]*[]int32
+	byLabel map[labelKey]*[]int32
 	keys    map[string]bool
 	dead    map[fwk.PodInfo]bool
 	// lastNS and lastKey remember where add put the previous pod: the pods of
 	// a workload usually come one after another.
-	lastNS, lastKey *[]viewPod
+	lastNS, lastKey *[]int32
 	lastNSName      string
 	lastKeyName     labelKey
 }
@@ -62,56 +64,58 @@ type viewPod struct {
 
 // newPodIndex returns an index of the labels with keys, for about pods pods.
 func newPodIndex(keys map[string]bool, pods int) *podIndex {
-	return &podIndex{byNS: map[string]*[]viewPod{}, byLabel: make(map[labelKey]*[]viewPod, pods/4), keys: keys, dead: map[fwk.PodInfo]bool{}}
+	return &podIndex{pods: make([]viewPod, 0, pods), byNS: map[string]*[]int32{}, byLabel: map[labelKey]*[]int32{}, keys: keys, dead: map[fwk.PodInfo]bool{}}
 }
 
 func (x *podIndex) add(pi fwk.PodInfo, node *corev1.Node) {
 	p := pi.GetPod()
-	vp := viewPod{pi, node}
+	at := int32(len(x.pods))
+	x.pods = append(x.pods, viewPod{pi, node})
 	if x.lastNS == nil || p.Namespace != x.lastNSName {
 		x.lastNS, x.lastNSName = listOf(x.byNS, p.Namespace), p.Namespace
 	}
-	*x.lastNS = append(*x.lastNS, vp)
+	*x.lastNS = append(*x.lastNS, at)
 	for k := range x.keys {
 		if v, ok := p.Labels[k]; ok {
 			if key := (labelKey{p.Namespace, k, v}); x.lastKey == nil || key != x.lastKeyName {
 				x.lastKey, x.lastKeyName = listOf(x.byLabel, key), key
 			}
-			*x.lastKey = append(*x.lastKey, vp)
+			*x.lastKey = append(*x.lastKey, at)
 		}
 	}
 }
 
 // listOf returns the list of key in m, adding an empty one.
-func listOf[K comparable](m map[K]*[]viewPod, key K) *[]viewPod {
+func listOf[K comparable](m map[K]*[]int32, key K) *[]int32 {
 	l, ok := m[key]
 	if !ok {
-		l = new([]viewPod)
+		l = new([]int32)
 		m[key] = l
 	}
 	return l
 }
 
-// inNamespace returns the pods of namespace ns, some dead.
-func (x *podIndex) inNamespace(ns string) []viewPod {
+// inNamespace returns the positions of the pods of namespace ns, some dead.
+func (x *podIndex) inNamespace(ns string) []int32 {
 	if l, ok := x.byNS[ns]; ok {
 		return *l
 	}
 	return nil
 }
 
-// withLabel returns the pods of namespace ns labelled key=value, some dead.
-func (x *podIndex) withLabel(ns, key, value string) []viewPod {
+// withLabel returns the positions of the pods of namespace ns labelled
+// key=value, some dead.
+func (x *podIndex) withLabel(ns, key, value string) []int32 {
 	if x.keys[key] {
 		if l, ok := x.byLabel[labelKey{ns, key, value}]; ok {
 			return *l
 		}
 		return nil
 	}
-	var out []viewPod
-	for _, vp := range x.inNamespace(ns) {
-		if v, ok := vp.pi.GetPod().Labels[key]; ok && v == value {
-			out = append(out, vp)
+	var out []int32
+	for _, at := range x.inNamespace(ns) {
+		if v, ok := x.pods[at].pi.GetPod().Labels[key]; ok && v == value {
+			out = append(out, at)
 		}
 	}
 	return out
@@ -204,8 +208,8 @@ func (v *viewLister) use(pod *corev1.Pod, pi fwk.PodInfo, nsLabels labels.Set, a
 			everything = true
 			return
 		}
-		for _, vp := range x.withLabel(pod.Namespace, key.key, key.value) {
-			choose(vp)
+		for _, at := range x.withLabel(pod.Namespace, key.key, key.value) {
+			choose(x.pods[at])
 		}
 	}
 	for _, t := range pi.GetRequiredAffinityTerms() {
@@ -231,8 +235,8 @@ func (v *viewLister) use(pod *corev1.Pod, pi fwk.PodInfo, nsLabels labels.Set, a
 	}
 	if everything {
 		chosen = chosen[:0]
-		for _, vp := range x.inNamespace(pod.Namespace) {
-			if !x.dead[vp.pi] {
+		for _, at := range x.inNamespace(pod.Namespace) {
+			if vp := x.pods[at]; !x.dead[vp.pi] {
 				chosen = append(chosen, vp)
 			}
 		}
