@@ -5,6 +5,7 @@ import (
 	"math"
 	"reflect"
 	"sort"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -122,7 +123,7 @@ func (f *fitter) keepable(pod *corev1.Pod, cc *cachedCycle) bool {
 		return !hasClaims(pod)
 	}
 	if _, err := cc.c.state.Read(spreadStateKey); err == nil {
-		if !spreadRepairable {
+		if spreadUnrepairable.Load() {
 			return false
 		}
 		for _, c := range pod.Spec.TopologySpreadConstraints {
@@ -227,10 +228,11 @@ func reachesOtherNamespaces(pi fwk.PodInfo) bool {
 // spreadStateKey is where PodTopologySpread keeps its PreFilter state.
 const spreadStateKey = fwk.StateKey("PreFilter" + names.PodTopologySpread)
 
-// spreadRepairable is false when PodTopologySpread's PreFilter state does not
+// spreadUnrepairable is set when PodTopologySpread's PreFilter state does not
 // have the shape repairSpread expects (a new scheduler version); states with
-// spread constraints are then computed afresh for every pod.
-var spreadRepairable = true
+// spread constraints are then computed afresh for every pod. Plans may run
+// concurrently, hence the atomic.
+var spreadUnrepairable atomic.Bool
 
 // repairSpread recomputes the critical paths of PodTopologySpread's PreFilter
 // state from its per-domain counts, as PreFilter does.
@@ -242,7 +244,7 @@ var spreadRepairable = true
 // repair a kept state would let pods through that the scheduler rejects. The
 // fields are exported "for comparison during testing"; their type is not, so
 // they are reached by reflection. When the shape is not the expected one the
-// repair reports false and spreadRepairable is cleared.
+// repair reports false and spreadUnrepairable is set.
 func repairSpread(state fwk.CycleState) bool {
 	d, err := state.Read(spreadStateKey)
 	if err != nil {
@@ -250,26 +252,26 @@ func repairSpread(state fwk.CycleState) bool {
 	}
 	v := reflect.ValueOf(d)
 	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
-		spreadRepairable = false
+		spreadUnrepairable.Store(true)
 		return false
 	}
 	s := v.Elem()
 	counts, paths := s.FieldByName("TpValueToMatchNum"), s.FieldByName("CriticalPaths")
 	if !counts.IsValid() || !paths.IsValid() || counts.Kind() != reflect.Slice || paths.Kind() != reflect.Slice ||
 		counts.Len() != paths.Len() || counts.Type().Elem() != reflect.TypeFor[map[string]int]() {
-		spreadRepairable = false
+		spreadUnrepairable.Store(true)
 		return false
 	}
 	for i := range counts.Len() {
 		p := paths.Index(i)
 		if p.Kind() != reflect.Pointer || p.IsNil() || p.Elem().Kind() != reflect.Array || p.Elem().Len() != 2 {
-			spreadRepairable = false
+			spreadUnrepairable.Store(true)
 			return false
 		}
 		tv0, n0 := p.Elem().Index(0).FieldByName("TopologyValue"), p.Elem().Index(0).FieldByName("MatchNum")
 		tv1, n1 := p.Elem().Index(1).FieldByName("TopologyValue"), p.Elem().Index(1).FieldByName("MatchNum")
 		if !tv0.CanSet() || !n0.CanSet() || !tv1.CanSet() || !n1.CanSet() || tv0.Kind() != reflect.String || n0.Kind() != reflect.Int {
-			spreadRepairable = false
+			spreadUnrepairable.Store(true)
 			return false
 		}
 		// The two smallest counts, as PreFilter's criticalPaths.update leaves

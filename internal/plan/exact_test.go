@@ -221,7 +221,34 @@ func TestKeptSpreadStateSeesEveryZone(t *testing.T) {
 			}
 		}
 	}
-	if !spreadRepairable {
+	if spreadUnrepairable.Load() {
 		t.Error("PodTopologySpread's PreFilter state no longer has the shape repairSpread reads: spread states are computed afresh for every pod")
+	}
+}
+
+// The rescheduler and the migrator plan at the same time over the same
+// objects: plans must not interfere (run with -race to see data races).
+func TestConcurrentPlansAgree(t *testing.T) {
+	s := randomCluster(7)
+	want, err := New(Options{}).Plan(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			got, err := New(Options{}).Plan(context.Background(), s)
+			if err == nil {
+				if diffs := comparePlans(got, want); len(diffs) > 0 {
+					err = fmt.Errorf("concurrent plan differs: %s", strings.Join(diffs, "; "))
+				}
+			}
+			errs <- err
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }
