@@ -168,12 +168,17 @@ func termKey(t fwk.AffinityTerm) string {
 		ns = append(ns, n)
 	}
 	slices.Sort(ns)
-	var nsSel, sel string
-	if t.NamespaceSelector != nil {
-		nsSel = t.NamespaceSelector.String()
+	return strings.Join(ns, ",") + "|" + selectorKey(t.NamespaceSelector) + "|" + selectorKey(t.Selector) + "|" + t.TopologyKey
+}
+
+// selectorKey renders a selector for termKey: labels.Nothing() and
+// labels.Everything() both print as "".
+func selectorKey(sel labels.Selector) string {
+	if sel == nil {
+		return "nil"
 	}
-	if t.Selector != nil {
-		sel = t.Selector.String()
+	if _, selectable := sel.Requirements(); !selectable {
+		return "nothing"
 	}
-	return strings.Join(ns, ",") + "|" + nsSel + "|" + sel + "|" + t.TopologyKey
+	return "sel:" + sel.String()
 }

@@ -90,10 +90,9 @@ type cachedCycle struct {
 // none). The PreFilter state is computed once per template and kept current
 // through the plugins' PreFilterExtensions (AddPod and RemovePod), which the
 // scheduler maintains to answer exactly what a new PreFilter would. Two cases
-// are not kept but computed afresh each time: a lean state for a pod with
-// persistent volume claims (VolumeRestrictions counts their users), and a
-// spread constraint with an empty label selector (the extension counts pods
-// that PreFilter does not).
+// are not kept but computed afresh each time: the state of a pod with volume
+// claims (see keepable), and a spread constraint with an empty label selector
+// (the extension counts pods that PreFilter does not).
 func (f *fitter) cycleFor(ctx context.Context, pod *corev1.Pod, t *template) (*cycle, *fwk.Status) {
 	full := f.needsFull(pod)
 	if t == nil || f.exhaustive {
@@ -119,8 +118,14 @@ func (f *fitter) cycleFor(ctx context.Context, pod *corev1.Pod, t *template) (*c
 // keepable reports whether a state computed for pod may be kept and brought
 // up to date (see cycleFor), and marks states that hold spread counts.
 func (f *fitter) keepable(pod *corev1.Pod, cc *cachedCycle) bool {
+	if hasClaims(pod) {
+		// VolumeBinding's and VolumeRestrictions' states depend on the
+		// claims, and a generic ephemeral volume's claim is named after
+		// its pod: pods of one template have different ones.
+		return false
+	}
 	if !cc.full {
-		return !hasClaims(pod)
+		return true
 	}
 	if _, err := cc.c.state.Read(spreadStateKey); err == nil {
 		if spreadUnrepairable.Load() {
@@ -138,7 +143,9 @@ func (f *fitter) keepable(pod *corev1.Pod, cc *cachedCycle) bool {
 
 // sync replays the changes made since the state of cc was computed through
 // the framework's PreFilterExtensions. It returns false when the state cannot
-// be brought up to date and must be computed again.
+// be brought up to date and must be computed again. (States of pods with
+// claims are never kept, so VolumeRestrictions, whose Skip also depends on
+// other pods, never needs the same care as InterPodAffinity.)
 func (f *fitter) sync(ctx context.Context, cc *cachedCycle, pod *corev1.Pod) bool {
 	if cc.cursor == len(f.log) {
 		return true
@@ -148,8 +155,21 @@ func (f *fitter) sync(ctx context.Context, cc *cachedCycle, pod *corev1.Pod) boo
 		cc.cursor = len(f.log)
 		return true
 	}
+	// InterPodAffinity returns Skip from PreFilter when neither the pod's
+	// terms nor any existing pod's anti-affinity concern it, and the framework
+	// then leaves it out of AddPod as well as Filter: a pod added since whose
+	// anti-affinity matches the pod makes the state stale.
+	ipaSkipped := cc.c.state.GetSkipFilterPlugins().Has(names.InterPodAffinity)
 	apply := func(i int) bool {
 		m := f.log[i]
+		if ipaSkipped && m.delta > 0 && len(m.pod.GetRequiredAntiAffinityTerms()) > 0 {
+			nsLabels := f.namespaceLabels(pod.Namespace)
+			for _, t := range m.pod.GetRequiredAntiAffinityTerms() {
+				if t.Matches(pod, nsLabels) {
+					return false
+				}
+			}
+		}
 		var s *fwk.Status
 		if m.delta > 0 {
 			s = cc.c.fw.RunPreFilterExtensionAddPod(ctx, cc.c.state, pod, m.pod, m.node)

@@ -143,6 +143,16 @@ func randomCluster(seed uint64, scale int) *snapshot.Snapshot {
 			opts = append(opts, podAffinity(other, corev1.LabelTopologyZone))
 		case chance(0.1):
 			opts = append(opts, tu.AntiAffinity(other, corev1.LabelHostname))
+		case chance(0.03):
+			// An empty selector selects every pod of the namespace; a
+			// missing one selects none.
+			sel := &metav1.LabelSelector{}
+			if chance(0.5) {
+				sel = nil
+			}
+			opts = append(opts, tu.AntiAffinity(other, corev1.LabelHostname), func(p *corev1.Pod) {
+				p.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0].LabelSelector = sel
+			})
 		case chance(0.05):
 			// Across namespaces: the views do not apply.
 			opts = append(opts, tu.AntiAffinity(other, corev1.LabelHostname), func(p *corev1.Pod) {

@@ -21,6 +21,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/interpodaffinity"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodevolumelimits"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 
@@ -151,6 +152,9 @@ func newFitter(ctx context.Context, s *snapshot.Snapshot, nodeOf []int32, destin
 			frameworkruntime.WithInformerFactory(factory),
 			frameworkruntime.WithSnapshotSharedLister(f.views),
 			frameworkruntime.WithLogger(logger),
+			// NodeVolumeLimits counts CSI volumes through it; without it its
+			// Filter dereferences nil for any pod with a claim.
+			frameworkruntime.WithSharedCSIManager(nodevolumelimits.NewCSIManager(factory.Storage().V1().CSINodes().Lister())),
 			// The plugins' PreFilter runs over small views (see viewLister);
 			// goroutines per call cost more than they save there.
 			frameworkruntime.WithParallelism(1),

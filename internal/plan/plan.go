@@ -615,14 +615,16 @@ func roomOf(ni fwk.NodeInfo) room {
 
 // fits does NodeResourcesFit's arithmetic for the pod count, CPU and memory,
 // so that nodes it would reject are skipped without running the plugins; it
-// returns the plugin's reason, or "" when the pod fits.
+// returns the plugin's reason, or "" when the pod fits. As the plugin, it
+// checks a resource only when the pod requests some: a node whose requests
+// exceed its allocatable still takes pods that request none of it.
 func (n *room) fits(cpu, mem int64) string {
 	switch {
 	case n.pods+1 > n.allocPods:
 		return "NodeResourcesFit: Too many pods"
-	case cpu > n.allocCPU-n.usedCPU:
+	case cpu > 0 && cpu > n.allocCPU-n.usedCPU:
 		return "NodeResourcesFit: Insufficient cpu"
-	case mem > n.allocMem-n.usedMem:
+	case mem > 0 && mem > n.allocMem-n.usedMem:
 		return "NodeResourcesFit: Insufficient memory"
 	}
 	return ""

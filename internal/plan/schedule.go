@@ -126,10 +126,10 @@ func (e *Engine) Schedule(ctx context.Context, req ScheduleRequest) ([]Placement
 			case len(ni.GetPods())+1 > alloc.GetAllowedPodNumber():
 				rejected["NodeResourcesFit: Too many pods"]++
 				continue
-			case cpu > alloc.GetMilliCPU()-used.GetMilliCPU():
+			case cpu > 0 && cpu > alloc.GetMilliCPU()-used.GetMilliCPU():
 				rejected["NodeResourcesFit: Insufficient cpu"]++
 				continue
-			case mem > alloc.GetMemory()-used.GetMemory():
+			case mem > 0 && mem > alloc.GetMemory()-used.GetMemory():
 				rejected["NodeResourcesFit: Insufficient memory"]++
 				continue
 			}
