@@ -374,8 +374,9 @@ func (f *fitter) needsFull(pod *corev1.Pod) bool {
 	return f.anti.matches(pod, nsLabels)
 }
 
-// canUseView reports whether pod's PreFilter state may be computed over the
-// view of its namespace: its required (anti-)affinity terms name no other
+// canUseView reports whether pod's PreFilter state may be computed over a view
+// of pods of its namespace (see viewLister), and kept current with the changes
+// of that namespace: its required (anti-)affinity terms name no other
 // namespace and no namespace selector, and no anti-affinity term of a pod that
 // does reach across namespaces matches it. Spread constraints count pods of the
 // pod's own namespace only.
@@ -475,7 +476,7 @@ func (f *fitter) remove(pod *corev1.Pod, node string) error {
 	return nil
 }
 
-// changed logs a change to the snapshot and keeps the namespace views and the
+// changed logs a change to the snapshot and keeps the pod index and the
 // anti-affinity index in step with it.
 func (f *fitter) changed(pi fwk.PodInfo, node string, delta int) {
 	ni, _ := f.snap.Get(node)
