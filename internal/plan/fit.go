@@ -113,11 +113,6 @@ func (f *fitter) namespaceLabels(ns string) labels.Set {
 	return l
 }
 
-// resource returns the scheduler's accounting of pod's requests.
-func (f *fitter) resource(pod *corev1.Pod) fwk.PodResource {
-	return f.resources.get(pod)
-}
-
 // mutation is one pod added to (delta 1) or removed from (-1) a node.
 type mutation struct {
 	pod   fwk.PodInfo
@@ -250,9 +245,8 @@ func newFitter(ctx context.Context, s *snapshot.Snapshot, nodeOf []int32, destin
 		f.requested[node.Name] = sizes[i]
 	}
 	<-indexed
-	f.snap, f.deferred, f.anti = snap, deferred, anti
-	f.views.reset(snap, pods)
-	f.log, f.byNS, f.cross = nil, map[string][]int{}, nil
+	f.install(snap, pods, anti)
+	f.deferred = deferred
 	return f, nil
 }
 
@@ -273,7 +267,6 @@ func (f *fitter) materialize() error {
 // the node of the same index in nodes): it drops the views, the mutation log
 // and the anti-affinity index of the previous one.
 func (f *fitter) reset(snap *cache.Snapshot, bound []fwk.PodInfo, nodes []*corev1.Node) error {
-	f.snap, f.deferred, f.requested = snap, nil, nil
 	keys := map[string]bool{}
 	for _, pi := range bound {
 		selectedKeys(pi.GetPod(), keys)
@@ -282,10 +275,17 @@ func (f *fitter) reset(snap *cache.Snapshot, bound []fwk.PodInfo, nodes []*corev
 	for i, pi := range bound {
 		pods.add(pi, nodes[i])
 	}
+	f.install(snap, pods, newAntiAffinityIndex(bound))
+	f.requested = nil
+	return nil
+}
+
+// install points the fitter at snap, whose pods are indexed in pods and
+// anti, with no change logged and no pod deferred.
+func (f *fitter) install(snap *cache.Snapshot, pods *podIndex, anti *antiAffinityIndex) {
+	f.snap, f.anti, f.deferred = snap, anti, nil
 	f.views.reset(snap, pods)
 	f.log, f.byNS, f.cross = nil, map[string][]int{}, nil
-	f.anti = newAntiAffinityIndex(bound)
-	return nil
 }
 
 // inTreeRegistry holds the scheduler's plugin factories; building it reads the

@@ -670,7 +670,9 @@ func (r *run) place(ctx context.Context, pod, orig *corev1.Pod, res fwk.PodResou
 	cpu, mem := res.Resource.GetMilliCPU(), res.Resource.GetMemory()
 	next := r.candidates(st, cpu, mem)
 	var cyc *cycle
-	rejected := map[string]int{}
+	// rejected counts the Filter plugins' reasons; it is made on the first
+	// rejection, as most placements succeed at once.
+	var rejected map[string]int
 	for {
 		c, ok := next()
 		if !ok {
@@ -697,10 +699,16 @@ func (r *run) place(ctx context.Context, pod, orig *corev1.Pod, res fwk.PodResou
 			}
 			return name, "", &placed
 		}
+		if rejected == nil {
+			rejected = map[string]int{}
+		}
 		rejected[describe(status)]++
 	}
 	// No node: say why of every spot node. The Filter plugins rejected those
 	// with room; the others are counted here.
+	if rejected == nil {
+		rejected = map[string]int{}
+	}
 	for reason, n := range st.rejected {
 		rejected[reason] += n
 	}
@@ -764,27 +772,29 @@ func summarize(rejected map[string]int, total int, what string) string {
 	return fmt.Sprintf("0/%d %s fit: %s", total, what, strings.Join(parts, ", "))
 }
 
-// request returns the pod's CPU and memory requests as the scheduler computes
-// them (init containers, sidecars and overhead included).
-func (r *run) request(pod *corev1.Pod) podSize {
-	res := r.resource(pod).Resource
-	return podSize{cpu: res.GetMilliCPU(), mem: res.GetMemory()}
-}
-
 // resource returns the pod's requests as the scheduler's NodeInfo accounts
 // them (PodInfo.CalculateResource).
 func (r *run) resource(pod *corev1.Pod) fwk.PodResource {
-	return r.fit.resource(pod)
+	return r.fit.resources.get(pod)
 }
 
-// sortKey is what sortIndexesBySize orders a pod by.
+// sortKey is what the plan orders pods by: largest first, by CPU, then
+// memory, then namespace and name (which tell pods apart, so no sort need be
+// stable). j is the pod's position.
 type sortKey struct {
 	cpu, mem        int64
 	namespace, name string
 	j               int32
 }
 
-// sortIndexesBySize orders pods (indexes into r.pods) as sortBySize does.
+func sortBySizeKeys(keys []sortKey) {
+	slices.SortFunc(keys, func(a, b sortKey) int {
+		return cmp.Or(cmp.Compare(b.cpu, a.cpu), cmp.Compare(b.mem, a.mem),
+			strings.Compare(a.namespace, b.namespace), strings.Compare(a.name, b.name))
+	})
+}
+
+// sortIndexesBySize orders pods (indexes into r.pods) largest first.
 func (r *run) sortIndexesBySize(idx []int32) {
 	keys := r.sortKeys[:0]
 	for _, j := range idx {
@@ -792,43 +802,23 @@ func (r *run) sortIndexesBySize(idx []int32) {
 		keys = append(keys, sortKey{res.GetMilliCPU(), res.GetMemory(), p.Namespace, p.Name, j})
 	}
 	r.sortKeys = keys
-	// Namespace and name tell every pod apart: no need for a stable sort.
-	slices.SortFunc(keys, func(a, b sortKey) int {
-		return cmp.Or(cmp.Compare(b.cpu, a.cpu), cmp.Compare(b.mem, a.mem),
-			strings.Compare(a.namespace, b.namespace), strings.Compare(a.name, b.name))
-	})
+	sortBySizeKeys(keys)
 	for k := range keys {
 		idx[k] = keys[k].j
 	}
 }
 
-// bySize compares two pods largest first: by CPU, then memory, then name.
-func bySize(cpuA, cpuB, memA, memB int64, a, b *corev1.Pod) int {
-	switch {
-	case cpuA != cpuB:
-		return cmp.Compare(cpuB, cpuA)
-	case memA != memB:
-		return cmp.Compare(memB, memA)
-	case a.Namespace != b.Namespace:
-		return strings.Compare(a.Namespace, b.Namespace)
-	}
-	return strings.Compare(a.Name, b.Name)
-}
-
-// sortBySize orders pods largest first: by CPU, then memory, then name.
+// sortBySize orders pods largest first.
 func (r *run) sortBySize(pods []*corev1.Pod) {
-	type sized struct {
-		pod  *corev1.Pod
-		size podSize
-	}
-	s := make([]sized, len(pods))
+	keys := make([]sortKey, len(pods))
 	for i, p := range pods {
-		s[i] = sized{p, r.request(p)}
+		res := r.resource(p).Resource
+		keys[i] = sortKey{res.GetMilliCPU(), res.GetMemory(), p.Namespace, p.Name, int32(i)}
 	}
-	slices.SortStableFunc(s, func(a, b sized) int {
-		return bySize(a.size.cpu, b.size.cpu, a.size.mem, b.size.mem, a.pod, b.pod)
-	})
-	for i := range s {
-		pods[i] = s[i].pod
+	sortBySizeKeys(keys)
+	sorted := make([]*corev1.Pod, len(pods))
+	for k := range keys {
+		sorted[k] = pods[keys[k].j]
 	}
+	copy(pods, sorted)
 }

@@ -119,18 +119,11 @@ func (e *Engine) Schedule(ctx context.Context, req ScheduleRequest) ([]Placement
 					continue
 				}
 			}
-			alloc, used := ni.GetAllocatable(), ni.GetRequested()
 			// NodeResourcesFit's arithmetic first, to skip the plugins where
 			// they would reject.
-			switch {
-			case len(ni.GetPods())+1 > alloc.GetAllowedPodNumber():
-				rejected["NodeResourcesFit: Too many pods"]++
-				continue
-			case cpu > 0 && cpu > alloc.GetMilliCPU()-used.GetMilliCPU():
-				rejected["NodeResourcesFit: Insufficient cpu"]++
-				continue
-			case mem > 0 && mem > alloc.GetMemory()-used.GetMemory():
-				rejected["NodeResourcesFit: Insufficient memory"]++
+			n := roomOf(ni)
+			if reason := n.fits(cpu, mem); reason != "" {
+				rejected[reason]++
 				continue
 			}
 			if s := e.fit.filter(ctx, cyc, pod, ni); !s.IsSuccess() {
