@@ -1,0 +1,102 @@
+package backoff
+
+import (
+	"testing"
+	"time"
+)
+
+func TestDelay(t *testing.T) {
+	const day = 24 * time.Hour
+	for _, tc := range []struct {
+		name           string
+		initial, limit time.Duration
+		n              int
+		want           time.Duration
+	}{
+		{"first failure", time.Second, time.Minute, 1, time.Second},
+		{"n below one", time.Second, time.Minute, 0, time.Second},
+		{"doubles", time.Second, time.Minute, 4, 8 * time.Second},
+		{"capped", time.Second, time.Minute, 7, time.Minute},
+		{"limit below initial", time.Minute, time.Second, 1, time.Second},
+		{"zero initial", 0, time.Minute, 5, 0},
+		{"negative initial", -time.Second, time.Minute, 5, 0},
+		// A 24 h base overflowed int64 after 17 doublings with a plain shift.
+		{"24h base, 18th failure", day, 1000 * day, 18, 1000 * day},
+		{"24h base, no cap, 40th failure", day, 0, 40, maxDuration},
+		{"1s base, 1000th failure", time.Second, 4 * time.Hour, 1000, 4 * time.Hour},
+		{"huge n, no cap", time.Nanosecond, 0, 1 << 30, maxDuration},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Delay(tc.initial, tc.limit, tc.n); got != tc.want {
+				t.Errorf("Delay(%v, %v, %d) = %v, want %v", tc.initial, tc.limit, tc.n, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDelayNeverNegativeNorDecreasing(t *testing.T) {
+	for _, initial := range []time.Duration{1, time.Millisecond, time.Second, 24 * time.Hour, maxDuration / 3, maxDuration} {
+		for _, limit := range []time.Duration{0, time.Hour, maxDuration} {
+			prev := time.Duration(0)
+			for n := 1; n < 100; n++ {
+				d := Delay(initial, limit, n)
+				if d < 0 || d < prev {
+					t.Fatalf("Delay(%v, %v, %d) = %v after %v", initial, limit, n, d, prev)
+				}
+				prev = d
+			}
+		}
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	b := Backoff{Initial: time.Second, Max: 4 * time.Second}
+	var got []time.Duration
+	for range 5 {
+		got = append(got, b.Next())
+	}
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("waits = %v, want %v", got, want)
+		}
+	}
+	if b.Failures() != 5 {
+		t.Errorf("Failures() = %d, want 5", b.Failures())
+	}
+	b.Reset()
+	if d := b.Next(); d != time.Second {
+		t.Errorf("after Reset, Next() = %v, want 1s", d)
+	}
+}
+
+func TestBackoffJitterStaysInRange(t *testing.T) {
+	b := Backoff{Initial: time.Second, Max: 8 * time.Second, Jitter: 0.5}
+	for n := 1; n <= 200; n++ {
+		want := Delay(time.Second, 8*time.Second, n)
+		d := b.Next()
+		if d > want || d < want/2 {
+			t.Fatalf("failure %d: wait %v outside [%v, %v]", n, d, want/2, want)
+		}
+	}
+}
+
+func TestCooldown(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var c Cooldown
+	if c.Active(now) {
+		t.Fatal("zero Cooldown is active")
+	}
+	if until := c.Fail(now, time.Minute, time.Hour); !until.Equal(now.Add(time.Minute)) {
+		t.Errorf("first Fail until %v, want +1m", until)
+	}
+	if !c.Active(now.Add(59*time.Second)) || c.Active(now.Add(time.Minute)) {
+		t.Error("cooldown should run for exactly one minute")
+	}
+	for range 30 {
+		c.Fail(now, 24*time.Hour, 0)
+	}
+	if !c.Until.After(now) {
+		t.Fatalf("after 31 failures with a 24h base the cooldown ends at %v, before now", c.Until)
+	}
+}
