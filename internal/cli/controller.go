@@ -2,13 +2,17 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -20,6 +24,7 @@ import (
 
 	"spotter.dev/spotter/internal/controller"
 	"spotter.dev/spotter/internal/kubeclient"
+	"spotter.dev/spotter/internal/metricsauth"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
 
@@ -67,8 +72,17 @@ func runController(ctx context.Context, cfg *v1alpha1.SpotterConfiguration, kube
 	if leaseNamespace == "" {
 		leaseNamespace = "kube-system"
 	}
+	metricsOpts, err := metricsServerOptions(cfg.Manager)
+	if err != nil {
+		return err
+	}
+	if cfg.Manager.MetricsAuthentication == v1alpha1.MetricsAuthNone && !metricsauth.Loopback(cfg.Manager.MetricsBindAddress) {
+		logger.Info("WARNING: metrics are served over plain HTTP without authentication on a non-loopback address; "+
+			"anyone who can reach it can read them (set manager.metricsAuthentication: Kubernetes, or bind to 127.0.0.1)",
+			"address", cfg.Manager.MetricsBindAddress)
+	}
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
-		Metrics:                       metricsserver.Options{BindAddress: cfg.Manager.MetricsBindAddress},
+		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        cfg.Manager.HealthProbeBindAddress,
 		LeaderElection:                *le.Enabled,
 		LeaderElectionID:              le.LeaseName,
@@ -96,6 +110,41 @@ func runController(ctx context.Context, cfg *v1alpha1.SpotterConfiguration, kube
 	}
 	logger.Info("Starting Spotter", "controllers", started, "leaderElection", *le.Enabled, "lease", leaseNamespace+"/"+le.LeaseName, "dryRun", cfg.DryRun)
 	return mgr.Start(ctx)
+}
+
+// metricsServerOptions serves the manager's metrics as the configuration says:
+// with Kubernetes authentication, over HTTPS through metricsauth's filter (the
+// same code guards the agent's metrics).
+func metricsServerOptions(mg v1alpha1.ManagerConfig) (metricsserver.Options, error) {
+	opts := metricsserver.Options{BindAddress: mg.MetricsBindAddress}
+	if mg.MetricsAuthentication != v1alpha1.MetricsAuthKubernetes || mg.MetricsBindAddress == "0" {
+		return opts, nil
+	}
+	tlsConfig, err := metricsauth.TLSConfig(mg.MetricsCertDir)
+	if err != nil {
+		return opts, fmt.Errorf("manager.metricsCertDir: %w", err)
+	}
+	opts.SecureServing = true
+	opts.TLSOpts = []func(*tls.Config){func(c *tls.Config) {
+		c.MinVersion = tlsConfig.MinVersion
+		c.Certificates = tlsConfig.Certificates
+		c.GetCertificate = tlsConfig.GetCertificate
+		if c.GetCertificate == nil {
+			// controller-runtime makes its own self-signed pair when
+			// GetCertificate is nil; ours is already in Certificates.
+			pair := &tlsConfig.Certificates[0]
+			c.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return pair, nil }
+		}
+	}}
+	opts.FilterProvider = func(c *rest.Config, hc *http.Client) (metricsserver.Filter, error) {
+		client, err := kubernetes.NewForConfigAndClient(c, hc)
+		if err != nil {
+			return nil, fmt.Errorf("building the client that checks metrics requests: %w", err)
+		}
+		f := metricsauth.New(metricsauth.Options{Client: client})
+		return func(_ logr.Logger, h http.Handler) (http.Handler, error) { return f.Wrap(h), nil }, nil
+	}
+	return opts, nil
 }
 
 func restConfigFor(kubeconfig string) (*rest.Config, error) {

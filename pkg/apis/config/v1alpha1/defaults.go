@@ -75,6 +75,9 @@ func SetDefaults(c *SpotterConfiguration) {
 	}
 	defaultBool(&a.AcknowledgeAzureEvents, true)
 	defaultString(&a.MetricsBindAddress, ":9102")
+	if a.MetricsAuthentication == "" {
+		a.MetricsAuthentication = MetricsAuthKubernetes
+	}
 
 	if c.Cloud.Provider == "" {
 		c.Cloud.Provider = ProviderKubernetes
@@ -82,7 +85,10 @@ func SetDefaults(c *SpotterConfiguration) {
 	defaultString(&c.Pricing.Currency, "USD")
 
 	mg := &c.Manager
-	defaultString(&mg.MetricsBindAddress, ":8080")
+	defaultString(&mg.MetricsBindAddress, ":8443")
+	if mg.MetricsAuthentication == "" {
+		mg.MetricsAuthentication = MetricsAuthKubernetes
+	}
 	defaultString(&mg.HealthProbeBindAddress, ":8081")
 	le := &mg.LeaderElection
 	defaultBool(&le.Enabled, true)

@@ -287,6 +287,14 @@ type AgentConfig struct {
 	// MetricsBindAddress is where the agent serves Prometheus metrics, host:port;
 	// "0" turns them off. Default ":9102".
 	MetricsBindAddress string `json:"metricsBindAddress"`
+	// MetricsAuthentication says who may read the agent's metrics: Kubernetes
+	// (HTTPS, callers authenticated and authorized by the apiserver) or None
+	// (plain HTTP, anyone who can connect). Default Kubernetes.
+	MetricsAuthentication MetricsAuthentication `json:"metricsAuthentication"`
+	// MetricsCertDir holds tls.crt and tls.key for the agent's metrics endpoint
+	// (re-read when they change). Empty (the default): a self-signed certificate.
+	// Only with MetricsAuthentication Kubernetes.
+	MetricsCertDir string `json:"metricsCertDir"`
 }
 
 // Cloud names a metadata service.
@@ -332,10 +340,19 @@ type InstancePrice struct {
 // ManagerConfig configures the controller process.
 type ManagerConfig struct {
 	// MetricsBindAddress is where Prometheus metrics are served, host:port; "0"
-	// turns them off. Default ":8080".
+	// turns them off. Default ":8443".
 	MetricsBindAddress string `json:"metricsBindAddress"`
+	// MetricsAuthentication says who may read the metrics: Kubernetes (HTTPS,
+	// callers authenticated and authorized by the apiserver) or None (plain HTTP,
+	// anyone who can connect). Default Kubernetes.
+	MetricsAuthentication MetricsAuthentication `json:"metricsAuthentication"`
+	// MetricsCertDir holds tls.crt and tls.key for the metrics endpoint (re-read
+	// when they change). Empty (the default): a self-signed certificate. Only
+	// with MetricsAuthentication Kubernetes.
+	MetricsCertDir string `json:"metricsCertDir"`
 	// HealthProbeBindAddress is where /healthz and /readyz are served, host:port;
-	// "0" turns them off. Default ":8081".
+	// "0" turns them off. Plain HTTP, no authentication: the kubelet probes it,
+	// and it says only "ok" or which check fails. Default ":8081".
 	HealthProbeBindAddress string `json:"healthProbeBindAddress"`
 	// LeaderElection makes one replica act at a time.
 	LeaderElection LeaderElectionConfig `json:"leaderElection"`
@@ -359,3 +376,18 @@ type LeaderElectionConfig struct {
 	// below RenewDeadline.
 	RetryPeriod metav1.Duration `json:"retryPeriod"`
 }
+
+// MetricsAuthentication says who may read a metrics endpoint.
+type MetricsAuthentication string
+
+// Ways of guarding a metrics endpoint.
+const (
+	// MetricsAuthKubernetes serves HTTPS and lets a request through only when
+	// its bearer token passes a TokenReview and a SubjectAccessReview allows its
+	// identity to get the non-resource URL /metrics. The serving process needs
+	// create on tokenreviews and subjectaccessreviews.
+	MetricsAuthKubernetes MetricsAuthentication = "Kubernetes"
+	// MetricsAuthNone serves plain HTTP to anyone who can connect: for a
+	// loopback address, or a network you restrict otherwise.
+	MetricsAuthNone MetricsAuthentication = "None"
+)

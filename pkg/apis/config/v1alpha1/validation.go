@@ -152,6 +152,7 @@ func ValidateAgent(c *AgentConfig, p *field.Path) field.ErrorList {
 	errs = append(errs, oneOf(p.Child("rebalanceAction"), c.RebalanceAction, ActionNone, ActionTaint, ActionCordon, ActionDrain)...)
 	errs = append(errs, oneOf(p.Child("maintenanceAction"), c.MaintenanceAction, ActionNone, ActionTaint, ActionCordon, ActionDrain)...)
 	errs = append(errs, bindAddress(p.Child("metricsBindAddress"), c.MetricsBindAddress)...)
+	errs = append(errs, validateMetricsServing(p, c.MetricsBindAddress, c.MetricsAuthentication, c.MetricsCertDir)...)
 	return errs
 }
 
@@ -180,6 +181,7 @@ func validateManager(c *ManagerConfig, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	errs = append(errs, bindAddress(p.Child("metricsBindAddress"), c.MetricsBindAddress)...)
 	errs = append(errs, bindAddress(p.Child("healthProbeBindAddress"), c.HealthProbeBindAddress)...)
+	errs = append(errs, validateMetricsServing(p, c.MetricsBindAddress, c.MetricsAuthentication, c.MetricsCertDir)...)
 	le := &c.LeaderElection
 	lp := p.Child("leaderElection")
 	for _, msg := range validation.IsDNS1123Subdomain(le.LeaseName) {
