@@ -21,22 +21,22 @@ type Budget struct {
 	mu      sync.Mutex
 	max     int
 	holders map[string]string // node -> component
-	windows []window
+	windows []Window
 }
 
-type window struct {
-	schedule cron.Schedule
-	duration time.Duration
-	loc      *time.Location
-	text     string
+// Window is a recurring period in which voluntary drains are allowed: it opens
+// at each activation of Schedule, read in Location, and stays open for
+// Duration.
+type Window struct {
+	Schedule cron.Schedule
+	Duration time.Duration
+	// Location is the time zone the schedule is read in; nil means UTC.
+	Location *time.Location
 }
 
 // New returns the budget the configuration describes.
 func New(cfg v1alpha1.DisruptionConfig) (*Budget, error) {
-	b := &Budget{max: int(cfg.MaxConcurrentDrains), holders: map[string]string{}}
-	if b.max < 1 {
-		b.max = 1
-	}
+	var windows []Window
 	for i, w := range cfg.Windows {
 		sched, err := v1alpha1.ParseSchedule(w.Schedule)
 		if err != nil {
@@ -50,27 +50,45 @@ func New(cfg v1alpha1.DisruptionConfig) (*Budget, error) {
 		if err != nil {
 			return nil, fmt.Errorf("disruption.windows[%d].timeZone: %w", i, err)
 		}
-		b.windows = append(b.windows, window{schedule: sched, duration: w.Duration.Duration, loc: loc, text: w.Schedule + " for " + w.Duration.Duration.String()})
+		windows = append(windows, Window{Schedule: sched, Duration: w.Duration.Duration, Location: loc})
 	}
-	return b, nil
+	return NewWithWindows(int(cfg.MaxConcurrentDrains), windows...), nil
+}
+
+// NewWithWindows returns a budget of max concurrent drains (at least 1),
+// allowed within windows, or at any time when there are none.
+func NewWithWindows(max int, windows ...Window) *Budget {
+	b := &Budget{max: max, holders: map[string]string{}, windows: windows}
+	if b.max < 1 {
+		b.max = 1
+	}
+	for i := range b.windows {
+		if b.windows[i].Location == nil {
+			b.windows[i].Location = time.UTC
+		}
+	}
+	return b
 }
 
 // Open reports whether voluntary drains are allowed at now: always when no
 // window is configured, else when now falls inside one. When closed, next is
-// when the next window opens.
+// when the next window opens, after now; it is zero when no window will ever
+// open (a schedule that matches no date), which a caller must not take as a
+// time to wait for.
 func (b *Budget) Open(now time.Time) (open bool, next time.Time) {
 	if len(b.windows) == 0 {
 		return true, now
 	}
 	for _, w := range b.windows {
-		local := now.In(w.loc)
+		local := now.In(w.Location)
 		// The latest opening at or before now: step forward from one window
 		// length before now.
-		start := w.schedule.Next(local.Add(-w.duration - time.Second))
-		if !start.After(local) && local.Before(start.Add(w.duration)) {
+		start := w.Schedule.Next(local.Add(-w.Duration - time.Second))
+		if !start.After(local) && local.Before(start.Add(w.Duration)) {
 			return true, now
 		}
-		if n := w.schedule.Next(local); next.IsZero() || n.Before(next) {
+		// A zero time is the cron library's "never": not a next opening.
+		if n := w.Schedule.Next(local); !n.IsZero() && (next.IsZero() || n.Before(next)) {
 			next = n
 		}
 	}

@@ -67,3 +67,38 @@ func TestWindows(t *testing.T) {
 		t.Error("no windows must mean always open")
 	}
 }
+
+// never is a schedule with no next activation: the cron library returns a
+// zero time for an expression no date matches.
+type never struct{}
+
+func (never) Next(time.Time) time.Time { return time.Time{} }
+
+// A window that never opens does not hide the next opening of the others,
+// and a budget whose windows never open says so with a zero next time, never a
+// time in the past.
+func TestWindowThatNeverOpens(t *testing.T) {
+	daily, err := v1alpha1.ParseSchedule("@daily")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	b := NewWithWindows(1, Window{Schedule: daily, Duration: time.Hour}, Window{Schedule: never{}, Duration: time.Hour})
+	if open, next := b.Open(now); open || !next.Equal(time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("daily and never: open=%v next=%s, want closed until midnight", open, next)
+	}
+	b = NewWithWindows(1, Window{Schedule: never{}, Duration: time.Hour})
+	if open, next := b.Open(now); open || !next.IsZero() {
+		t.Errorf("never: open=%v next=%s, want closed with no next opening", open, next)
+	}
+}
+
+// Configured schedules that never fire, or in some years only, are refused.
+func TestNewRefusesSchedulesThatDoNotFireEveryYear(t *testing.T) {
+	for _, expr := range []string{"0 0 30 2 *", "0 0 29 2 *"} {
+		_, err := New(v1alpha1.DisruptionConfig{Windows: []v1alpha1.Window{{Schedule: expr, Duration: metav1.Duration{Duration: time.Hour}}}})
+		if err == nil || !strings.HasPrefix(err.Error(), "disruption.windows[0].schedule: ") {
+			t.Errorf("New with schedule %q: %v, want an error naming the field", expr, err)
+		}
+	}
+}

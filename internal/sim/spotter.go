@@ -96,7 +96,7 @@ func (s *spotter) setup(w *World, e *plan.Engine) error {
 	if err != nil {
 		return fmt.Errorf("migrator.schedule: %w", err)
 	}
-	s.mig = &migratorModel{s: s, schedule: sched, next: sched.Next(w.Now()), backoff: map[*Group]failure{}}
+	s.mig = &migratorModel{s: s, schedule: sched, next: nextRun(sched, w.Now()), backoff: map[*Group]failure{}}
 	s.agent = &agentModel{margin: ptr.Deref(s.cfg.Agent.DeadlineMargin, *v1alpha1.NewDefaults().Agent.DeadlineMargin).Duration,
 		rebalance: s.cfg.Agent.RebalanceAction, maintenance: s.cfg.Agent.MaintenanceAction}
 	w.onNotice = s.agent.notice
@@ -347,6 +347,16 @@ type migratorModel struct {
 	cur      *migration
 }
 
+// nextRun is the schedule's next run after now, as the migrator's loop takes
+// it: a schedule with none (the cron library's zero time) is asked again a day
+// later, never run at every step.
+func nextRun(schedule interface{ Next(time.Time) time.Time }, now time.Time) time.Time {
+	if next := schedule.Next(now); next.After(now) {
+		return next
+	}
+	return now.Add(24 * time.Hour)
+}
+
 type migration struct {
 	od        *Node
 	spot      []*Node
@@ -357,7 +367,7 @@ type migration struct {
 func (m *migratorModel) step(ctx context.Context, w *World) error {
 	s, now, mc := m.s, w.Now(), m.s.cfg.Migrator
 	if !now.Before(m.next) {
-		m.next = m.schedule.Next(now)
+		m.next = nextRun(m.schedule, now)
 		if m.cur == nil && len(m.queue) == 0 {
 			p, err := s.plan(ctx, w)
 			if err != nil {

@@ -16,6 +16,7 @@ package migrator
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -159,20 +160,45 @@ func (c *Controller) Start(ctx context.Context) error {
 	if !c.opts.DryRun {
 		c.finishSelected(ctx)
 	}
+	logged := false
 	for {
 		now := c.clock.Now()
 		next := c.opts.Schedule.Next(now)
-		logger.V(1).Info("Next migration run", "at", next)
+		// The cron library answers a schedule that matches no date with a
+		// zero time: waiting for it would mean running without pause.
+		// Validation refuses such schedules; should one come through, the
+		// migrator idles and asks the schedule again a day later.
+		run := next.After(now)
+		wait := next.Sub(now)
+		if !run {
+			if !logged {
+				logger.Error(errNoNextRun, "Migrations paused: the schedule has no next run; checking it again every day")
+				logged = true
+			}
+			wait = noRunRecheck
+		} else {
+			logged = false
+			logger.V(1).Info("Next migration run", "at", next)
+		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-c.clock.After(next.Sub(now)):
+		case <-c.clock.After(wait):
+		}
+		if !run {
+			continue
 		}
 		if _, err := c.Run(ctx); err != nil {
 			logger.Error(err, "Migration run")
 		}
 	}
 }
+
+// noRunRecheck is how long the migrator waits before it asks a schedule that
+// had no next run again.
+const noRunRecheck = 24 * time.Hour
+
+var errNoNextRun = errors.New("the migration schedule has no next run after now")
 
 // finishSelected completes the replacements of nodes already selected for
 // deletion (by a process that stopped midway).

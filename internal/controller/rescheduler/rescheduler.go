@@ -64,6 +64,8 @@ type Controller struct {
 	// misplaced pauses the rescheduler after replacements landed on on-demand
 	// nodes, so that it does not move the same pods back and forth.
 	misplaced failure
+	// neverOpens is set once it was logged that no drain window will open.
+	neverOpens bool
 }
 
 type failure struct {
@@ -74,6 +76,9 @@ type failure struct {
 // New returns the rescheduler. reader should be the manager's cache; drainer
 // must be built for Component.
 func New(reader client.Reader, planner *plan.Planner, drainer *drain.Drainer, budget *disruption.Budget, clk clock.Clock, recorder events.EventRecorder, opts Options) *Controller {
+	if opts.Interval <= 0 {
+		opts.Interval = time.Minute
+	}
 	return &Controller{reader: reader, planner: planner, drainer: drainer, budget: budget, clock: clk, recorder: recorder, opts: opts,
 		failures: map[string]failure{}, reported: map[string]string{}}
 }
@@ -120,11 +125,20 @@ func (c *Controller) Cycle(ctx context.Context) time.Duration {
 	now := c.clock.Now()
 	if now.Before(c.misplaced.until) {
 		logger.V(1).Info("Paused: replacements of evicted pods landed on on-demand nodes", "until", c.misplaced.until)
-		return min(c.opts.Interval, c.misplaced.until.Sub(now))
+		return c.waitFor(now, c.misplaced.until)
 	}
-	if open, next := c.budget.Open(now); !open {
+	open, next := c.budget.Open(now)
+	if !open && next.IsZero() {
+		if !c.neverOpens {
+			logger.Info("No drain window will ever open: their schedules match no date; checking again every interval", "interval", c.opts.Interval)
+		}
+		c.neverOpens = true
+		return c.opts.Interval
+	}
+	c.neverOpens = false
+	if !open {
 		logger.V(1).Info("Outside the allowed drain windows", "next", next)
-		return min(c.opts.Interval, next.Sub(now))
+		return c.waitFor(now, next)
 	}
 	logger.V(1).Info("Cycle starts")
 	snap, err := snapshot.FromReader(ctx, c.reader)
@@ -159,6 +173,16 @@ func (c *Controller) Cycle(ctx context.Context) time.Duration {
 	defer c.budget.Release(target.Name)
 	if c.drainNode(ctx, target, snap) && !c.opts.DryRun {
 		return max(c.opts.DrainDelay, time.Second)
+	}
+	return c.opts.Interval
+}
+
+// waitFor returns how long to wait at now for t, at most an interval. A t
+// that is not after now (a zero time is the cron library's "never") gives an
+// interval: the loop never spins on a wait of zero or less.
+func (c *Controller) waitFor(now, t time.Time) time.Duration {
+	if d := t.Sub(now); d > 0 {
+		return min(c.opts.Interval, d)
 	}
 	return c.opts.Interval
 }

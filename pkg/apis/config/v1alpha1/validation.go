@@ -19,9 +19,47 @@ import (
 // @hourly / @daily / @every descriptors.
 var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
-// ParseSchedule parses a cron expression as Validate accepts it.
+// ParseSchedule parses a cron expression as Validate accepts it: valid syntax,
+// and at least one run in every calendar year (see firesEveryYear).
 func ParseSchedule(expr string) (cron.Schedule, error) {
-	return cronParser.Parse(expr)
+	s, err := cronParser.Parse(expr)
+	if err != nil {
+		return nil, err
+	}
+	if err := firesEveryYear(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// firesEveryYear checks that s runs at least once in every calendar year.
+//
+// The cron library answers a schedule that matches no date ("0 0 30 2 *") with
+// a zero time, which a controller waiting for the next run would take as a
+// moment long past: it would run without pause. A schedule that fires in some
+// years only ("0 0 29 2 *", once in four years) is refused too: a drain window
+// or migration run years apart is a mistake, and the library looks at most five
+// years ahead. Every year with a Friday the 13th, an annual date, or any
+// weekday passes.
+//
+// Which dates exist and which weekday they fall on depends only on whether the
+// year is a leap year and on the weekday of January 1st: 14 kinds of year, all
+// of which occur in the 28 years from 2001 to 2028. Probing each of them makes
+// the answer exact, and the same whenever it is asked.
+func firesEveryYear(s cron.Schedule) error {
+	for year := 2001; year <= 2028; year++ {
+		start := time.Date(year, time.January, 1, 0, 0, 0, 0, time.UTC)
+		next := s.Next(start.Add(-time.Second)) // a run at midnight on January 1st counts
+		switch {
+		case next.IsZero() && year == 2001:
+			return fmt.Errorf("never fires: no date matches it (February has no 30th, April, June, September and November no 31st); " +
+				"choose days of the month that exist in the month")
+		case next.IsZero() || next.Year() != year:
+			return fmt.Errorf("does not fire in every year (none in %d): a schedule must run at least once a year, "+
+				"so a day that exists in some years only, such as February 29, or an interval over a year, is refused", year)
+		}
+	}
+	return nil
 }
 
 // Validate returns every problem of a defaulted configuration, each with its field
@@ -242,9 +280,13 @@ func oneOf[T ~string](p *field.Path, v T, allowed ...T) field.ErrorList {
 }
 
 func schedule(p *field.Path, expr string) field.ErrorList {
-	if _, err := ParseSchedule(expr); err != nil {
+	s, err := cronParser.Parse(expr)
+	if err != nil {
 		return field.ErrorList{field.Invalid(p, expr,
 			fmt.Sprintf("not a cron schedule (five fields \"minute hour day-of-month month day-of-week\", e.g. \"0 * * * *\", or @hourly/@daily/@weekly): %v", err))}
+	}
+	if err := firesEveryYear(s); err != nil {
+		return field.ErrorList{field.Invalid(p, expr, err.Error())}
 	}
 	return nil
 }
