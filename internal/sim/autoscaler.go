@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"spotter.dev/spotter/internal/backoff"
 	"spotter.dev/spotter/internal/plan"
 )
 
@@ -154,8 +155,7 @@ func (a *autoscaler) scaleUp(ctx context.Context, unschedulable []*Pod) error {
 				return nil // at its maximum: the next step tries others
 			}
 			best.g.failures++
-			backoff := w.sc.Cluster.ScaleUpBackoff.Duration << min(best.g.failures-1, 20)
-			best.g.backoffUntil = now.Add(min(backoff, w.sc.Cluster.MaxScaleUpBackoff.Duration))
+			best.g.backoffUntil = now.Add(backoff.Delay(w.sc.Cluster.ScaleUpBackoff.Duration, w.sc.Cluster.MaxScaleUpBackoff.Duration, best.g.failures))
 			w.changed() // the options changed: look again on the next step
 			return nil
 		}

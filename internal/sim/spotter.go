@@ -12,6 +12,7 @@ import (
 
 	"spotter.dev/spotter/internal/agent/interrupt"
 	"spotter.dev/spotter/internal/agent/notice"
+	"spotter.dev/spotter/internal/backoff"
 	"spotter.dev/spotter/internal/classify"
 	"spotter.dev/spotter/internal/controller/labeler"
 	"spotter.dev/spotter/internal/controller/migrator"
@@ -55,18 +56,13 @@ type spotter struct {
 
 	// rescheduler
 	next      time.Time
-	failures  map[string]failure
-	misplaced failure
+	failures  map[string]backoff.Cooldown
+	misplaced backoff.Cooldown
 	drain     *spotterDrain
 	wait      *replacementWait
 
 	mig   *migratorModel
 	agent *agentModel
-}
-
-type failure struct {
-	count int
-	until time.Time
 }
 
 func newSpotter(cfg *v1alpha1.SpotterConfiguration) (*spotter, error) {
@@ -81,7 +77,7 @@ func newSpotter(cfg *v1alpha1.SpotterConfiguration) (*spotter, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &spotter{cfg: cfg, budget: budget, failures: map[string]failure{},
+	s := &spotter{cfg: cfg, budget: budget, failures: map[string]backoff.Cooldown{},
 		planner: plan.New(plan.Options{Classifier: classifier, Pricing: cfg.Pricing,
 			Rules: plan.Rules{AllowUnreplicated: cfg.Planner.AllowUnreplicatedPods, AllowLocalStorage: cfg.Planner.AllowLocalStorage}})}
 	return s, nil
@@ -96,7 +92,7 @@ func (s *spotter) setup(w *World, e *plan.Engine) error {
 	if err != nil {
 		return fmt.Errorf("migrator.schedule: %w", err)
 	}
-	s.mig = &migratorModel{s: s, schedule: sched, next: nextRun(sched, w.Now()), backoff: map[*Group]failure{}}
+	s.mig = &migratorModel{s: s, schedule: sched, next: nextRun(sched, w.Now()), backoff: map[*Group]backoff.Cooldown{}}
 	s.agent = &agentModel{margin: ptr.Deref(s.cfg.Agent.DeadlineMargin, *v1alpha1.NewDefaults().Agent.DeadlineMargin).Duration,
 		rebalance: s.cfg.Agent.RebalanceAction, maintenance: s.cfg.Agent.MaintenanceAction}
 	w.onNotice = s.agent.notice
@@ -141,8 +137,7 @@ func (s *spotter) reschedule(ctx context.Context, w *World) error {
 		s.drain = nil
 		if d.failed != "" {
 			f := s.failures[d.node.Name]
-			f.count++
-			f.until = now.Add(min(rc.FailureBackoff.Duration<<min(f.count-1, 20), rc.MaxFailureBackoff.Duration))
+			f.Fail(now, rc.FailureBackoff.Duration, rc.MaxFailureBackoff.Duration)
 			s.failures[d.node.Name] = f
 			s.next = now.Add(rc.Interval.Duration)
 			return nil
@@ -158,15 +153,14 @@ func (s *spotter) reschedule(ctx context.Context, w *World) error {
 		}
 		s.wait = nil
 		if misplaced > 0 {
-			s.misplaced.count++
-			s.misplaced.until = now.Add(min(rc.FailureBackoff.Duration<<min(s.misplaced.count-1, 20), rc.MaxFailureBackoff.Duration))
+			s.misplaced.Fail(now, rc.FailureBackoff.Duration, rc.MaxFailureBackoff.Duration)
 		} else {
-			s.misplaced = failure{}
+			s.misplaced = backoff.Cooldown{}
 		}
 		s.next = now.Add(max(ptr.Deref(rc.DrainDelay, *v1alpha1.NewDefaults().Rescheduler.DrainDelay).Duration, time.Second))
 		return nil
 	}
-	if now.Before(s.next) || now.Before(s.misplaced.until) {
+	if now.Before(s.next) || s.misplaced.Active(now) {
 		return nil
 	}
 	s.next = now.Add(rc.Interval.Duration)
@@ -181,8 +175,7 @@ func (s *spotter) reschedule(ctx context.Context, w *World) error {
 		return nil
 	}
 	target := rescheduler.Choose(p, func(node string) bool {
-		f, ok := s.failures[node]
-		return ok && now.Before(f.until)
+		return s.failures[node].Active(now)
 	}, "")
 	if target == nil {
 		return nil
@@ -343,7 +336,7 @@ type migratorModel struct {
 	schedule interface{ Next(time.Time) time.Time }
 	next     time.Time
 	queue    []string
-	backoff  map[*Group]failure
+	backoff  map[*Group]backoff.Cooldown
 	cur      *migration
 }
 
@@ -493,7 +486,7 @@ func (m *migratorModel) request(ctx context.Context, w *World, od *Node) error {
 	var best *Group
 	bestNodes := 0
 	for _, g := range w.Groups {
-		if !g.Spot || g.count >= int(g.Max) || now.Before(m.backoff[g].until) {
+		if !g.Spot || g.count >= int(g.Max) || m.backoff[g].Active(now) {
 			continue
 		}
 		k := min(int(g.Max)-g.count, len(pods))
@@ -533,9 +526,8 @@ func (m *migratorModel) request(ctx context.Context, w *World, od *Node) error {
 				w.DeleteNode(l)
 			}
 			f := m.backoff[best]
-			f.count++
 			mc := m.s.cfg.Migrator
-			f.until = now.Add(min(mc.SpotUnavailableBackoff.Duration<<min(f.count-1, 20), mc.MaxSpotUnavailableBackoff.Duration))
+			f.Fail(now, mc.SpotUnavailableBackoff.Duration, mc.MaxSpotUnavailableBackoff.Duration)
 			m.backoff[best] = f
 			return nil
 		}

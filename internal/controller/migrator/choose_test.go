@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"spotter.dev/spotter/internal/backoff"
 	"spotter.dev/spotter/internal/cloud/fake"
 	"spotter.dev/spotter/internal/plan"
 	"spotter.dev/spotter/internal/snapshot"
@@ -66,7 +67,7 @@ func TestSpotGroups(t *testing.T) {
 	}
 	clk := testingclock.NewFakeClock(time.Now())
 	c := New(nil, nil, p, plan.New(plan.Options{}), nil, nil, clk, nil, Options{})
-	c.backoff["short"] = failure{count: 1, until: clk.Now().Add(time.Minute)}
+	c.backoff["short"] = backoff.Cooldown{Failures: 1, Until: clk.Now().Add(time.Minute)}
 	groups, err := c.spotGroups(context.Background(), clk.Now())
 	if err != nil {
 		t.Fatal(err)

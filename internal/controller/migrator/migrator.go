@@ -35,6 +35,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"spotter.dev/spotter/internal/backoff"
 	"spotter.dev/spotter/internal/classify"
 	"spotter.dev/spotter/internal/cloud"
 	"spotter.dev/spotter/internal/disruption"
@@ -109,12 +110,7 @@ type Controller struct {
 	recorder events.EventRecorder
 	opts     Options
 
-	backoff map[string]failure // node group -> spot unavailable until
-}
-
-type failure struct {
-	count int
-	until time.Time
+	backoff map[string]backoff.Cooldown // node group -> rest after spot shortages
 }
 
 // New returns the migrator. reader should be the manager's cache; drainer
@@ -131,7 +127,7 @@ func New(reader client.Reader, kube kubernetes.Interface, provider cloud.Provide
 		opts.MaxNodesPerRun = 10
 	}
 	return &Controller{reader: reader, kube: kube, provider: provider, planner: planner, drainer: drainer, budget: budget,
-		clock: clk, recorder: recorder, opts: opts, backoff: map[string]failure{}}
+		clock: clk, recorder: recorder, opts: opts, backoff: map[string]backoff.Cooldown{}}
 }
 
 // Name is the controller's name in logs.
@@ -290,7 +286,7 @@ func (c *Controller) spotGroups(ctx context.Context, now time.Time) ([]cloud.Nod
 		if !g.Spot() {
 			continue
 		}
-		if f, ok := c.backoff[g.ID()]; ok && now.Before(f.until) {
+		if c.backoff[g.ID()].Active(now) {
 			continue
 		}
 		spot = append(spot, g)
@@ -598,18 +594,14 @@ func (c *Controller) newReady(ctx context.Context, g cloud.NodeGroup, known map[
 // spotUnavailable backs g off, longer each time, and says so.
 func (c *Controller) spotUnavailable(ctx context.Context, node *corev1.Node, g cloud.NodeGroup, cause error) {
 	f := c.backoff[g.ID()]
-	f.count++
-	wait := c.opts.MaxSpotUnavailable
-	if shift := f.count - 1; shift < 16 { // beyond, the doubling only overflows
-		wait = min(c.opts.SpotUnavailableBackoff<<shift, c.opts.MaxSpotUnavailable)
-	}
-	f.until = c.clock.Now().Add(wait)
+	now := c.clock.Now()
+	f.Fail(now, c.opts.SpotUnavailableBackoff, c.opts.MaxSpotUnavailable)
 	c.backoff[g.ID()] = f
 	spotUnavailable.WithLabelValues(g.ID()).Inc()
-	klog.FromContext(ctx).Info("Spot capacity unavailable; request cancelled, nothing drained", "group", g.ID(), "backoff", wait, "cause", cause.Error())
+	klog.FromContext(ctx).Info("Spot capacity unavailable; request cancelled, nothing drained", "group", g.ID(), "backoff", f.Until.Sub(now), "shortages", f.Failures, "cause", cause.Error())
 	c.event(nodeRef(node), corev1.EventTypeWarning, ReasonSpotUnavailable,
 		"spot node group %s could not deliver capacity (%v); request cancelled, nothing drained; the group is skipped until %s",
-		g.ID(), cause, f.until.UTC().Format(time.RFC3339))
+		g.ID(), cause, f.Until.UTC().Format(time.RFC3339))
 }
 
 // acquire takes a slot of the shared disruption budget for node, within an

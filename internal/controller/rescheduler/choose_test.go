@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"spotter.dev/spotter/internal/backoff"
 	"spotter.dev/spotter/internal/classify"
 	"spotter.dev/spotter/internal/plan"
 )
@@ -31,9 +32,9 @@ func TestChoose(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &Controller{opts: Options{OwnNode: tc.own}, failures: map[string]failure{}}
+			c := &Controller{opts: Options{OwnNode: tc.own}, failures: map[string]backoff.Cooldown{}}
 			for n, until := range tc.cooling {
-				c.failures[n] = failure{count: 1, until: until}
+				c.failures[n] = backoff.Cooldown{Failures: 1, Until: until}
 			}
 			got := c.choose(&plan.Plan{Nodes: tc.nodes}, now)
 			name := ""

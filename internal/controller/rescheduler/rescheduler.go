@@ -21,6 +21,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"spotter.dev/spotter/internal/backoff"
 	"spotter.dev/spotter/internal/classify"
 	"spotter.dev/spotter/internal/disruption"
 	"spotter.dev/spotter/internal/drain"
@@ -59,18 +60,13 @@ type Controller struct {
 	recorder events.EventRecorder
 	opts     Options
 
-	failures map[string]failure // node -> cooldown
-	reported map[string]string  // node -> last reason published in an Event
+	failures map[string]backoff.Cooldown // node -> cooldown after failed drains
+	reported map[string]string           // node -> last reason published in an Event
 	// misplaced pauses the rescheduler after replacements landed on on-demand
 	// nodes, so that it does not move the same pods back and forth.
-	misplaced failure
+	misplaced backoff.Cooldown
 	// neverOpens is set once it was logged that no drain window will open.
 	neverOpens bool
-}
-
-type failure struct {
-	count int
-	until time.Time
 }
 
 // New returns the rescheduler. reader should be the manager's cache; drainer
@@ -80,7 +76,7 @@ func New(reader client.Reader, planner *plan.Planner, drainer *drain.Drainer, bu
 		opts.Interval = time.Minute
 	}
 	return &Controller{reader: reader, planner: planner, drainer: drainer, budget: budget, clock: clk, recorder: recorder, opts: opts,
-		failures: map[string]failure{}, reported: map[string]string{}}
+		failures: map[string]backoff.Cooldown{}, reported: map[string]string{}}
 }
 
 // Name is the controller's name in logs.
@@ -123,9 +119,9 @@ func (c *Controller) Start(ctx context.Context) error {
 func (c *Controller) Cycle(ctx context.Context) time.Duration {
 	logger := klog.FromContext(ctx)
 	now := c.clock.Now()
-	if now.Before(c.misplaced.until) {
-		logger.V(1).Info("Paused: replacements of evicted pods landed on on-demand nodes", "until", c.misplaced.until)
-		return c.waitFor(now, c.misplaced.until)
+	if c.misplaced.Active(now) {
+		logger.V(1).Info("Paused: replacements of evicted pods landed on on-demand nodes", "until", c.misplaced.Until)
+		return c.waitFor(now, c.misplaced.Until)
 	}
 	open, next := c.budget.Open(now)
 	if !open && next.IsZero() {
@@ -191,8 +187,7 @@ func (c *Controller) waitFor(now, t time.Time) time.Duration {
 // failed drains as they stand at now.
 func (c *Controller) choose(p *plan.Plan, now time.Time) *plan.NodePlan {
 	return Choose(p, func(node string) bool {
-		f, ok := c.failures[node]
-		return ok && now.Before(f.until)
+		return c.failures[node].Active(now)
 	}, c.opts.OwnNode)
 }
 
@@ -234,11 +229,9 @@ func (c *Controller) drainNode(ctx context.Context, target *plan.NodePlan, snap 
 			drains.WithLabelValues(outcomeRolledBack).Inc()
 		}
 		f := c.failures[target.Name]
-		f.count++
-		backoff := c.opts.FailureBackoff << min(f.count-1, 20)
-		f.until = c.clock.Now().Add(min(backoff, c.opts.MaxFailureBackoff))
+		f.Fail(c.clock.Now(), c.opts.FailureBackoff, c.opts.MaxFailureBackoff)
 		c.failures[target.Name] = f
-		logger.Error(err, "Drain failed; node cooling down", "until", f.until, "failures", f.count)
+		logger.Error(err, "Drain failed; node cooling down", "until", f.Until, "failures", f.Failures)
 		return false
 	}
 	delete(c.failures, target.Name)
@@ -249,19 +242,17 @@ func (c *Controller) drainNode(ctx context.Context, target *plan.NodePlan, snap 
 	if misplaced := c.waitReplacements(ctx, owners, existing); len(misplaced) > 0 {
 		// The scheduler preferred on-demand capacity for the replacements: draining
 		// more would move pods in circles. Pause, longer each time.
-		c.misplaced.count++
-		backoff := c.opts.FailureBackoff << min(c.misplaced.count-1, 20)
-		c.misplaced.until = c.clock.Now().Add(min(backoff, c.opts.MaxFailureBackoff))
+		c.misplaced.Fail(c.clock.Now(), c.opts.FailureBackoff, c.opts.MaxFailureBackoff)
 		msg := fmt.Sprintf("replacements of the evicted pods were scheduled on on-demand nodes (%v); pausing until %s. "+
-			"Keep labeler.preferSpotTaint on so that the scheduler prefers spot", misplaced, c.misplaced.until.UTC().Format(time.RFC3339))
-		logger.Info("Replacements landed on on-demand nodes", "pods", misplaced, "pausedUntil", c.misplaced.until)
+			"Keep labeler.preferSpotTaint on so that the scheduler prefers spot", misplaced, c.misplaced.Until.UTC().Format(time.RFC3339))
+		logger.Info("Replacements landed on on-demand nodes", "pods", misplaced, "pausedUntil", c.misplaced.Until)
 		if c.recorder != nil {
 			c.recorder.Eventf(&corev1.ObjectReference{Kind: "Node", Name: target.Name, UID: types.UID(target.Name)}, nil,
 				corev1.EventTypeWarning, "SpotterReplacementsOnOnDemand", "Reschedule", "%s", msg)
 		}
 		return true
 	}
-	c.misplaced = failure{}
+	c.misplaced = backoff.Cooldown{}
 	return true
 }
 

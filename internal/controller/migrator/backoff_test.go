@@ -1,0 +1,80 @@
+package migrator
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"spotter.dev/spotter/internal/cloud/fake"
+	"spotter.dev/spotter/internal/disruption"
+	"spotter.dev/spotter/internal/plan"
+	tu "spotter.dev/spotter/internal/testutil"
+)
+
+// Spot capacity that does not come within nodeReadyTimeout, on the injected
+// clock, is cancelled and its group backed off: for spotUnavailableBackoff,
+// twice as long after each further shortage, never more than
+// maxSpotUnavailableBackoff, also after many shortages.
+func TestSpotBackoffOnTheClock(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	p := fake.New("fake")
+	g := fake.NewNodeGroup("spot", true, 0, 10)
+	p.AddNodeGroup(g)
+	const week = 7 * 24 * time.Hour
+	c := New(nil, k8sfake.NewClientset(), p, plan.New(plan.Options{}), nil, disruption.NewWithWindows(1), clk, nil,
+		Options{NodeReadyTimeout: 10 * time.Minute, SpotUnavailableBackoff: time.Second, MaxSpotUnavailable: week})
+	ctx := context.Background()
+	node := tu.Node("od-1", tu.OnDemand())
+	usable := func() bool {
+		groups, err := c.spotGroups(ctx, clk.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(groups) == 1
+	}
+
+	// The first shortage: nothing comes Ready within ten minutes of the clock.
+	g.SetCapacityUnavailable(true)
+	done := make(chan bool)
+	go func() { done <- c.addCapacity(ctx, node, g, 1) }()
+	for waited := time.Duration(0); waited < 10*time.Minute; waited += time.Second {
+		waitParked(t, clk, 1)
+		select {
+		case <-done:
+			t.Fatalf("gave up on spot capacity after %s, want the node ready timeout of 10m", waited)
+		default:
+		}
+		clk.Step(time.Second)
+	}
+	if <-done {
+		t.Fatal("addCapacity reported capacity that never came")
+	}
+	if n := g.Unfulfilled(); n != 0 {
+		t.Errorf("%d requests left after the timeout, want the request cancelled", n)
+	}
+
+	// Then each shortage (the group refuses at once) doubles the rest of the
+	// group, up to a week.
+	for shortages := 1; shortages <= 30; shortages++ {
+		rest := week
+		if shortages <= 20 {
+			rest = min(time.Second<<(shortages-1), week)
+		}
+		clk.Step(rest - time.Second)
+		if usable() {
+			t.Fatalf("after %d shortages the group is used again %s later, want a rest of %s", shortages, rest-time.Second, rest)
+		}
+		clk.Step(time.Second)
+		if !usable() {
+			t.Fatalf("after %d shortages the group is still backed off once its rest of %s ended", shortages, rest)
+		}
+		g.SetNextError(fake.IncreaseSize, errors.New("no spot capacity"))
+		if c.addCapacity(ctx, node, g, 1) {
+			t.Fatal("addCapacity succeeded though IncreaseSize failed")
+		}
+	}
+}
