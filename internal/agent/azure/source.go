@@ -118,7 +118,7 @@ func (s *Source) Cloud() string { return notice.CloudAzure }
 // disappears from the document is sent again with Ended set.
 func (s *Source) Watch(ctx context.Context, out chan<- notice.Notice) error {
 	log := klog.FromContext(ctx).WithValues("cloud", notice.CloudAzure)
-	backoff := watch.Backoff{Initial: s.cfg.PollInterval, Max: s.cfg.MaxBackoff}
+	backoff := watch.NewBackoff(s.cfg.PollInterval, s.cfg.MaxBackoff)
 	vmName := s.vmName
 	for vmName == "" {
 		name, err := s.readVMName(ctx)

@@ -153,7 +153,7 @@ func (s *Source) watchKey(ctx context.Context, k key, out chan<- notice.Notice) 
 	var (
 		tracker watch.Tracker
 		etag    string
-		backoff = watch.Backoff{Initial: s.cfg.PollInterval, Max: s.cfg.MaxBackoff}
+		backoff = watch.NewBackoff(s.cfg.PollInterval, s.cfg.MaxBackoff)
 	)
 	for {
 		value, newETag, err := s.read(ctx, k.path, etag)

@@ -1,6 +1,6 @@
 // Package watch holds what the agent's notice sources share: the wait between
-// polls on an injected clock, exponential backoff, de-duplication of notices,
-// and bounded metadata requests.
+// polls on an injected clock, their backoff (internal/backoff), de-duplication
+// of notices, and bounded metadata requests.
 package watch
 
 import (
@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"spotter.dev/spotter/internal/agent/notice"
+	"spotter.dev/spotter/internal/backoff"
 )
 
 // Defaults of the sources' configuration, the same as the agent's
@@ -45,24 +46,13 @@ func Sleep(ctx context.Context, clk clock.Clock, d time.Duration) bool {
 	}
 }
 
-// Backoff doubles a wait from Initial up to Max on each failure.
-type Backoff struct {
-	Initial, Max time.Duration
-	next         time.Duration
+// NewBackoff returns the backoff of a source's retries: from the poll interval
+// up to maxBackoff. It has no jitter: each agent talks to its own node's
+// link-local metadata service, so there is no crowd of clients to spread, and
+// the waits stay exact for the tests that step a fake clock through them.
+func NewBackoff(interval, maxBackoff time.Duration) *backoff.Backoff {
+	return &backoff.Backoff{Initial: interval, Max: maxBackoff}
 }
-
-// Next returns the wait after one more failure.
-func (b *Backoff) Next() time.Duration {
-	if b.next == 0 {
-		b.next = b.Initial
-	}
-	d := b.next
-	b.next = min(2*b.next, b.Max)
-	return min(d, b.Max)
-}
-
-// Reset starts over after a success.
-func (b *Backoff) Reset() { b.next = 0 }
 
 // Send sends n on out unless ctx ends first; it reports whether it sent.
 func Send(ctx context.Context, out chan<- notice.Notice, n notice.Notice) bool {
@@ -181,7 +171,7 @@ func Complete(endpoint string, poll, timeout, maxBackoff *time.Duration, client 
 func Poll(ctx context.Context, clk clock.Clock, interval, maxBackoff time.Duration, out chan<- notice.Notice, reading string,
 	poll func(context.Context) ([]notice.Notice, error)) error {
 	log := klog.FromContext(ctx)
-	backoff := Backoff{Initial: interval, Max: maxBackoff}
+	retries := NewBackoff(interval, maxBackoff)
 	for {
 		notices, err := poll(ctx)
 		for _, n := range notices {
@@ -194,10 +184,10 @@ func Poll(ctx context.Context, clk clock.Clock, interval, maxBackoff time.Durati
 			if ctx.Err() != nil {
 				return nil
 			}
-			wait = backoff.Next()
+			wait = retries.Next()
 			log.Error(err, "Reading "+reading+"; will retry", "retryIn", wait)
 		} else {
-			backoff.Reset()
+			retries.Reset()
 		}
 		if !Sleep(ctx, clk, wait) {
 			return nil

@@ -7,8 +7,10 @@ import (
 	"spotter.dev/spotter/internal/agent/notice"
 )
 
-func TestBackoff(t *testing.T) {
-	b := Backoff{Initial: time.Second, Max: 5 * time.Second}
+// The sources' waits after errors are exact (no jitter): tests step a fake
+// clock through them.
+func TestNewBackoff(t *testing.T) {
+	b := NewBackoff(time.Second, 5*time.Second)
 	var got []time.Duration
 	for range 5 {
 		got = append(got, b.Next())
