@@ -1,6 +1,7 @@
 package azure
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,6 +35,22 @@ type Document struct {
 	// Events are the events scheduled for the VMs of the availability set or
 	// scale-set placement group, this one or others (see Resources).
 	Events []Event
+	// Problems are the malformed events: left out of Events, or kept without
+	// a malformed field. The other events are read as if they were not there.
+	Problems []EventProblem
+}
+
+// EventProblem is one malformed event of a document.
+type EventProblem struct {
+	// Index is the event's position in the document's Events.
+	Index int
+	// EventID is the event's EventId, when it could be read.
+	EventID string
+	// Skipped says that the event was left out of Document.Events; otherwise
+	// it was kept without the fields Err names (see ParseDocument).
+	Skipped bool
+	// Err says what is wrong.
+	Err error
 }
 
 // Event is one scheduled event.
@@ -49,7 +66,7 @@ type Event struct {
 	// EventStatus is Scheduled, or Started once approved or past NotBefore.
 	EventStatus string
 	// NotBefore is when the event may start at the earliest; zero when the
-	// event has started.
+	// event has started (or when it did not parse, see ParseDocument).
 	NotBefore time.Time
 	// Description says what will happen, for people.
 	Description string
@@ -67,22 +84,18 @@ type Event struct {
 //	 "NotBefore": "Mon, 19 Sep 2016 18:29:47 GMT", "Description": "",
 //	 "EventSource": "Platform", "DurationInSeconds": -1}]}
 //
-// DocumentIncarnation is required; every event needs an EventId and an
-// EventType, and a NotBefore that is not empty must parse.
+// The document must be JSON with a DocumentIncarnation and, when present, an
+// array of Events; otherwise it is an error. Each event is then read on its
+// own, so that one malformed event, maybe another VM's, does not hide the
+// others: an event that is not an object, lacks an EventId or an EventType, or
+// whose Resources is not a list of names is left out (it cannot be told apart
+// or matched to a VM); a malformed NotBefore, DurationInSeconds or text field
+// is dropped (NotBefore zero, DurationInSeconds -1) and the event kept. Both
+// are reported in Document.Problems.
 func ParseDocument(b []byte) (Document, error) {
 	var raw struct {
-		DocumentIncarnation *int64 `json:"DocumentIncarnation"`
-		Events              []struct {
-			EventID           string   `json:"EventId"`
-			EventType         string   `json:"EventType"`
-			ResourceType      string   `json:"ResourceType"`
-			Resources         []string `json:"Resources"`
-			EventStatus       string   `json:"EventStatus"`
-			NotBefore         string   `json:"NotBefore"`
-			Description       string   `json:"Description"`
-			EventSource       string   `json:"EventSource"`
-			DurationInSeconds *int     `json:"DurationInSeconds"`
-		} `json:"Events"`
+		DocumentIncarnation *int64            `json:"DocumentIncarnation"`
+		Events              []json.RawMessage `json:"Events"`
 	}
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return Document{}, fmt.Errorf("scheduled events document: %w", err)
@@ -92,26 +105,91 @@ func ParseDocument(b []byte) (Document, error) {
 	}
 	doc := Document{Incarnation: *raw.DocumentIncarnation, Events: make([]Event, 0, len(raw.Events))}
 	for i, r := range raw.Events {
-		if strings.TrimSpace(r.EventID) == "" || strings.TrimSpace(r.EventType) == "" {
-			return Document{}, fmt.Errorf("scheduled events document: Events[%d]: want EventId and EventType", i)
+		e, skipped, err := parseEvent(r)
+		if err != nil {
+			doc.Problems = append(doc.Problems, EventProblem{Index: i, EventID: e.EventID, Skipped: skipped,
+				Err: fmt.Errorf("scheduled events document: Events[%d]: %w", i, err)})
 		}
-		e := Event{
-			EventID: r.EventID, EventType: r.EventType, ResourceType: r.ResourceType, Resources: r.Resources,
-			EventStatus: r.EventStatus, Description: r.Description, EventSource: r.EventSource, DurationInSeconds: -1,
+		if !skipped {
+			doc.Events = append(doc.Events, e)
 		}
-		if r.DurationInSeconds != nil {
-			e.DurationInSeconds = *r.DurationInSeconds
-		}
-		if r.NotBefore != "" {
-			t, err := time.Parse(TimeLayout, r.NotBefore)
-			if err != nil {
-				return Document{}, fmt.Errorf("scheduled events document: Events[%d] (%s): NotBefore: %w", i, r.EventID, err)
-			}
-			e.NotBefore = t
-		}
-		doc.Events = append(doc.Events, e)
 	}
 	return doc, nil
+}
+
+// parseEvent reads one event. skipped says it must be left out; err, when
+// not nil, says what is wrong (with skipped false: the fields dropped). The
+// EventID of a skipped event is set when it could be read.
+func parseEvent(b json.RawMessage) (e Event, skipped bool, err error) {
+	var raw struct {
+		EventID           json.RawMessage `json:"EventId"`
+		EventType         json.RawMessage `json:"EventType"`
+		ResourceType      json.RawMessage `json:"ResourceType"`
+		Resources         json.RawMessage `json:"Resources"`
+		EventStatus       json.RawMessage `json:"EventStatus"`
+		NotBefore         json.RawMessage `json:"NotBefore"`
+		Description       json.RawMessage `json:"Description"`
+		EventSource       json.RawMessage `json:"EventSource"`
+		DurationInSeconds json.RawMessage `json:"DurationInSeconds"`
+	}
+	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return Event{}, true, fmt.Errorf("not an object: %s", excerpt(b))
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return Event{}, true, err
+	}
+	e.DurationInSeconds = -1
+	var errs []error
+	field := func(name string, r json.RawMessage, v any) bool {
+		if len(r) == 0 {
+			return true
+		}
+		if err := json.Unmarshal(r, v); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			return false
+		}
+		return true
+	}
+	if field("EventId", raw.EventID, &e.EventID) && strings.TrimSpace(e.EventID) == "" {
+		errs = append(errs, errors.New("want an EventId"))
+	}
+	if field("EventType", raw.EventType, &e.EventType) && strings.TrimSpace(e.EventType) == "" {
+		errs = append(errs, errors.New("want an EventType"))
+	}
+	field("Resources", raw.Resources, &e.Resources)
+	if len(errs) > 0 {
+		if strings.TrimSpace(e.EventID) == "" {
+			e.EventID = ""
+		}
+		return Event{EventID: e.EventID}, true, errors.Join(errs...)
+	}
+	field("ResourceType", raw.ResourceType, &e.ResourceType)
+	field("EventStatus", raw.EventStatus, &e.EventStatus)
+	field("Description", raw.Description, &e.Description)
+	field("EventSource", raw.EventSource, &e.EventSource)
+	var d *int
+	if field("DurationInSeconds", raw.DurationInSeconds, &d) && d != nil {
+		e.DurationInSeconds = *d
+	}
+	var notBefore string
+	if field("NotBefore", raw.NotBefore, &notBefore) && notBefore != "" {
+		t, err := time.Parse(TimeLayout, notBefore)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("NotBefore: %w", err))
+		} else {
+			e.NotBefore = t
+		}
+	}
+	return e, false, errors.Join(errs...)
+}
+
+// excerpt returns the start of b, for an error message.
+func excerpt(b []byte) string {
+	const n = 64
+	if len(b) > n {
+		return string(b[:n]) + "..."
+	}
+	return string(b)
 }
 
 // Affects reports whether the event names the VM vmName among its Resources

@@ -29,6 +29,9 @@ func TestParseDocument(t *testing.T) {
 		in      string
 		want    Document
 		wantErr bool
+		// problems are the indexes of the events reported in
+		// Document.Problems, and whether each was skipped.
+		problems map[int]bool
 	}{
 		{name: "documented example", in: documented, want: Document{Incarnation: 1, Events: []Event{{
 			EventID: "f020ba2e-3bc0-4c40-a10b-86575a9eabd5", EventType: "Freeze", ResourceType: "VirtualMachine",
@@ -39,9 +42,22 @@ func TestParseDocument(t *testing.T) {
 		{name: "started, NotBefore empty", in: `{"DocumentIncarnation":7,"Events":[{"EventId":"a","EventType":"Preempt","Resources":["vm"],"EventStatus":"Started","NotBefore":""}]}`,
 			want: Document{Incarnation: 7, Events: []Event{{EventID: "a", EventType: "Preempt", Resources: []string{"vm"}, EventStatus: "Started", DurationInSeconds: -1}}}},
 		{name: "no incarnation", in: `{"Events":[]}`, wantErr: true},
-		{name: "no EventId", in: `{"DocumentIncarnation":1,"Events":[{"EventType":"Reboot"}]}`, wantErr: true},
-		{name: "no EventType", in: `{"DocumentIncarnation":1,"Events":[{"EventId":"a"}]}`, wantErr: true},
-		{name: "NotBefore not RFC 1123", in: `{"DocumentIncarnation":1,"Events":[{"EventId":"a","EventType":"Reboot","NotBefore":"2022-04-11T22:26:58Z"}]}`, wantErr: true},
+		{name: "no EventId: skipped", in: `{"DocumentIncarnation":1,"Events":[{"EventType":"Reboot"}]}`,
+			want: Document{Incarnation: 1, Events: []Event{}}, problems: map[int]bool{0: true}},
+		{name: "no EventType: skipped", in: `{"DocumentIncarnation":1,"Events":[{"EventId":"a"}]}`,
+			want: Document{Incarnation: 1, Events: []Event{}}, problems: map[int]bool{0: true}},
+		{name: "NotBefore not RFC 1123: kept without it", in: `{"DocumentIncarnation":1,"Events":[{"EventId":"a","EventType":"Reboot","NotBefore":"2022-04-11T22:26:58Z"}]}`,
+			want: Document{Incarnation: 1, Events: []Event{{EventID: "a", EventType: "Reboot", DurationInSeconds: -1}}}, problems: map[int]bool{0: false}},
+		{name: "mixed good and bad events", in: `{"DocumentIncarnation":2,"Events":[null, 1, "x", [], {"EventId":7,"EventType":"Reboot"},
+			{"EventId":"r","EventType":"Reboot","Resources":"vm"}, {"EventId":"s","EventType":"Reboot","Resources":[1]},
+			{"EventId":"d","EventType":"Freeze","Resources":["vm"],"DurationInSeconds":"5","EventStatus":3,"Description":{}},
+			{"EventId":"ok","EventType":"Preempt","Resources":["vm"],"NotBefore":"Mon, 11 Apr 2022 22:26:58 GMT"}]}`,
+			want: Document{Incarnation: 2, Events: []Event{
+				{EventID: "d", EventType: "Freeze", Resources: []string{"vm"}, DurationInSeconds: -1},
+				{EventID: "ok", EventType: "Preempt", Resources: []string{"vm"}, NotBefore: time.Date(2022, 4, 11, 22, 26, 58, 0, time.UTC), DurationInSeconds: -1},
+			}},
+			problems: map[int]bool{0: true, 1: true, 2: true, 3: true, 4: true, 5: true, 6: true, 7: false}},
+		{name: "Events not a list", in: `{"DocumentIncarnation":1,"Events":{"EventId":"a"}}`, wantErr: true},
 		{name: "error document", in: `{"error":"Bad request. Required metadata header not specified"}`, wantErr: true},
 		{name: "not JSON", in: `<html>`, wantErr: true},
 	}
@@ -56,6 +72,14 @@ func TestParseDocument(t *testing.T) {
 			}
 			if got.Incarnation != tt.want.Incarnation || len(got.Events) != len(tt.want.Events) {
 				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+			if len(got.Problems) != len(tt.problems) {
+				t.Errorf("problems %+v, want events %v", got.Problems, tt.problems)
+			}
+			for _, p := range got.Problems {
+				if skipped, ok := tt.problems[p.Index]; !ok || skipped != p.Skipped || p.Err == nil {
+					t.Errorf("problem %+v, want events %v (true: skipped)", p, tt.problems)
+				}
 			}
 			for i := range got.Events {
 				g, w := got.Events[i], tt.want.Events[i]

@@ -217,7 +217,14 @@ func (w *watcher) poll(ctx context.Context) ([]notice.Notice, error) {
 	if err != nil {
 		return nil, err
 	}
-	doc, err := ParseDocument(resp.Body)
+	return w.process(ctx, resp.Body)
+}
+
+// process handles one Scheduled Events document and returns the notices to
+// send. A document that cannot be read at all is an error; its malformed
+// events are logged and skipped, and the others handled (see ParseDocument).
+func (w *watcher) process(ctx context.Context, body []byte) ([]notice.Notice, error) {
+	doc, err := ParseDocument(body)
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: %w", ScheduledEventsPath, err)
 	}
@@ -225,11 +232,31 @@ func (w *watcher) poll(ctx context.Context) ([]notice.Notice, error) {
 		return nil, nil
 	}
 	w.incarnation = doc.Incarnation
+	log := klog.FromContext(ctx)
 	var send []notice.Notice
 	present := map[string]bool{}
+	for _, p := range doc.Problems {
+		if !p.Skipped {
+			continue // logged below if the event is this VM's
+		}
+		kv := []any{"incarnation", doc.Incarnation, "index", p.Index}
+		if p.EventID != "" {
+			kv = append(kv, "eventID", p.EventID)
+			// It may be this VM's event, seen before: it has not ended for
+			// being unreadable now.
+			present[p.EventID] = true
+		}
+		log.Error(p.Err, "Skipping a malformed scheduled event", kv...)
+	}
 	for _, e := range doc.Events {
 		if !e.Affects(w.vmName) {
 			continue
+		}
+		for _, p := range doc.Problems {
+			if !p.Skipped && p.EventID == e.EventID {
+				log.Error(p.Err, "Scheduled event of this VM has malformed fields; they are ignored",
+					"incarnation", doc.Incarnation, "index", p.Index, "eventID", e.EventID)
+			}
 		}
 		present[e.EventID] = true
 		if n := w.notice(e); w.tracker.Changed(n) {

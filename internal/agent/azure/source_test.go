@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -220,5 +221,88 @@ func TestNewValidates(t *testing.T) {
 	}
 	if src.Cloud() != notice.CloudAzure || src.vmName != "aks-spot-vmss_3" {
 		t.Errorf("source: %+v", src)
+	}
+}
+
+// One malformed event, for this VM or another, must not hide the others: it
+// is logged and skipped, and this VM's Preempt is handled.
+func TestMalformedEventsAreSkipped(t *testing.T) {
+	docs := &docServer{}
+	srv := httptest.NewServer(docs)
+	defer srv.Close()
+	clk := testingclock.NewFakeClock(start)
+	src, err := New(Config{Endpoint: srv.URL, Clock: clk, ProviderID: providerID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs.set(`{"DocumentIncarnation":3,"Events":[
+		{"EventId":"bad-date","EventType":"Freeze","Resources":["aks-spot-vmss_4"],"EventStatus":"Scheduled","NotBefore":"tomorrow"},
+		{"EventType":"Reboot","Resources":["aks-spot-vmss_4"]},
+		{"EventId":"bad-resources","EventType":"Reboot","Resources":"aks-spot-vmss_4"},
+		{"EventId":"bad-duration","EventType":"Redeploy","Resources":["aks-spot-vmss_5"],"DurationInSeconds":"long"},
+		null, 7, "event",
+		{"EventId":"mine","EventType":"Preempt","ResourceType":"VirtualMachine","Resources":["aks-spot-vmss_3"],
+		 "EventStatus":"Scheduled","NotBefore":"Wed, 02 Jan 2030 03:04:35 GMT","EventSource":"Platform","DurationInSeconds":-1}]}`)
+	ctx, logs := watchtest.LogContext(t)
+	out := watchtest.StartContext(t, ctx, src)
+	got := watchtest.Next(t, out)
+	if got.ID != "mine" || got.Kind != notice.Termination || !got.Deadline.Equal(start.Add(30*time.Second)) {
+		t.Errorf("notice = %+v, want this VM's Preempt due at its NotBefore", got)
+	}
+	watchtest.Step(t, clk, time.Second)
+	watchtest.None(t, out)
+	log := logs()
+	for _, want := range []string{"Skipping a malformed scheduled event", `index=1`, `eventID="bad-resources"`, `index=4`} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the log does not say %q:\n%s", want, log)
+		}
+	}
+}
+
+// A malformed NotBefore does not lose this VM's event: it is taken as due
+// after the documented minimum notice, and the problem is logged.
+func TestMalformedNotBeforeOfThisVM(t *testing.T) {
+	docs := &docServer{}
+	srv := httptest.NewServer(docs)
+	defer srv.Close()
+	clk := testingclock.NewFakeClock(start)
+	src, err := New(Config{Endpoint: srv.URL, Clock: clk, ProviderID: providerID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs.set(`{"DocumentIncarnation":3,"Events":[{"EventId":"mine","EventType":"Preempt","Resources":["aks-spot-vmss_3"],"EventStatus":"Scheduled","NotBefore":"2030-01-02T03:04:35Z"}]}`)
+	ctx, logs := watchtest.LogContext(t)
+	out := watchtest.StartContext(t, ctx, src)
+	if got := watchtest.Next(t, out); got.ID != "mine" || got.Kind != notice.Termination || !got.Deadline.Equal(start.Add(MinimumNotice[EventPreempt])) {
+		t.Errorf("notice = %+v, want a termination due 30s after it was seen", got)
+	}
+	if log := logs(); !strings.Contains(log, "NotBefore") || !strings.Contains(log, `eventID="mine"`) {
+		t.Errorf("the log does not name the bad NotBefore:\n%s", log)
+	}
+}
+
+// An event of this VM that was valid and is malformed in a later document has
+// not ended: its drain must not stop.
+func TestEventTurnedMalformedHasNotEnded(t *testing.T) {
+	docs := &docServer{}
+	srv := httptest.NewServer(docs)
+	defer srv.Close()
+	clk := testingclock.NewFakeClock(start)
+	src, err := New(Config{Endpoint: srv.URL, Clock: clk, ProviderID: providerID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs.set(`{"DocumentIncarnation":3,"Events":[{"EventId":"mine","EventType":"Preempt","Resources":["aks-spot-vmss_3"],"NotBefore":"Wed, 02 Jan 2030 03:04:35 GMT"}]}`)
+	out := watchtest.Start(t, src)
+	if got := watchtest.Next(t, out); got.ID != "mine" || got.Ended {
+		t.Fatalf("notice = %+v", got)
+	}
+	docs.set(`{"DocumentIncarnation":4,"Events":[{"EventId":"mine","EventType":"Preempt","Resources":{"vm":"aks-spot-vmss_3"}}]}`)
+	watchtest.Step(t, clk, time.Second)
+	watchtest.None(t, out)
+	docs.set(`{"DocumentIncarnation":5,"Events":[]}`)
+	watchtest.Step(t, clk, time.Second)
+	if got := watchtest.Next(t, out); got.ID != "mine" || !got.Ended {
+		t.Errorf("notice = %+v, want Ended once the event is gone", got)
 	}
 }

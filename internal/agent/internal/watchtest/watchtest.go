@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
 
@@ -24,6 +25,12 @@ const Timeout = 20 * time.Second
 func Start(t testing.TB, src notice.Source) <-chan notice.Notice {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
+	return StartContext(t, ctx, src)
+}
+
+// StartContext is Start with the context (and so the logger) ctx.
+func StartContext(t testing.TB, ctx context.Context, src notice.Source) <-chan notice.Notice {
+	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
 	out := make(chan notice.Notice, 64)
 	done := make(chan error, 1)
@@ -40,6 +47,18 @@ func Start(t testing.TB, src notice.Source) <-chan notice.Notice {
 		}
 	})
 	return out
+}
+
+// LogContext returns a context whose logger writes to the test log and keeps
+// a copy, and a function that returns what was logged so far.
+func LogContext(t testing.TB) (context.Context, func() string) {
+	t.Helper()
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
+	underlier, ok := logger.GetSink().(ktesting.Underlier)
+	if !ok {
+		t.Fatal("the ktesting logger keeps no buffer")
+	}
+	return klog.NewContext(context.Background(), logger), func() string { return underlier.GetBuffer().String() }
 }
 
 // WaitIdle waits until something waits on clk (the source sleeps between two
