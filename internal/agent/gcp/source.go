@@ -56,8 +56,11 @@ const (
 // DefaultLongPollTimeout is the timeout_sec of each long-poll by default.
 const DefaultLongPollTimeout = 60 * time.Second
 
-// ErrNotMetadataServer is returned (wrapped) by Watch when the endpoint
-// answers without Metadata-Flavor: Google: it is not the GCP metadata server.
+// ErrNotMetadataServer is wrapped in the error of a read whose answer lacks
+// Metadata-Flavor: Google: it does not come from the GCP metadata server (a
+// proxy, a captive portal, a server restarting). Watch logs it and tries again
+// with backoff, as after any failed read: exiting would make a DaemonSet
+// restart the agent over and over, through the notice it is there for.
 var ErrNotMetadataServer = errors.New("the answer lacks the header Metadata-Flavor: Google: not the GCP metadata server")
 
 // Config configures a Source.
@@ -65,8 +68,9 @@ type Config struct {
 	// Endpoint is the base URL of the metadata server; empty means
 	// http://169.254.169.254 (metadata.google.internal).
 	Endpoint string
-	// PollInterval is the first wait after an error; it doubles up to
-	// MaxBackoff. Default 1s.
+	// PollInterval is the least time between the starts of two long polls of
+	// one key (and between reads when the server sends no ETag), and the
+	// first wait after an error, which doubles up to MaxBackoff. Default 1s.
 	PollInterval time.Duration
 	// RequestTimeout bounds a request that does not wait for a change; a
 	// long-poll may take LongPollTimeout longer. Default 2s.
@@ -111,9 +115,13 @@ func (s *Source) Cloud() string { return notice.CloudGCP }
 // Watch long-polls instance/preempted and instance/maintenance-event
 // concurrently until ctx ends; see notice.Source. Each key is read once, then
 // waited on with wait_for_change=true and the last ETag, so a change is seen
-// as soon as the server has it. Errors are logged and the key is read again
-// after an exponential backoff; an endpoint that answers without
-// Metadata-Flavor: Google ends Watch with ErrNotMetadataServer.
+// as soon as the server has it. A key's long polls start at least
+// PollInterval apart: a server that answers them at once (with an unchanged
+// ETag, say) is asked at most once per PollInterval, and a change that comes
+// in the pause is still seen, at once, by the next long poll, since the ETag
+// it names is stale by then. Errors, answers without Metadata-Flavor: Google
+// among them (ErrNotMetadataServer), are logged and the key is read again
+// after an exponential backoff. Watch returns nil when ctx ends.
 //
 // Notices: preempted TRUE is a termination with a deadline PreemptionNotice
 // after it was seen; a maintenance-event other than NONE is maintenance with
@@ -151,36 +159,35 @@ type key struct {
 func (s *Source) watchKey(ctx context.Context, k key, out chan<- notice.Notice) error {
 	log := klog.FromContext(ctx).WithValues("cloud", notice.CloudGCP, "key", k.path)
 	var (
-		tracker watch.Tracker
-		etag    string
-		backoff = watch.NewBackoff(s.cfg.PollInterval, s.cfg.MaxBackoff)
+		tracker  watch.Tracker
+		etag     string
+		lastLong time.Time // when the last long poll started; zero before the first
+		retries  = watch.NewBackoff(s.cfg.PollInterval, s.cfg.MaxBackoff)
 	)
 	for {
-		value, newETag, err := s.read(ctx, k.path, etag)
+		if etag != "" {
+			// Pace the long polls: a server that answers them at once must
+			// not make this loop spin.
+			if wait := s.cfg.PollInterval - s.cfg.Clock.Since(lastLong); !lastLong.IsZero() && wait > 0 {
+				if !watch.Sleep(ctx, s.cfg.Clock, wait) {
+					return nil
+				}
+			}
+			lastLong = s.cfg.Clock.Now()
+		}
+		n, ok, newETag, err := s.poll(ctx, k, &tracker, etag)
 		if ctx.Err() != nil {
 			return nil
 		}
-		if errors.Is(err, ErrNotMetadataServer) {
-			return fmt.Errorf("gcp metadata source: %w", err)
-		}
-		var n notice.Notice
-		var ok bool
-		if err == nil {
-			last, seen := tracker.Last(k.id)
-			n, ok, err = k.notice(value, last, seen && !last.Ended)
-			if err != nil {
-				err = fmt.Errorf("GET %s: %w", k.path, err)
-			}
-		}
 		if err != nil {
-			wait := backoff.Next()
+			wait := retries.Next()
 			log.Error(err, "Reading the GCP metadata server; will retry", "retryIn", wait)
 			if !watch.Sleep(ctx, s.cfg.Clock, wait) {
 				return nil
 			}
 			continue
 		}
-		backoff.Reset()
+		retries.Reset()
 		if ok && tracker.Changed(n) && !watch.Send(ctx, out, n) {
 			return nil
 		}
@@ -192,6 +199,28 @@ func (s *Source) watchKey(ctx context.Context, k key, out chan<- notice.Notice) 
 		}
 		etag = newETag
 	}
+}
+
+// poll reads key k once (a long poll when etag is not empty) and returns the
+// notice its value means, if any (ok), and the value's ETag.
+func (s *Source) poll(ctx context.Context, k key, tracker *watch.Tracker, etag string) (n notice.Notice, ok bool, newETag string, err error) {
+	value, newETag, err := s.read(ctx, k.path, etag)
+	if err != nil {
+		return notice.Notice{}, false, "", err
+	}
+	n, ok, err = s.handle(k, tracker, value)
+	return n, ok, newETag, err
+}
+
+// handle turns a value of key k into the notice it means, if any (ok), given
+// what tracker recorded of the key before. It does not record the notice.
+func (s *Source) handle(k key, tracker *watch.Tracker, value []byte) (notice.Notice, bool, error) {
+	last, seen := tracker.Last(k.id)
+	n, ok, err := k.notice(value, last, seen && !last.Ended)
+	if err != nil {
+		return notice.Notice{}, false, fmt.Errorf("GET %s: %w", k.path, err)
+	}
+	return n, ok, nil
 }
 
 // read GETs path: at once when etag is empty, else waiting for a value whose

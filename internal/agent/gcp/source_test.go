@@ -2,10 +2,10 @@ package gcp
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -56,6 +56,18 @@ func (e *env) idle(t *testing.T) {
 	})
 }
 
+// next returns the next notice, then lets the source's clock run on by a
+// PollInterval once the key that answered waits on it: a key's long polls
+// start at least PollInterval apart, and the fake clock stands still during
+// the emulator's long polls.
+func (e *env) next(t *testing.T, out <-chan notice.Notice) notice.Notice {
+	t.Helper()
+	n := watchtest.Next(t, out)
+	watchtest.WaitIdle(t, e.clk)
+	e.clk.Step(time.Second)
+	return n
+}
+
 func TestPreempted(t *testing.T) {
 	e := setup(t, nil)
 	out := watchtest.Start(t, e.src)
@@ -63,7 +75,7 @@ func TestPreempted(t *testing.T) {
 	watchtest.None(t, out)
 
 	e.md.SetPreempted(true)
-	got := watchtest.Next(t, out)
+	got := e.next(t, out)
 	want := notice.Notice{Cloud: "gcp", Kind: notice.Termination, ID: PreemptedID, Action: "preempted",
 		Deadline: start.Add(30 * time.Second), Detail: "GCE preempted the instance; it stops by 2030-01-02T03:04:35Z"}
 	if got != want {
@@ -87,7 +99,7 @@ func TestMaintenanceEvent(t *testing.T) {
 	e.idle(t)
 
 	e.md.SetMaintenanceEvent(MaintenanceMigrate)
-	got := watchtest.Next(t, out)
+	got := e.next(t, out)
 	want := notice.Notice{Cloud: "gcp", Kind: notice.Maintenance, ID: MaintenanceEventID, Action: MaintenanceMigrate,
 		Deadline: start.Add(time.Minute), Detail: "GCE host maintenance MIGRATE_ON_HOST_MAINTENANCE starts by 2030-01-02T03:05:05Z"}
 	if got != want {
@@ -96,12 +108,12 @@ func TestMaintenanceEvent(t *testing.T) {
 
 	e.clk.Step(5 * time.Second)
 	e.md.SetMaintenanceEvent(MaintenanceTerminate)
-	if got := watchtest.Next(t, out); got.Action != MaintenanceTerminate || !got.Deadline.Equal(want.Deadline) || got.Ended {
+	if got := e.next(t, out); got.Action != MaintenanceTerminate || !got.Deadline.Equal(want.Deadline) || got.Ended {
 		t.Errorf("changed to terminate: %+v", got)
 	}
 
 	e.md.SetMaintenanceEvent(MaintenanceNone)
-	if got := watchtest.Next(t, out); !got.Ended || got.Action != MaintenanceTerminate || got.ID != MaintenanceEventID {
+	if got := e.next(t, out); !got.Ended || got.Action != MaintenanceTerminate || got.ID != MaintenanceEventID {
 		t.Errorf("back to NONE: %+v, want Ended", got)
 	}
 	e.idle(t)
@@ -143,23 +155,146 @@ func TestReconnectsWithBackoff(t *testing.T) {
 	}
 }
 
-func TestNotTheMetadataServer(t *testing.T) {
-	// Answers like GCP, but without Metadata-Flavor: Google.
+// watchUntil runs Watch and waits for a notice, stepping the source's clock
+// by step whenever the source waits on it. It fails the test at once if Watch
+// returns: a DaemonSet would restart the agent through the notice.
+func watchUntil(t *testing.T, src *Source, clk *testingclock.FakeClock, step time.Duration) notice.Notice {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	out := make(chan notice.Notice, 16)
+	done := make(chan error, 1)
+	go func() { done <- src.Watch(ctx, out) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Watch returned %v after the context ended, want nil", err)
+		}
+	}()
+	deadline := time.Now().Add(watchtest.Timeout)
+	for time.Now().Before(deadline) {
+		select {
+		case n := <-out:
+			return n
+		case err := <-done:
+			done <- err
+			t.Fatalf("Watch returned %v before the notice", err)
+		default:
+		}
+		if clk.HasWaiters() {
+			clk.Step(step)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("no notice within %v", watchtest.Timeout)
+	return notice.Notice{}
+}
+
+// An answer without Metadata-Flavor: Google (a proxy, a captive portal, a
+// restarting server) is a failed poll, retried with backoff: the agent must
+// not exit, and sees the notice once the server answers properly.
+func TestAnswerWithoutFlavorIsAFailedPoll(t *testing.T) {
+	var bad atomic.Int32
+	bad.Store(2)
+	e := setup(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == PreemptedPath && bad.Add(-1) >= 0 {
+				w.Header().Set("ETag", "abc")
+				_, _ = io.WriteString(w, "FALSE")
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	e.md.SetPreempted(true)
+	if got := watchUntil(t, e.src, e.clk, time.Second); got.ID != PreemptedID || got.Kind != notice.Termination {
+		t.Errorf("notice = %+v, want the preemption", got)
+	}
+}
+
+// A server that never sends the header is retried with backoff, never
+// faster, until the context ends; Watch then returns nil.
+func TestNotTheMetadataServerIsRetriedWithBackoff(t *testing.T) {
+	var requests atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
 		w.Header().Set("ETag", "abc")
 		_, _ = io.WriteString(w, "FALSE")
 	}))
 	defer srv.Close()
-	src, err := New(Config{Endpoint: srv.URL, Clock: testingclock.NewFakeClock(start)})
+	clk := testingclock.NewFakeClock(start)
+	src, err := New(Config{Endpoint: srv.URL, Clock: clk, MaxBackoff: 4 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, logs := watchtest.LogContext(t)
+	out := watchtest.StartContext(t, ctx, src)
+	bothWait := func() {
+		watchtest.Eventually(t, "both keys wait on the clock", func() bool { return clk.Waiters() == 2 })
+	}
+	for _, wait := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second} {
+		bothWait()
+		clk.Step(wait)
+	}
+	bothWait()
+	// Two keys: a first read each, then one read per backoff wait.
+	if n := requests.Load(); n != 2*5 {
+		t.Errorf("%d requests over 11s of backoff (1s, 2s, 4s, 4s), want 10", n)
+	}
+	watchtest.None(t, out)
+	if log := logs(); !strings.Contains(log, "Metadata-Flavor: Google") {
+		t.Errorf("the log does not name the missing header:\n%s", log)
+	}
+}
+
+// A server that answers every wait_for_change at once with an unchanged ETag
+// must not make the agent spin: a key's long polls start at least
+// PollInterval apart. The server answers at once 100 times, then with errors
+// (retried with backoff), so that an unpaced loop shows as a count above the
+// bound rather than a hung test.
+func TestLongPollIsPaced(t *testing.T) {
+	var requests, longPolls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(FlavorHeader, FlavorGoogle)
+		if requests.Add(1) > 100 {
+			http.Error(w, "unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		if r.URL.Query().Get("wait_for_change") == "true" {
+			longPolls.Add(1)
+		}
+		w.Header().Set("ETag", "same")
+		_, _ = io.WriteString(w, "FALSE")
+	}))
+	defer srv.Close()
+	clk := testingclock.NewFakeClock(start)
+	src, err := New(Config{Endpoint: srv.URL, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithTimeout(ctx, watchtest.Timeout)
-	defer cancel()
-	err = src.Watch(ctx, make(chan notice.Notice, 1))
-	if !errors.Is(err, ErrNotMetadataServer) {
-		t.Errorf("Watch = %v, want ErrNotMetadataServer", err)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	k := key{path: PreemptedPath, id: PreemptedID, notice: src.preempted}
+	go func() { done <- src.watchKey(ctx, k, make(chan notice.Notice, 16)) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("watchKey = %v", err)
+		}
+	}()
+	const seconds = 10
+	for range seconds {
+		watchtest.WaitIdle(t, clk)
+		clk.Step(time.Second)
+	}
+	watchtest.WaitIdle(t, clk)
+	// The first read, the first long poll at once, then one a second.
+	if n := requests.Load(); n > 2+seconds {
+		t.Errorf("%d requests in %d seconds, want at most %d (one long poll a second)", n, seconds, 2+seconds)
+	}
+	if n := longPolls.Load(); n < seconds {
+		t.Errorf("%d long polls in %d seconds: the key is no longer watched", n, seconds)
 	}
 }
 
