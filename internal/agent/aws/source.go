@@ -60,6 +60,22 @@ const (
 // done. Two minutes matches the spot notice the rest of the agent is built for.
 const TargetLifecycleGrace = 2 * time.Minute
 
+// The spot instance-action comes two minutes before the action ("Spot
+// Instance interruption notices", EC2 User Guide). A time outside what that
+// allows is not trusted as it stands: a time already past means the action is
+// due now; a time more than MaxInstanceActionLead ahead (a clock gone wrong,
+// a broken proxy) is taken as InstanceActionNotice after the notice was seen,
+// since waiting for it would leave the pods to go down with the instance.
+const (
+	// InstanceActionNotice is the notice EC2 documents for a spot
+	// interruption.
+	InstanceActionNotice = 2 * time.Minute
+	// MaxInstanceActionLead is the furthest ahead an instance-action time is
+	// taken as it stands: five times the documented notice, room for any
+	// clock skew a node keeps with NTP.
+	MaxInstanceActionLead = 10 * time.Minute
+)
+
 // Config configures a Source.
 type Config struct {
 	// Endpoint is the base URL of the metadata service; empty means
@@ -113,7 +129,9 @@ func (s *Source) Cloud() string { return notice.CloudAWS }
 // notice.Source. Every error is transient: it is logged, and the next round
 // comes after an exponential backoff.
 //
-// Deadlines: the instance-action's time; a scheduled event's NotBefore; for
+// Deadlines: the instance-action's time (now when it is past, and
+// InstanceActionNotice after it was seen when it is more than
+// MaxInstanceActionLead ahead; both logged); a scheduled event's NotBefore; for
 // target-lifecycle-state Terminated, TargetLifecycleGrace after it was first
 // seen; none for a rebalance recommendation. An item that disappears after it
 // was sent is sent again with Ended set, as is a scheduled event that becomes
@@ -133,12 +151,17 @@ type watcher struct {
 	// groups maps an item (path) to the IDs of the notices it produced that
 	// have not ended, to tell which notices disappeared.
 	groups map[string]map[string]bool
+	// actionTime is the time of the instance-action last read, and
+	// actionDeadline and actionNote the deadline made of it and why (see
+	// InstanceActionNotice).
+	actionTime, actionDeadline time.Time
+	actionNote                 string
 }
 
 // item reads one path and turns its answer into the notices present now.
 type item struct {
 	path  string
-	parse func(w *watcher, body []byte) ([]notice.Notice, error)
+	parse func(w *watcher, ctx context.Context, body []byte) ([]notice.Notice, error)
 }
 
 var items = []item{
@@ -170,17 +193,23 @@ func (w *watcher) poll(ctx context.Context) ([]notice.Notice, error) {
 	return changed, errors.Join(errs...)
 }
 
-// read GETs one item; a 404 means it is absent.
+// read GETs one item and returns the notices present now.
 func (w *watcher) read(ctx context.Context, it item) ([]notice.Notice, error) {
 	resp, err := w.get(ctx, it.path)
 	if err != nil {
 		return nil, err
 	}
+	return w.answer(ctx, it, resp)
+}
+
+// answer turns the answer to an item's GET into the notices present now; a
+// 404 means the item is absent.
+func (w *watcher) answer(ctx context.Context, it item, resp *watch.Response) ([]notice.Notice, error) {
 	switch resp.Status {
 	case http.StatusNotFound:
 		return nil, nil
 	case http.StatusOK:
-		ns, err := it.parse(w, resp.Body)
+		ns, err := it.parse(w, ctx, resp.Body)
 		if err != nil {
 			return nil, fmt.Errorf("GET %s: %w", it.path, err)
 		}
@@ -222,22 +251,54 @@ func (w *watcher) update(path string, present []notice.Notice) []notice.Notice {
 	return send
 }
 
-func (w *watcher) instanceAction(body []byte) ([]notice.Notice, error) {
+func (w *watcher) instanceAction(ctx context.Context, body []byte) ([]notice.Notice, error) {
 	a, err := ParseInstanceAction(body)
 	if err != nil {
 		return nil, err
+	}
+	detail := fmt.Sprintf("EC2 spot instance-action: %s at %s", a.Action, a.Time.Format(time.RFC3339))
+	deadline, note := w.actionDeadlineOf(ctx, a)
+	if note != "" {
+		detail += "; " + note
 	}
 	return []notice.Notice{{
 		Cloud:    notice.CloudAWS,
 		Kind:     notice.Termination,
 		ID:       InstanceActionID,
 		Action:   a.Action,
-		Deadline: a.Time,
-		Detail:   fmt.Sprintf("EC2 spot instance-action: %s at %s", a.Action, a.Time.Format(time.RFC3339)),
+		Deadline: deadline,
+		Detail:   detail,
 	}}, nil
 }
 
-func (w *watcher) rebalance(body []byte) ([]notice.Notice, error) {
+// actionDeadlineOf returns the deadline of instance-action a: its time, unless
+// that is past (now) or more than MaxInstanceActionLead ahead
+// (InstanceActionNotice from now); note says why, then. The deadline of a time
+// already read is kept, so that it does not move from poll to poll; an odd
+// time is logged when first read.
+func (w *watcher) actionDeadlineOf(ctx context.Context, a InstanceAction) (deadline time.Time, note string) {
+	if last, seen := w.tracker.Last(InstanceActionID); seen && !last.Ended && a.Time.Equal(w.actionTime) {
+		return w.actionDeadline, w.actionNote
+	}
+	now := w.cfg.Clock.Now()
+	switch {
+	case a.Time.Before(now):
+		deadline, note = now, "that time is in the past, so the action is due now"
+	case a.Time.Sub(now) > MaxInstanceActionLead:
+		deadline = now.Add(InstanceActionNotice)
+		note = fmt.Sprintf("that time is too far ahead (more than %v; EC2 gives %v of notice), so the action is due %v after the notice was seen",
+			MaxInstanceActionLead, InstanceActionNotice, InstanceActionNotice)
+	default:
+		deadline = a.Time
+	}
+	if note != "" {
+		klog.FromContext(ctx).Info("Spot instance-action time out of range; "+note, "action", a.Action, "time", a.Time, "deadline", deadline)
+	}
+	w.actionTime, w.actionDeadline, w.actionNote = a.Time, deadline, note
+	return deadline, note
+}
+
+func (w *watcher) rebalance(_ context.Context, body []byte) ([]notice.Notice, error) {
 	r, err := ParseRebalanceRecommendation(body)
 	if err != nil {
 		return nil, err
@@ -251,7 +312,7 @@ func (w *watcher) rebalance(body []byte) ([]notice.Notice, error) {
 	}}, nil
 }
 
-func (w *watcher) scheduledEvents(body []byte) ([]notice.Notice, error) {
+func (w *watcher) scheduledEvents(ctx context.Context, body []byte) ([]notice.Notice, error) {
 	events, err := ParseScheduledEvents(body)
 	if err != nil {
 		return nil, err
@@ -285,7 +346,7 @@ func (w *watcher) scheduledEvents(body []byte) ([]notice.Notice, error) {
 	return ns, nil
 }
 
-func (w *watcher) targetLifecycleState(body []byte) ([]notice.Notice, error) {
+func (w *watcher) targetLifecycleState(_ context.Context, body []byte) ([]notice.Notice, error) {
 	state, err := ParseTargetLifecycleState(body)
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package aws
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -251,5 +252,54 @@ func TestNewValidates(t *testing.T) {
 	if src.Cloud() != notice.CloudAWS || src.endpoint != "http://169.254.169.254" || src.cfg.PollInterval != time.Second ||
 		src.cfg.RequestTimeout != 2*time.Second || src.cfg.TokenTTL != MaxTokenTTL {
 		t.Errorf("defaults: %+v", src.cfg)
+	}
+}
+
+// An instance-action time far from the documented two minutes is logged and
+// made sane: a past time means now, a time more than MaxInstanceActionLead
+// away is taken as InstanceActionNotice after the notice was seen. Either
+// deadline is kept while the document does not change.
+func TestInstanceActionTimeOutOfRange(t *testing.T) {
+	cases := []struct {
+		name    string
+		at      time.Duration // from the first sighting
+		want    time.Duration // deadline, from the first sighting
+		wantLog string
+	}{
+		{name: "documented two minutes", at: 2 * time.Minute, want: 2 * time.Minute},
+		{name: "at the bound", at: MaxInstanceActionLead, want: MaxInstanceActionLead},
+		{name: "an hour ago", at: -time.Hour, want: 0, wantLog: "in the past"},
+		{name: "a second ago", at: -time.Second, want: 0, wantLog: "in the past"},
+		{name: "past the bound", at: MaxInstanceActionLead + time.Second, want: InstanceActionNotice, wantLog: "too far ahead"},
+		{name: "in a year", at: 365 * 24 * time.Hour, want: InstanceActionNotice, wantLog: "too far ahead"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			imds, clk, src := setup(t, Config{}, nil)
+			ctx, logs := watchtest.LogContext(t)
+			out := watchtest.StartContext(t, ctx, src)
+			watchtest.WaitIdle(t, clk)
+			seen := start.Add(time.Second)
+			imds.SetInstanceAction("stop", seen.Add(tc.at))
+			watchtest.Step(t, clk, time.Second)
+			got := watchtest.Next(t, out)
+			if got.ID != InstanceActionID || got.Kind != notice.Termination || !got.Deadline.Equal(seen.Add(tc.want)) {
+				t.Errorf("notice = %+v, want a termination due at %v", got, seen.Add(tc.want))
+			}
+			// Later polls of the same document keep the deadline: nothing is resent.
+			watchtest.Step(t, clk, time.Second)
+			watchtest.Step(t, clk, time.Second)
+			watchtest.None(t, out)
+			log := logs()
+			switch {
+			case tc.wantLog == "" && strings.Contains(log, "instance-action time"):
+				t.Errorf("an ordinary time is logged as odd:\n%s", log)
+			case tc.wantLog != "" && strings.Count(log, tc.wantLog) != 1:
+				t.Errorf("the log does not say %q once:\n%s", tc.wantLog, log)
+			}
+			if tc.wantLog != "" && !strings.Contains(got.Detail, tc.wantLog) {
+				t.Errorf("detail %q does not say %q", got.Detail, tc.wantLog)
+			}
+		})
 	}
 }
