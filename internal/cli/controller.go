@@ -76,10 +76,8 @@ func runController(ctx context.Context, cfg *v1alpha1.SpotterConfiguration, kube
 	if err != nil {
 		return err
 	}
-	if cfg.Manager.MetricsAuthentication == v1alpha1.MetricsAuthNone && !metricsauth.Loopback(cfg.Manager.MetricsBindAddress) {
-		logger.Info("WARNING: metrics are served over plain HTTP without authentication on a non-loopback address; "+
-			"anyone who can reach it can read them (set manager.metricsAuthentication: Kubernetes, or bind to 127.0.0.1)",
-			"address", cfg.Manager.MetricsBindAddress)
+	if cfg.Manager.MetricsAuthentication == v1alpha1.MetricsAuthNone {
+		metricsauth.WarnIfExposed(logger, "manager.metricsAuthentication", cfg.Manager.MetricsBindAddress)
 	}
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Metrics:                       metricsOpts,

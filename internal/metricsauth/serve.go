@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 )
@@ -64,4 +65,14 @@ func Serve(ctx context.Context, opts ServeOptions, handler http.Handler) (net.Ad
 		_ = srv.Shutdown(sctx)
 	}()
 	return l.Addr(), nil
+}
+
+// WarnIfExposed logs a warning when metrics served without authentication
+// (setting names the configuration field) listen beyond the loopback interface.
+func WarnIfExposed(log logr.Logger, setting, addr string) {
+	if addr == "0" || Loopback(addr) {
+		return
+	}
+	log.Info("WARNING: metrics are served over plain HTTP without authentication on a non-loopback address; anyone who can reach it can read them "+
+		"(set "+setting+": Kubernetes, or bind to 127.0.0.1; see docs/metrics.md)", "address", addr)
 }

@@ -19,11 +19,17 @@ import (
 )
 
 // ServiceAccountToken creates the ServiceAccount default/name (if missing) and
-// returns a token of it from the TokenRequest API, valid for an hour. With
-// metricsReader, the account is also bound to a ClusterRole that may get the
-// non-resource URL /metrics, as a Prometheus server's would be.
+// returns a token of it from the TokenRequest API, valid for an hour (the same
+// token on later calls). With metricsReader, the account is also bound to a
+// ClusterRole that may get the non-resource URL /metrics, as a Prometheus
+// server's would be.
 func (e *Env) ServiceAccountToken(name string, metricsReader bool) string {
 	e.t.Helper()
+	e.tokensMu.Lock()
+	defer e.tokensMu.Unlock()
+	if tok, ok := e.tokens[name]; ok {
+		return tok
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}}
@@ -52,6 +58,10 @@ func (e *Env) ServiceAccountToken(name string, metricsReader bool) string {
 	if err != nil {
 		e.t.Fatalf("requesting a token of %s: %v", name, err)
 	}
+	if e.tokens == nil {
+		e.tokens = map[string]string{}
+	}
+	e.tokens[name] = tr.Status.Token
 	return tr.Status.Token
 }
 

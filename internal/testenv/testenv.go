@@ -26,6 +26,9 @@ type Env struct {
 	// Client is an admin clientset.
 	Client kubernetes.Interface
 	t      testing.TB
+
+	tokensMu sync.Mutex
+	tokens   map[string]string // ServiceAccountToken's, by account
 }
 
 var (

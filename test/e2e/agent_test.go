@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -107,7 +106,7 @@ func TestAgent(t *testing.T) {
 		if left := podsOnNode(ctx, t, env, "gcp-1"); len(left) != 0 {
 			t.Errorf("pods left on gcp-1: %v", podNames(left))
 		}
-		body := scrapeAfterDrain(t, metrics)
+		body := scrapeAfterDrain(t, env, metrics)
 		for _, want := range []string{`spotter_agent_notices_total{cloud="gcp",kind="termination"} 1`, "spotter_agent_deadline_misses_total 0"} {
 			if !strings.Contains(body, want) {
 				t.Errorf("metrics lack %q", want)
@@ -171,7 +170,7 @@ func TestAgent(t *testing.T) {
 		emu.SetInstanceAction("terminate", time.Now().Add(2*time.Minute))
 		waitCordoned(t, env, "aws-1", time.Now())
 		waitGone(t, env, victims, 2*time.Minute)
-		body := scrapeAfterDrain(t, metrics)
+		body := scrapeAfterDrain(t, env, metrics)
 		if v := metricValue(body, "spotter_agent_pods_deleted_total"); v != "0" {
 			t.Errorf("%s pods deleted; with 2 minutes and a PDB that lets pods go one by one, all must be evicted", v)
 		}
@@ -371,31 +370,27 @@ func hasTaintEffect(n *corev1.Node, key string, effect corev1.TaintEffect) bool 
 	return false
 }
 
-// scrape returns the body of the agent's /metrics.
-func scrape(t *testing.T, addr string) string {
+// scrape returns the body of the metrics served at addr (the agent's or the
+// controller's: HTTPS, read with a token allowed to get /metrics).
+func scrape(t *testing.T, env *testenv.Env, addr string) string {
 	t.Helper()
+	token := env.ServiceAccountToken("prometheus", true)
 	var body string
-	testenv.Eventually(t, 10*time.Second, "the agent's metrics", func(ctx context.Context) (bool, string, error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return false, "", err
-		}
-		defer func() { _ = resp.Body.Close() }()
-		b, err := io.ReadAll(resp.Body)
-		body = string(b)
-		return err == nil && resp.StatusCode == http.StatusOK, resp.Status, err
+	testenv.Eventually(t, 10*time.Second, "the metrics at "+addr, func(ctx context.Context) (bool, string, error) {
+		code, b, err := testenv.Scrape(ctx, "https://"+addr+"/metrics", token)
+		body = b
+		return err == nil && code == http.StatusOK, fmt.Sprintf("HTTP %d", code), err
 	})
 	return body
 }
 
 // scrapeAfterDrain returns the agent's metrics once its termination drain has
 // returned (the pods may be gone a moment before).
-func scrapeAfterDrain(t *testing.T, addr string) string {
+func scrapeAfterDrain(t *testing.T, env *testenv.Env, addr string) string {
 	t.Helper()
 	var body string
 	testenv.Eventually(t, 30*time.Second, "the agent's drain to return", func(context.Context) (bool, string, error) {
-		body = scrape(t, addr)
+		body = scrape(t, env, addr)
 		return strings.Contains(body, `spotter_agent_drain_duration_seconds_count{kind="termination"} 1`), "", nil
 	})
 	return body

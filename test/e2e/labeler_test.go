@@ -77,7 +77,7 @@ func TestLabelerAsProcess(t *testing.T) {
 
 	waitEventOn(t, env, "cp-spot", "SpotterControlPlaneOnSpot")
 	testenv.Eventually(t, 30*time.Second, "spotter_control_plane_on_spot_nodes 1", func(context.Context) (bool, string, error) {
-		return strings.Contains(scrape(t, metrics), "spotter_control_plane_on_spot_nodes 1"), "", nil
+		return strings.Contains(scrape(t, env, metrics), "spotter_control_plane_on_spot_nodes 1"), "", nil
 	})
 	if n, err := env.Client.CoreV1().Nodes().Get(testenv.Context(t, time.Minute), "cp-spot", metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
@@ -86,9 +86,8 @@ func TestLabelerAsProcess(t *testing.T) {
 	}
 
 	for path, wantBody := range map[string]string{
-		"http://" + health + "/healthz":  "ok",
-		"http://" + health + "/readyz":   "ok",
-		"http://" + metrics + "/metrics": `spotter_nodes{class="spot"} 1`,
+		"http://" + health + "/healthz": "ok",
+		"http://" + health + "/readyz":  "ok",
 	} {
 		testenv.Eventually(t, 30*time.Second, path, func(ctx context.Context) (bool, string, error) {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, path, nil)
@@ -100,6 +99,16 @@ func TestLabelerAsProcess(t *testing.T) {
 			body, _ := io.ReadAll(resp.Body)
 			return resp.StatusCode == http.StatusOK && strings.Contains(string(body), wantBody), resp.Status, nil
 		})
+	}
+
+	// Metrics are HTTPS and read only by an identity allowed to get /metrics,
+	// checked by the apiserver (docs/metrics.md).
+	ctx := testenv.Context(t, time.Minute)
+	testenv.ScrapeContains(t, "https://"+metrics+"/metrics", env.ServiceAccountToken("prometheus", true), `spotter_nodes{class="spot"} 1`, 30*time.Second)
+	for name, token := range map[string]string{"no token": "", "an account without the binding": env.ServiceAccountToken("nosy", false)} {
+		if code, _, err := testenv.Scrape(ctx, "https://"+metrics+"/metrics", token); err != nil || code == http.StatusOK {
+			t.Errorf("metrics read with %s: HTTP %d, %v; want a refusal", name, code, err)
+		}
 	}
 }
 

@@ -223,7 +223,7 @@ func TestMigratorReplacesOnDemandBySpot(t *testing.T) {
 	waitEventReason(t, l.env, migrator.ReasonMigrated)
 	// The Node goes a moment before the migrator, polling for it, counts it.
 	testenv.Eventually(t, 30*time.Second, "spotter_migrator_nodes_migrated_total 3", func(context.Context) (bool, string, error) {
-		v := metricValue(scrape(t, l.metrics), "spotter_migrator_nodes_migrated_total")
+		v := metricValue(scrape(t, l.env, l.metrics), "spotter_migrator_nodes_migrated_total")
 		return v == "3", v, nil
 	})
 }
@@ -238,7 +238,7 @@ func TestMigratorSpotUnavailable(t *testing.T) {
 
 	waitEventReason(t, l.env, migrator.ReasonSpotUnavailable)
 	testenv.Eventually(t, 30*time.Second, "the spot shortage counted", func(ctx context.Context) (bool, string, error) {
-		body := scrape(t, l.metrics)
+		body := scrape(t, l.env, l.metrics)
 		return strings.Contains(body, `spotter_migrator_spot_unavailable_total{node_group="spot"} 1`), "", nil
 	})
 	if after := podsByNode(ctx, t, l.env); after != before {
@@ -261,7 +261,7 @@ func TestMigratorPartialCapacity(t *testing.T) {
 	l.start(t, "controller", "")
 
 	testenv.Eventually(t, 2*time.Minute, "one on-demand node replaced and a spot shortage recorded", func(ctx context.Context) (bool, string, error) {
-		body := scrape(t, l.metrics)
+		body := scrape(t, l.env, l.metrics)
 		od := l.nodesOf(ctx, t, "od")
 		return len(od) == 2 && strings.Contains(body, `spotter_migrator_spot_unavailable_total{node_group="spot"}`),
 			fmt.Sprintf("%d on-demand nodes", len(od)), nil

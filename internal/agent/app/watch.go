@@ -2,9 +2,7 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"time"
 
@@ -24,6 +22,7 @@ import (
 	"spotter.dev/spotter/internal/agent/interrupt"
 	"spotter.dev/spotter/internal/agent/notice"
 	"spotter.dev/spotter/internal/drain"
+	"spotter.dev/spotter/internal/metricsauth"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
 
@@ -50,7 +49,7 @@ func watch(ctx context.Context, cfg *v1alpha1.SpotterConfiguration, client kuber
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	interrupt.MustRegister(reg)
-	if err := serveMetrics(ctx, a.MetricsBindAddress, reg); err != nil {
+	if err := serveMetrics(ctx, a, client, reg); err != nil {
 		return err
 	}
 
@@ -121,23 +120,22 @@ func newSource(cloud string, a v1alpha1.AgentConfig, node *corev1.Node) (notice.
 	return nil, fmt.Errorf("unknown cloud %q: want aws, gcp or azure", cloud)
 }
 
-// serveMetrics serves reg on addr until ctx ends; "0" serves nothing.
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry) error {
-	if addr == "0" {
+// serveMetrics serves reg as a's metrics settings say (docs/metrics.md): by
+// default HTTPS, each request checked with the apiserver through client.
+func serveMetrics(ctx context.Context, a v1alpha1.AgentConfig, client kubernetes.Interface, reg *prometheus.Registry) error {
+	if a.MetricsBindAddress == "0" {
 		return nil
 	}
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("serving metrics on %s: %w (set --metrics-bind-address)", addr, err)
+	opts := metricsauth.ServeOptions{Addr: a.MetricsBindAddress, CertDir: a.MetricsCertDir}
+	if a.MetricsAuthentication == v1alpha1.MetricsAuthKubernetes {
+		opts.Client = client
+	} else {
+		metricsauth.WarnIfExposed(klog.FromContext(ctx), "agent.metricsAuthentication", a.MetricsBindAddress)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			klog.FromContext(ctx).Error(err, "Serving metrics")
-		}
-	}()
-	context.AfterFunc(ctx, func() { _ = srv.Close() })
+	if _, err := metricsauth.Serve(ctx, opts, mux); err != nil {
+		return fmt.Errorf("serving metrics: %w (set --metrics-bind-address)", err)
+	}
 	return nil
 }
