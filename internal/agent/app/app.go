@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"spotter.dev/spotter/internal/agent/internal/watch"
 	"spotter.dev/spotter/internal/version"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
@@ -62,9 +63,22 @@ func ParseFlags(args []string, stderr io.Writer) (*Options, error) {
 }
 
 // Config returns the effective configuration: the file (or the defaults), then
-// the flags that were given, then defaults and validation.
+// the flags that were given, then defaults and validation. A metadata endpoint
+// with credentials is refused, from the flag or the file, before validation
+// could echo it (see checkEndpoint).
 func (o *Options) Config() (*v1alpha1.SpotterConfiguration, error) {
+	if o.set["metadata-endpoint"] {
+		if err := checkEndpoint(o.MetadataEndpoint, "--metadata-endpoint"); err != nil {
+			return nil, err
+		}
+	}
+	var fileErr error
 	override := func(c *v1alpha1.SpotterConfiguration) {
+		if !o.set["metadata-endpoint"] && o.ConfigFile != "" {
+			if fileErr = checkEndpoint(c.Agent.MetadataEndpoint, "agent.metadataEndpoint in "+o.ConfigFile); fileErr != nil {
+				c.Agent.MetadataEndpoint = "" // kept out of validation's messages
+			}
+		}
 		if o.set["cloud"] {
 			c.Agent.Cloud = v1alpha1.Cloud(o.Cloud)
 		}
@@ -79,7 +93,11 @@ func (o *Options) Config() (*v1alpha1.SpotterConfiguration, error) {
 		}
 	}
 	if o.ConfigFile != "" {
-		return v1alpha1.Load(o.ConfigFile, override)
+		c, err := v1alpha1.Load(o.ConfigFile, override)
+		if fileErr != nil {
+			return nil, fileErr
+		}
+		return c, err
 	}
 	c, errs := v1alpha1.Complete(&v1alpha1.SpotterConfiguration{}, override)
 	if len(errs) > 0 {
@@ -139,7 +157,18 @@ func run(ctx context.Context, o *Options, stdout io.Writer) error {
 		fmt.Fprintln(stdout, "check passed")
 		return nil
 	}
-	return watch(ctx, cfg, client, node, dryRun)
+	return runWatch(ctx, cfg, client, node, dryRun)
+}
+
+// checkEndpoint refuses a metadata endpoint that holds credentials
+// (watch.ErrCredentials), naming where it comes from, without showing it.
+// Metadata services take no credentials, and the agent logs its endpoint.
+// Other problems with the URL are left to the configuration's validation.
+func checkEndpoint(endpoint, from string) error {
+	if _, err := watch.Endpoint(endpoint); errors.Is(err, watch.ErrCredentials) {
+		return fmt.Errorf("%s: %w", from, err)
+	}
+	return nil
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

@@ -96,3 +96,45 @@ func TestCheckAgainstAPIServer(t *testing.T) {
 		t.Errorf("missing node: exit %d, %q", code, errOut.String())
 	}
 }
+
+// Credentials in the metadata endpoint are refused before anything reads,
+// logs or echoes it, with an error that names where it came from and never
+// shows them.
+func TestMetadataEndpointCredentialsRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	body := "apiVersion: spotter.dev/v1alpha1\nkind: SpotterConfiguration\nagent:\n  metadataEndpoint: http://admin:s3cret@127.0.0.1:1\n"
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{name: "flag", args: []string{"--metadata-endpoint", "http://admin:s3cret@127.0.0.1:1"}, want: "--metadata-endpoint"},
+		{name: "flag, malformed URL", args: []string{"--metadata-endpoint", "http://admin:s3cret@127.0.0.1:port"}, want: "--metadata-endpoint"},
+		{name: "flag, no scheme", args: []string{"--metadata-endpoint", "admin:s3cret@127.0.0.1"}, want: "--metadata-endpoint"},
+		{name: "flag overriding a file", args: []string{"--config", path, "--metadata-endpoint", "http://admin:s3cret@127.0.0.1:2"}, want: "--metadata-endpoint"},
+		{name: "file", args: []string{"--config", path}, want: "agent.metadataEndpoint in " + path},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			args := append([]string{"--node-name", "n", "--kubeconfig", filepath.Join(t.TempDir(), "none")}, tc.args...)
+			code := Main(context.Background(), args, &out, &errOut)
+			if code != 1 || !strings.Contains(errOut.String(), tc.want) || !strings.Contains(errOut.String(), "credentials") {
+				t.Errorf("exit %d, %q; want 1 and an error naming %s and the credentials", code, errOut.String(), tc.want)
+			}
+			if all := out.String() + errOut.String(); strings.Contains(all, "s3cret") || strings.Contains(all, "admin") {
+				t.Errorf("the credentials are shown: %q", all)
+			}
+		})
+	}
+	// Without credentials, the endpoint passes and the next step fails.
+	var out, errOut bytes.Buffer
+	code := Main(context.Background(), []string{"--node-name", "n", "--kubeconfig", filepath.Join(t.TempDir(), "none"),
+		"--metadata-endpoint", "http://127.0.0.1:1"}, &out, &errOut)
+	if code != 1 || !strings.Contains(errOut.String(), "reading kubeconfig") {
+		t.Errorf("exit %d, %q; want the kubeconfig error", code, errOut.String())
+	}
+}

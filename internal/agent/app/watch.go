@@ -26,9 +26,9 @@ import (
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
 
-// watch runs the agent: the cloud's notice source feeds the interruption
+// runWatch runs the agent: the cloud's notice source feeds the interruption
 // handler until ctx ends.
-func watch(ctx context.Context, cfg *v1alpha1.SpotterConfiguration, client kubernetes.Interface, node *corev1.Node, dryRun bool) error {
+func runWatch(ctx context.Context, cfg *v1alpha1.SpotterConfiguration, client kubernetes.Interface, node *corev1.Node, dryRun bool) error {
 	logger := klog.FromContext(ctx).WithValues("node", node.Name)
 	ctx = klog.NewContext(ctx, logger)
 	a := cfg.Agent

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -99,11 +100,21 @@ func (t *Tracker) Open() []string {
 	return ids
 }
 
+// ErrCredentials is returned (wrapped) for an endpoint that holds user
+// information (user:password@). Metadata services take no credentials, and
+// the agent logs its endpoint; the error never shows the URL.
+var ErrCredentials = errors.New("credentials (user:password@) are not allowed in the metadata endpoint, nor is any '@'; the metadata services take none")
+
 // Endpoint checks a configured base URL and returns it without a trailing
-// slash; empty means notice.DefaultEndpoint.
+// slash; empty means notice.DefaultEndpoint. A URL with an '@' anywhere is
+// refused with ErrCredentials, before it is parsed: however malformed, it may
+// hold a password, and the error must not show it.
 func Endpoint(s string) (string, error) {
 	if s == "" {
 		return notice.DefaultEndpoint, nil
+	}
+	if strings.Contains(s, "@") {
+		return "", ErrCredentials
 	}
 	u, err := url.Parse(s)
 	if err != nil {

@@ -1,6 +1,8 @@
 package watch
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,6 +66,24 @@ func TestEndpoint(t *testing.T) {
 	for _, in := range []string{"169.254.169.254", "ftp://x", "http://x/?q=1", "http://"} {
 		if _, err := Endpoint(in); err == nil {
 			t.Errorf("Endpoint(%q) accepted", in)
+		}
+	}
+}
+
+// An endpoint with user information is refused, and the error does not show
+// it, however malformed the URL.
+func TestEndpointRefusesCredentials(t *testing.T) {
+	for _, in := range []string{
+		"http://admin:s3cret@169.254.169.254", "http://admin@169.254.169.254/", "https://admin:s3cret@proxy/base",
+		"http://admin:s3cret@host:port", "admin:s3cret@169.254.169.254", "http://admin:s3/cret@host",
+	} {
+		_, err := Endpoint(in)
+		if !errors.Is(err, ErrCredentials) {
+			t.Errorf("Endpoint(%q) = %v, want ErrCredentials", in, err)
+			continue
+		}
+		if strings.Contains(err.Error(), "s3") || strings.Contains(err.Error(), "admin") {
+			t.Errorf("Endpoint(%q): the error shows the credentials: %v", in, err)
 		}
 	}
 }
