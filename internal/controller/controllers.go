@@ -36,6 +36,9 @@ import (
 // provider), the rescheduler and the labeler; the migrator and the rescheduler
 // share one disruption budget.
 func Setup(mgr ctrl.Manager, cfg *v1alpha1.SpotterConfiguration) ([]string, error) {
+	// The one clock of every controller, the drains and the kwok provider:
+	// none reads the time any other way.
+	clk := clock.RealClock{}
 	classifier, err := classify.New(cfg.Classification, nil)
 	if err != nil {
 		return nil, err
@@ -50,7 +53,7 @@ func Setup(mgr ctrl.Manager, cfg *v1alpha1.SpotterConfiguration) ([]string, erro
 	}
 	var started []string
 	if *cfg.Migrator.Enabled {
-		provider, synced, err := newProvider(mgr, kube, cfg)
+		provider, synced, err := newProvider(mgr, kube, clk, cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -64,8 +67,8 @@ func Setup(mgr ctrl.Manager, cfg *v1alpha1.SpotterConfiguration) ([]string, erro
 		}
 		dryRun := cfg.DryRun || cfg.Migrator.DryRun
 		recorder := mgr.GetEventRecorder("spotter-migrator")
-		m := migrator.New(mgr.GetCache(), kube, provider, newPlanner(cfg, classifier), newDrainer(kube, recorder, cfg, migrator.Component, dryRun, nil),
-			budget, clock.RealClock{}, recorder, migrator.Options{
+		m := migrator.New(mgr.GetCache(), kube, provider, newPlanner(cfg, classifier), newDrainer(kube, clk, recorder, cfg, migrator.Component, dryRun, nil),
+			budget, clk, recorder, migrator.Options{
 				Schedule:               inZone{schedule, loc},
 				Mode:                   cfg.Migrator.Mode,
 				NodeReadyTimeout:       cfg.Migrator.NodeReadyTimeout.Duration,
@@ -85,8 +88,8 @@ func Setup(mgr ctrl.Manager, cfg *v1alpha1.SpotterConfiguration) ([]string, erro
 	if *cfg.Rescheduler.Enabled {
 		dryRun := cfg.DryRun || cfg.Rescheduler.DryRun
 		recorder := mgr.GetEventRecorder("spotter-rescheduler")
-		drainer := newDrainer(kube, recorder, cfg, rescheduler.Component, dryRun, rescheduler.CountEvictionRetry)
-		r := rescheduler.New(mgr.GetCache(), newPlanner(cfg, classifier), drainer, budget, clock.RealClock{}, recorder, rescheduler.Options{
+		drainer := newDrainer(kube, clk, recorder, cfg, rescheduler.Component, dryRun, rescheduler.CountEvictionRetry)
+		r := rescheduler.New(mgr.GetCache(), newPlanner(cfg, classifier), drainer, budget, clk, recorder, rescheduler.Options{
 			Interval:            cfg.Rescheduler.Interval.Duration,
 			DrainDelay:          cfg.Rescheduler.DrainDelay.Duration,
 			ReplacementTimeout:  cfg.Rescheduler.ReplacementTimeout.Duration,
@@ -125,8 +128,8 @@ func newPlanner(cfg *v1alpha1.SpotterConfiguration, classifier *classify.Classif
 	})
 }
 
-func newDrainer(kube kubernetes.Interface, recorder events.EventRecorder, cfg *v1alpha1.SpotterConfiguration, component string, dryRun bool, onRetry func()) *drain.Drainer {
-	return drain.New(kube, clock.RealClock{}, recorder, drain.Options{
+func newDrainer(kube kubernetes.Interface, clk clock.Clock, recorder events.EventRecorder, cfg *v1alpha1.SpotterConfiguration, component string, dryRun bool, onRetry func()) *drain.Drainer {
+	return drain.New(kube, clk, recorder, drain.Options{
 		Component:              component,
 		Cordon:                 cfg.Drain.Cordon,
 		Timeout:                cfg.Drain.Timeout.Duration,
@@ -142,14 +145,14 @@ func newDrainer(kube kubernetes.Interface, recorder events.EventRecorder, cfg *v
 // newProvider builds the configured cloud provider, with its metrics, and a
 // channel closed once it knows its instances (nil when it needs no start). The
 // kwok provider runs as a Runnable of the manager, on the leader only.
-func newProvider(mgr ctrl.Manager, kube kubernetes.Interface, cfg *v1alpha1.SpotterConfiguration) (cloud.Provider, <-chan struct{}, error) {
+func newProvider(mgr ctrl.Manager, kube kubernetes.Interface, clk clock.Clock, cfg *v1alpha1.SpotterConfiguration) (cloud.Provider, <-chan struct{}, error) {
 	switch cfg.Cloud.Provider {
 	case v1alpha1.ProviderKwok:
 		kc, err := kwok.LoadConfig(cfg.Cloud.KwokConfigFile)
 		if err != nil {
 			return nil, nil, fmt.Errorf("cloud.kwokConfigFile: %w", err)
 		}
-		p, err := kwok.New(kube, clock.RealClock{}, *kc)
+		p, err := kwok.New(kube, clk, *kc)
 		if err != nil {
 			return nil, nil, fmt.Errorf("cloud.kwokConfigFile %s: %w", cfg.Cloud.KwokConfigFile, err)
 		}

@@ -57,7 +57,7 @@ func (d *Drainer) evictByDeadline(ctx context.Context, req Request, pods []*core
 		}
 		tierEnd := d.clock.Now().Add(share)
 		evictUntil := d.clock.Now().Add(share / 2)
-		tierCtx, cancel := context.WithDeadline(ctx, tierEnd)
+		tierCtx, cancel := WithClockDeadline(ctx, d.clock, tierEnd)
 		// Every pod of the tier at once: a pod its PodDisruptionBudget holds
 		// back must not keep the others waiting, or they would miss the deadline.
 		g, err := d.evictConcurrently(tierCtx, req, tier, len(tier), res, func(ctx context.Context, p *corev1.Pod) (bool, error) {
@@ -74,7 +74,7 @@ func (d *Drainer) evictByDeadline(ctx context.Context, req Request, pods []*core
 
 // evictOrDelete evicts p until evictUntil, then deletes it.
 func (d *Drainer) evictOrDelete(ctx context.Context, req Request, p *corev1.Pod, evictUntil, tierEnd time.Time) (bool, error) {
-	ectx, cancel := context.WithDeadline(ctx, evictUntil)
+	ectx, cancel := WithClockDeadline(ctx, d.clock, evictUntil)
 	err := d.evictWithRetry(ectx, req, p, d.grace(p, tierEnd), deadlineRetry, deadlineRetry)
 	cancel()
 	if err == nil {

@@ -14,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sort"
 	"strings"
 	"sync"
@@ -30,6 +29,8 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"spotter.dev/spotter/internal/backoff"
 )
 
 // Options configure a Drainer.
@@ -46,8 +47,10 @@ type Options struct {
 	// MaxConcurrentEvictions bounds evictions in flight on the node. Default 5.
 	// Deadline mode ignores it: all pods of a tier go at once.
 	MaxConcurrentEvictions int
-	// Backoff is the first wait after a refused eviction; it doubles, with
-	// jitter, up to MaxBackoff. Defaults 1s and 30s.
+	// Backoff is the first wait after a refused eviction; it doubles up to
+	// MaxBackoff. Each wait is spread at random over its upper half
+	// (backoff.Backoff with Jitter 0.5), so that drainers do not retry in
+	// step, and never exceeds MaxBackoff. Defaults 1s and 30s.
 	Backoff, MaxBackoff time.Duration
 	// PollInterval is how often the drain checks that evicted pods are gone.
 	// Default 1s.
@@ -154,7 +157,8 @@ func (d *Drainer) Drain(ctx context.Context, req Request) (*Result, error) {
 	if !req.Deadline.IsZero() {
 		deadline = req.Deadline
 	}
-	ctx, cancel := context.WithDeadline(ctx, deadline)
+	// On the injected clock, as every wait of the drain.
+	ctx, cancel := WithClockDeadline(ctx, d.clock, deadline)
 	defer cancel()
 
 	pods, err := d.podsOnNode(ctx, req.Node)
@@ -185,7 +189,7 @@ func (d *Drainer) Drain(ctx context.Context, req Request) (*Result, error) {
 		err = d.waitGone(ctx, append(gone, wait...), res)
 	}
 	if err != nil {
-		if cause := context.Cause(ctx); errors.Is(cause, ErrShutdown) {
+		if cause := context.Cause(ctx); errors.Is(cause, ErrShutdown) && !errors.Is(err, ErrShutdown) {
 			err = fmt.Errorf("%w: %w", cause, err)
 		}
 		return res, d.fail(ctx, req, node, res, err)
@@ -193,7 +197,7 @@ func (d *Drainer) Drain(ctx context.Context, req Request) (*Result, error) {
 
 	if !req.KeepMarks {
 		// A fresh context: the drain's own may be near its deadline.
-		uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		uctx, ucancel := WithClockTimeout(context.WithoutCancel(ctx), d.clock, unmarkTimeout)
 		defer ucancel()
 		if err := d.Unmark(uctx, req.Node, !req.LeaveCordoned); err != nil {
 			return res, fmt.Errorf("drained node %s, but removing its marks: %w", req.Node, err)
@@ -237,7 +241,7 @@ func (d *Drainer) fail(ctx context.Context, req Request, node *corev1.ObjectRefe
 	if !req.Deadline.IsZero() {
 		return err
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	rctx, cancel := WithClockTimeout(context.WithoutCancel(ctx), d.clock, unmarkTimeout)
 	defer cancel()
 	if uerr := d.Unmark(rctx, req.Node, true); uerr != nil {
 		return fmt.Errorf("%w; rolling back also failed: %w", err, uerr)
@@ -309,6 +313,11 @@ func (d *Drainer) evictConcurrently(ctx context.Context, req Request, pods []*co
 		if ctx.Err() != nil {
 			mu.Lock()
 			res.Blocked = append(res.Blocked, Blocked{Pod: key(p), Reason: "not attempted: the drain stopped"})
+			// A drain that ended before it tried every pod failed, also when
+			// no eviction did.
+			if firstErr == nil {
+				firstErr = fmt.Errorf("the drain stopped before evicting %s: %w", key(p), context.Cause(ctx))
+			}
 			mu.Unlock()
 			continue
 		}
@@ -343,14 +352,14 @@ func (d *Drainer) evictConcurrently(ctx context.Context, req Request, pods []*co
 
 // evictWithRetry evicts one pod, retrying refusals (HTTP 429, as a
 // PodDisruptionBudget answers) and server errors with jittered exponential
-// backoff until ctx ends.
-func (d *Drainer) evictWithRetry(ctx context.Context, req Request, p *corev1.Pod, grace *int64, backoff, maxBackoff time.Duration) error {
+// backoff, on the injected clock, until ctx ends.
+func (d *Drainer) evictWithRetry(ctx context.Context, req Request, p *corev1.Pod, grace *int64, initial, maxBackoff time.Duration) error {
 	if req.BeforeEvict != nil {
 		if err := req.BeforeEvict(ctx, p); err != nil {
 			return fmt.Errorf("not evicted: %w", err)
 		}
 	}
-	wait := backoff
+	retry := backoff.Backoff{Initial: initial, Max: maxBackoff, Jitter: 0.5}
 	var refused error // the last refusal, reported if time runs out mid-request
 	for {
 		err := d.client.CoreV1().Pods(p.Namespace).EvictV1(ctx, &policyv1.Eviction{
@@ -365,23 +374,22 @@ func (d *Drainer) evictWithRetry(ctx context.Context, req Request, p *corev1.Pod
 			// Gone already, or replaced by another pod of the same name.
 			return nil
 		case apierrors.IsTooManyRequests(err), apierrors.IsInternalError(err), apierrors.IsServerTimeout(err), apierrors.IsServiceUnavailable(err):
-			klog.FromContext(ctx).V(1).Info("Eviction refused, retrying", "pod", klog.KObj(p), "in", wait, "err", err.Error())
+			klog.FromContext(ctx).V(1).Info("Eviction refused, retrying", "pod", klog.KObj(p), "failures", retry.Failures()+1, "err", err.Error())
 			if d.opts.OnEvictionRetry != nil && apierrors.IsTooManyRequests(err) {
 				d.opts.OnEvictionRetry()
 			}
 			refused = err
 		case ctx.Err() != nil && refused != nil:
 			// Time ran out during a retry: what kept the pod is the refusal.
-			return fmt.Errorf("eviction still refused when time ran out: %w: %w", refused, ctx.Err())
+			return fmt.Errorf("eviction still refused when time ran out: %w: %w", refused, context.Cause(ctx))
 		default:
 			return fmt.Errorf("evicting: %w", err)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("eviction still refused when time ran out: %w: %w", err, ctx.Err())
-		case <-d.clock.After(jitter(wait)):
+			return fmt.Errorf("eviction still refused when time ran out: %w: %w", err, context.Cause(ctx))
+		case <-d.clock.After(retry.Next()):
 		}
-		wait = min(2*wait, maxBackoff)
 	}
 }
 
@@ -437,7 +445,7 @@ func (d *Drainer) waitGone(ctx context.Context, pods []*corev1.Pod, res *Result)
 			for _, k := range keys {
 				res.Blocked = append(res.Blocked, Blocked{Pod: k, Reason: "still terminating when time ran out"})
 			}
-			return fmt.Errorf("waiting for %d pods to terminate: %w", len(pending), ctx.Err())
+			return fmt.Errorf("waiting for %d pods to terminate: %w", len(pending), context.Cause(ctx))
 		case <-d.clock.After(d.opts.PollInterval):
 		}
 	}
@@ -455,9 +463,3 @@ func podRef(p *corev1.Pod) *corev1.ObjectReference {
 }
 
 func key(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
-
-// jitter spreads a wait over [d, 1.5d) so that many drainers do not retry in
-// step.
-func jitter(d time.Duration) time.Duration {
-	return d + time.Duration(rand.Int64N(int64(d)/2+1))
-}

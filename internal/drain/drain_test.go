@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"spotter.dev/spotter/internal/drain"
 	"spotter.dev/spotter/internal/lab"
@@ -124,6 +125,43 @@ func TestDrain(t *testing.T) {
 			t.Errorf("the protected pod must still run: %v", names(pods))
 		}
 		waitEvent(t, env, "default", "blocked-1", drain.ReasonDrainRolledBack)
+	})
+
+	t.Run("a PDB-blocked drain times out on the injected clock", func(t *testing.T) {
+		ns := namespace(ctx, t, env, "clock")
+		env.CreateNodes(lab.NodeSpec{Name: "clock-1", Class: lab.ClassOnDemand})
+		deploy(ctx, t, env, ns, "db", 1, "clock-1")
+		pdb := tu.PDB("db", "db", tu.MinAvailable(1))
+		pdb.Namespace = ns
+		if _, err := env.Client.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitPDB(t, env, ns, "db", 0)
+
+		start := time.Now()
+		clk := testingclock.NewFakeClock(start)
+		d := drain.New(env.Client, clk, recorder, drain.Options{Component: "rescheduler", Cordon: true, Timeout: 10 * time.Minute,
+			Backoff: time.Second, MaxBackoff: 8 * time.Second})
+		var res *drain.Result
+		var err error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			res, err = d.Drain(ctx, drain.Request{Node: "clock-1", Reason: "test"})
+		}()
+		// Ten minutes of the fake clock pass in as many steps as the drain
+		// retries, while the real API server refuses each eviction.
+		end := drive(t, clk, done, 2, start.Add(11*time.Minute))
+		if end.Before(start.Add(10 * time.Minute)) {
+			t.Fatalf("the drain ended %s into its 10m timeout: %v", end.Sub(start), err)
+		}
+		if err == nil || !strings.Contains(err.Error(), "timed out") || !strings.Contains(err.Error(), "blocked by "+ns+"/db-") || !res.RolledBack {
+			t.Fatalf("got %v (%+v), want a timeout blocked by the db pod, rolled back", err, res)
+		}
+		node := getNode(ctx, t, env, "clock-1")
+		if _, marked, _ := drain.MarkOf(node); marked || hasTaint(node, drain.DrainingTaintKey) || node.Spec.Unschedulable {
+			t.Errorf("rollback left marks: annotations %v taints %v unschedulable %v", node.Annotations, node.Spec.Taints, node.Spec.Unschedulable)
+		}
 	})
 
 	t.Run("a node drained by another component is refused", func(t *testing.T) {

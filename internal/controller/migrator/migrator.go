@@ -533,7 +533,7 @@ func (c *Controller) addCapacity(ctx context.Context, node *corev1.Node, g cloud
 			// came up but is not Ready is the group's to deal with.
 			if unfulfilled := min(need-ready, c.waiting(ctx, g, known)); unfulfilled > 0 {
 				// A fresh context: the request must be cancelled even at shutdown.
-				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+				cctx, cancel := drain.WithClockTimeout(context.WithoutCancel(ctx), c.clock, 30*time.Second)
 				if err := g.DecreaseTargetSize(cctx, unfulfilled); err != nil {
 					logger.Error(err, "Cancelling the unfulfilled request")
 				}
@@ -681,7 +681,7 @@ func (c *Controller) recheck(ctx context.Context, pod *corev1.Pod) error {
 // the deletion taint go.
 func (c *Controller) unselect(ctx context.Context, name string, drained bool) {
 	logger := klog.FromContext(ctx)
-	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	uctx, cancel := drain.WithClockTimeout(context.WithoutCancel(ctx), c.clock, 30*time.Second)
 	defer cancel()
 	if drained {
 		if err := c.drainer.Unmark(uctx, name, true); err != nil {
