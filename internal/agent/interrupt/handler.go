@@ -10,7 +10,9 @@
 // before any eviction. What the agent did is recorded on the node (Annotation),
 // so that the end of an event (maintenance canceled or completed) undoes it,
 // and only it, also after the agent restarted. A repeated notice changes
-// nothing.
+// nothing. The record names the node's boot: when the agent starts on a node
+// that booted again since (its instance survived the notice), the record is
+// over and its marks are lifted.
 package interrupt
 
 import (
@@ -99,10 +101,14 @@ func New(client kubernetes.Interface, drainer *drain.Drainer, clk clock.Clock, r
 	return &Handler{client: client, drainer: drainer, clock: clk, recorder: recorder, ack: ack, opts: opts, seen: map[string]notice.Notice{}}
 }
 
-// Run handles the notices from in until ctx ends, then waits for a
-// termination drain in flight: it is bounded by its deadline, and leaving it
-// would leave pods to be killed with the node.
+// Run clears the record of an earlier boot (ClearEarlierBoot), then handles
+// the notices from in until ctx ends, then waits for a termination drain in
+// flight: it is bounded by its deadline, and leaving it would leave pods to be
+// killed with the node.
 func (h *Handler) Run(ctx context.Context, in <-chan notice.Notice) {
+	if err := h.ClearEarlierBoot(ctx); err != nil {
+		klog.FromContext(ctx).Error(err, "Clearing the record of an earlier boot", "node", h.opts.Node)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -366,6 +372,52 @@ func (h *Handler) drain(ctx context.Context, n notice.Notice) {
 	}
 }
 
+// ClearEarlierBoot clears the agent's record on its node when it was made in
+// an earlier boot than the node's current one (node.status.nodeInfo.bootID):
+// the instance survived its notices (an AWS spot stop or hibernate that
+// resumed, a maintenance reboot), so they are over. Their marks are lifted as
+// when an event ends: the taint goes, the cordon is lifted if the agent put
+// it there, the drain marks go, and an Event says so. A notice still in
+// effect after the reboot is sent again by the source and handled anew. A
+// record that names no boot (from an agent that did not record it), or a
+// node whose kubelet reports none, is left as it is. Run calls it first.
+func (h *Handler) ClearEarlierBoot(ctx context.Context) error {
+	node, err := h.client.CoreV1().Nodes().Get(ctx, h.opts.Node, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("reading node %s: %w", h.opts.Node, err)
+	}
+	s, err := stateOf(node)
+	if err != nil {
+		return nil // replaced by the next notice's update, see updateOnce
+	}
+	boot := node.Status.NodeInfo.BootID
+	if !staleBoot(s, boot) {
+		return nil
+	}
+	logger := klog.FromContext(ctx).WithValues("node", h.opts.Node, "recordedBootID", s.BootID, "bootID", boot)
+	if h.opts.DryRun {
+		h.event(corev1.EventTypeNormal, ReasonWouldAct, "dry run: %d notice(s) recorded in boot %s are over, the node booted again (%s): would lift their taint and cordon",
+			len(s.Notices), s.BootID, boot)
+		return nil
+	}
+	// updateOnce drops the notices of an earlier boot, whatever change says.
+	if err := h.update(ctx, func(*State) {}); err != nil {
+		return fmt.Errorf("lifting the marks of boot %s: %w", s.BootID, err)
+	}
+	if err := h.drainer.Unmark(ctx, h.opts.Node, false); err != nil && !errors.Is(err, drain.ErrDrainedByOther) {
+		return fmt.Errorf("removing the drain marks of boot %s: %w", s.BootID, err)
+	}
+	logger.Info("The node booted again since its notices; their marks are lifted", "notices", len(s.Notices))
+	h.event(corev1.EventTypeNormal, ReasonEnded, "%d notice(s) recorded in boot %s are over, the node booted again (%s): their taint and cordon are lifted",
+		len(s.Notices), s.BootID, boot)
+	return nil
+}
+
+// staleBoot reports whether record s was made in an earlier boot than boot.
+func staleBoot(s State, boot string) bool {
+	return len(s.Notices) > 0 && s.BootID != "" && boot != "" && s.BootID != boot
+}
+
 // updateBackoff paces the retries of a failed node update: about 16 s in all,
 // within the shortest notice.
 var updateBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Steps: 8, Cap: 5 * time.Second}
@@ -390,7 +442,14 @@ func (h *Handler) updateOnce(ctx context.Context, change func(*State)) error {
 			// An unreadable record is replaced: the notices resend what is in effect.
 			klog.FromContext(ctx).Error(err, "Resetting the agent's record on the node")
 		}
+		boot := node.Status.NodeInfo.BootID
+		if staleBoot(s, boot) {
+			// Notices of an earlier boot are over (see ClearEarlierBoot); the
+			// record of the cordon stays, so that it is lifted if ours.
+			s.Notices = map[string]Entry{}
+		}
 		change(&s)
+		s.BootID = boot
 		out, changed, err := apply(node, s)
 		if err != nil || !changed {
 			return err

@@ -29,6 +29,10 @@ type State struct {
 	Notices map[string]Entry `json:"notices"`
 	// Cordoned is true when the agent cordoned the node (it was schedulable).
 	Cordoned bool `json:"cordoned,omitempty"`
+	// BootID is the node's boot (node.status.nodeInfo.bootID) when the
+	// notices were recorded. A record from an earlier boot is stale: the
+	// instance survived its notices (see Handler.ClearEarlierBoot).
+	BootID string `json:"bootID,omitempty"`
 }
 
 // Entry is one notice in effect.
