@@ -43,7 +43,7 @@ func FuzzParseScheduledEvents(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		events, err := ParseScheduledEvents(b)
+		events, _, err := ParseScheduledEvents(b)
 		if err != nil {
 			return
 		}

@@ -1,6 +1,7 @@
 package aws
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -105,52 +106,126 @@ func (e ScheduledEvent) Ended() bool {
 	return e.State == StateCanceled || e.State == StateCompleted
 }
 
+// EventProblem is one malformed entry of events/maintenance/scheduled.
+type EventProblem struct {
+	// Index is the entry's position in the array.
+	Index int
+	// EventID is the entry's EventId, when it could be read.
+	EventID string
+	// Skipped says that the entry was left out; otherwise it was kept without
+	// the fields Err names (see ParseScheduledEvents).
+	Skipped bool
+	// Err says what is wrong.
+	Err error
+}
+
 // ParseScheduledEvents parses the body of events/maintenance/scheduled: a JSON
 // array of events whose dates use ScheduledEventTimeLayout. An empty array
-// (or an empty body) means no event. Code and EventId are required; the dates
-// may be absent, but a date that is present must parse.
-func ParseScheduledEvents(b []byte) ([]ScheduledEvent, error) {
+// (or an empty body, or null) means no event; a body that is not a JSON array
+// is an error. Each entry is then read on its own, so that one malformed
+// entry does not hide the others: an entry that is not an object, or whose
+// Code or EventId is missing or not a word, is left out; a State that is not a
+// word, a Description that is not text or a date that does not parse is
+// dropped (a date stays zero) and the event kept. Both are reported as
+// problems.
+func ParseScheduledEvents(b []byte) ([]ScheduledEvent, []EventProblem, error) {
 	if len(strings.TrimSpace(string(b))) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
-	var raw []struct {
-		Code              string `json:"Code"`
-		Description       string `json:"Description"`
-		EventID           string `json:"EventId"`
-		NotAfter          string `json:"NotAfter"`
-		NotBefore         string `json:"NotBefore"`
-		NotBeforeDeadline string `json:"NotBeforeDeadline"`
-		State             string `json:"State"`
-	}
+	var raw []json.RawMessage
 	if err := json.Unmarshal(b, &raw); err != nil {
-		return nil, fmt.Errorf("scheduled events: %w", err)
+		return nil, nil, fmt.Errorf("scheduled events: %w", err)
 	}
 	events := make([]ScheduledEvent, 0, len(raw))
+	var problems []EventProblem
 	for i, r := range raw {
-		if r.EventID == "" || r.Code == "" {
-			return nil, fmt.Errorf("scheduled events: [%d]: want the fields Code and EventId", i)
+		e, skipped, err := parseScheduledEvent(r)
+		if err != nil {
+			problems = append(problems, EventProblem{Index: i, EventID: e.EventID, Skipped: skipped,
+				Err: fmt.Errorf("scheduled events: [%d]: %w", i, err)})
 		}
-		if !isWord(r.Code) || !isWord(r.EventID) || (r.State != "" && !isWord(r.State)) {
-			return nil, fmt.Errorf("scheduled events: [%d]: Code, EventId and State must be words", i)
+		if !skipped {
+			events = append(events, e)
 		}
-		e := ScheduledEvent{Code: r.Code, Description: r.Description, EventID: r.EventID, State: r.State}
-		for _, f := range []struct {
-			name string
-			in   string
-			out  *time.Time
-		}{{"NotBefore", r.NotBefore, &e.NotBefore}, {"NotAfter", r.NotAfter, &e.NotAfter}, {"NotBeforeDeadline", r.NotBeforeDeadline, &e.NotBeforeDeadline}} {
-			if f.in == "" {
-				continue
-			}
-			t, err := time.Parse(ScheduledEventTimeLayout, f.in)
-			if err != nil {
-				return nil, fmt.Errorf("scheduled events: [%d] %s: %w", i, f.name, err)
-			}
-			*f.out = t
-		}
-		events = append(events, e)
 	}
-	return events, nil
+	return events, problems, nil
+}
+
+// parseScheduledEvent reads one entry. skipped says it must be left out;
+// err, when not nil, says what is wrong (with skipped false: the fields
+// dropped). The EventID of a skipped entry is set when it could be read.
+func parseScheduledEvent(b json.RawMessage) (e ScheduledEvent, skipped bool, err error) {
+	var raw struct {
+		Code              json.RawMessage `json:"Code"`
+		Description       json.RawMessage `json:"Description"`
+		EventID           json.RawMessage `json:"EventId"`
+		NotAfter          json.RawMessage `json:"NotAfter"`
+		NotBefore         json.RawMessage `json:"NotBefore"`
+		NotBeforeDeadline json.RawMessage `json:"NotBeforeDeadline"`
+		State             json.RawMessage `json:"State"`
+	}
+	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return ScheduledEvent{}, true, fmt.Errorf("not an object: %s", excerpt(b))
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return ScheduledEvent{}, true, err
+	}
+	var errs []error
+	text := func(name string, r json.RawMessage, out *string) bool {
+		if len(r) == 0 {
+			return true
+		}
+		if err := json.Unmarshal(r, out); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			return false
+		}
+		return true
+	}
+	word := func(name string, r json.RawMessage, out *string, required bool) {
+		var s string
+		switch {
+		case !text(name, r, &s):
+		case s == "" && required:
+			errs = append(errs, fmt.Errorf("want the field %s", name))
+		case s != "" && !isWord(s):
+			errs = append(errs, fmt.Errorf("%s %q is not a word", name, excerpt([]byte(s))))
+		default:
+			*out = s
+		}
+	}
+	word("EventId", raw.EventID, &e.EventID, true)
+	word("Code", raw.Code, &e.Code, true)
+	if len(errs) > 0 {
+		return ScheduledEvent{EventID: e.EventID}, true, errors.Join(errs...)
+	}
+	word("State", raw.State, &e.State, false)
+	text("Description", raw.Description, &e.Description)
+	for _, f := range []struct {
+		name string
+		in   json.RawMessage
+		out  *time.Time
+	}{{"NotBefore", raw.NotBefore, &e.NotBefore}, {"NotAfter", raw.NotAfter, &e.NotAfter}, {"NotBeforeDeadline", raw.NotBeforeDeadline, &e.NotBeforeDeadline}} {
+		var s string
+		if !text(f.name, f.in, &s) || s == "" {
+			continue
+		}
+		t, err := time.Parse(ScheduledEventTimeLayout, s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", f.name, err))
+			continue
+		}
+		*f.out = t
+	}
+	return e, false, errors.Join(errs...)
+}
+
+// excerpt returns the start of b, for an error message.
+func excerpt(b []byte) string {
+	const n = 64
+	if len(b) > n {
+		return string(b[:n]) + "..."
+	}
+	return string(b)
 }
 
 // TargetLifecycleStateTerminated is the Auto Scaling target lifecycle state of

@@ -82,6 +82,9 @@ func TestParseScheduledEvents(t *testing.T) {
 		in      string
 		want    []ScheduledEvent
 		wantErr bool
+		// problems are the indexes of the entries reported as problems, and
+		// whether each was skipped.
+		problems map[int]bool
 	}{
 		{name: "documented example", in: documentedScheduledEvents, want: []ScheduledEvent{{
 			Code: "system-reboot", Description: "scheduled reboot", EventID: "instance-event-0d59937288b749b32",
@@ -94,16 +97,31 @@ func TestParseScheduledEvents(t *testing.T) {
 		{name: "empty array", in: `[]`, want: nil},
 		{name: "empty body", in: ``, want: nil},
 		{name: "null", in: `null`, want: nil},
-		{name: "missing EventId", in: `[{"Code":"system-reboot","State":"active"}]`, wantErr: true},
-		{name: "missing Code", in: `[{"EventId":"instance-event-1","State":"active"}]`, wantErr: true},
-		{name: "RFC 3339 date", in: `[{"Code":"system-reboot","EventId":"instance-event-1","NotBefore":"2019-01-21T09:00:43Z"}]`, wantErr: true},
+		{name: "missing EventId: skipped", in: `[{"Code":"system-reboot","State":"active"}]`, problems: map[int]bool{0: true}},
+		{name: "missing Code: skipped", in: `[{"EventId":"instance-event-1","State":"active"}]`, problems: map[int]bool{0: true}},
+		{name: "RFC 3339 date: kept without it", in: `[{"Code":"system-reboot","EventId":"instance-event-1","NotBefore":"2019-01-21T09:00:43Z"}]`,
+			want: []ScheduledEvent{{Code: "system-reboot", EventID: "instance-event-1"}}, problems: map[int]bool{0: false}},
+		{name: "mixed good and bad entries", in: `[null, 1, "x", [], {"Code":"system-reboot","EventId":7}, {"Code":"a b","EventId":"e1"},
+			{"Code":"system-reboot","EventId":"e2","State":"not a word","Description":5,"NotAfter":"soon"},
+			{"Code":"instance-stop","EventId":"e3","NotBefore":"1 Feb 2019 09:00:43 GMT","State":"active"}]`,
+			want: []ScheduledEvent{{Code: "system-reboot", EventID: "e2"},
+				{Code: "instance-stop", EventID: "e3", NotBefore: time.Date(2019, 2, 1, 9, 0, 43, 0, time.UTC), State: "active"}},
+			problems: map[int]bool{0: true, 1: true, 2: true, 3: true, 4: true, 5: true, 6: false}},
 		{name: "object, not array", in: `{"Code":"system-reboot"}`, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParseScheduledEvents([]byte(tt.in))
+			got, problems, err := ParseScheduledEvents([]byte(tt.in))
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
+			}
+			if len(problems) != len(tt.problems) {
+				t.Errorf("problems %+v, want entries %v", problems, tt.problems)
+			}
+			for _, p := range problems {
+				if skipped, ok := tt.problems[p.Index]; !ok || skipped != p.Skipped || p.Err == nil {
+					t.Errorf("problem %+v, want entries %v (true: skipped)", p, tt.problems)
+				}
 			}
 			if len(got) != len(tt.want) {
 				t.Fatalf("got %d events %+v, want %d", len(got), got, len(tt.want))

@@ -313,12 +313,35 @@ func (w *watcher) rebalance(_ context.Context, body []byte) ([]notice.Notice, er
 }
 
 func (w *watcher) scheduledEvents(ctx context.Context, body []byte) ([]notice.Notice, error) {
-	events, err := ParseScheduledEvents(body)
+	events, problems, err := ParseScheduledEvents(body)
 	if err != nil {
 		return nil, err
 	}
+	log := klog.FromContext(ctx)
 	ns := make([]notice.Notice, 0, len(events))
+	partial := map[string]bool{}
+	for _, p := range problems {
+		kv := []any{"index", p.Index}
+		if p.EventID != "" {
+			kv = append(kv, "eventID", p.EventID)
+		}
+		if !p.Skipped {
+			partial[p.EventID] = true
+			log.Error(p.Err, "Scheduled event has malformed fields; they are ignored", kv...)
+			continue
+		}
+		log.Error(p.Err, "Skipping a malformed scheduled event", kv...)
+		// An event seen before has not ended for being unreadable now.
+		if last, ok := w.tracker.Last(p.EventID); p.EventID != "" && ok && !last.Ended {
+			ns = append(ns, last)
+		}
+	}
 	for _, e := range events {
+		if last, ok := w.tracker.Last(e.EventID); partial[e.EventID] && ok && !last.Ended && !e.Ended() {
+			// What was read of the event before stands.
+			ns = append(ns, last)
+			continue
+		}
 		state := e.State
 		if state == "" {
 			state = "unknown state"

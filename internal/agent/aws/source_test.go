@@ -1,6 +1,7 @@
 package aws
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -301,5 +302,60 @@ func TestInstanceActionTimeOutOfRange(t *testing.T) {
 				t.Errorf("detail %q does not say %q", got.Detail, tc.wantLog)
 			}
 		})
+	}
+}
+
+// One malformed scheduled event does not hide the others: it is logged and
+// skipped; an event with an unreadable date is kept without it.
+func TestMalformedScheduledEventsAreSkipped(t *testing.T) {
+	var body atomic.Value
+	body.Store(`[
+		{"Code":"system-reboot","EventId":"instance-event-good","NotBefore":"21 Jan 2030 09:00:43 GMT","State":"active"},
+		{"Code":"instance-stop","State":"active"},
+		{"Code":"instance stop","EventId":"instance-event-spaces"},
+		7, null,
+		{"Code":"instance-retirement","EventId":"instance-event-bad-date","NotBefore":"tomorrow","State":"active"}]`)
+	_, clk, src := setup(t, Config{}, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == ScheduledEventsPath {
+				_, _ = io.WriteString(w, body.Load().(string))
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	ctx, logs := watchtest.LogContext(t)
+	out := watchtest.StartContext(t, ctx, src)
+	got := map[string]notice.Notice{}
+	for range 2 {
+		n := watchtest.Next(t, out)
+		got[n.ID] = n
+	}
+	if n, ok := got["instance-event-good"]; !ok || n.Kind != notice.Maintenance || !n.Deadline.Equal(time.Date(2030, 1, 21, 9, 0, 43, 0, time.UTC)) {
+		t.Errorf("good event: %+v, want maintenance at its NotBefore", n)
+	}
+	if n, ok := got["instance-event-bad-date"]; !ok || n.Kind != notice.Maintenance || !n.Deadline.IsZero() || n.Ended {
+		t.Errorf("event with a bad date: %+v, want maintenance with no deadline", n)
+	}
+	watchtest.Step(t, clk, time.Second)
+	watchtest.None(t, out)
+	log := logs()
+	for _, want := range []string{"Skipping a malformed scheduled event", "index=1", "index=2", `eventID="instance-event-spaces"`, "index=3", "index=4", `eventID="instance-event-bad-date"`} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the log does not say %q:\n%s", want, log)
+		}
+	}
+
+	// The good event turns malformed: it has not ended for that.
+	body.Store(`[{"Code":"system-reboot","EventId":"instance-event-good","NotBefore":"someday","State":7},
+		{"Code":"instance-retirement","EventId":"instance-event-bad-date","NotBefore":"tomorrow","State":"active"}]`)
+	watchtest.Step(t, clk, time.Second)
+	watchtest.None(t, out)
+	body.Store(`[]`)
+	watchtest.Step(t, clk, time.Second)
+	for range 2 {
+		if n := watchtest.Next(t, out); !n.Ended {
+			t.Errorf("%+v, want Ended once the events are gone", n)
+		}
 	}
 }
