@@ -34,12 +34,20 @@ const Component = "rescheduler"
 
 // Options configure the rescheduler.
 type Options struct {
-	Interval           time.Duration
-	DrainDelay         time.Duration
+	// Interval is the longest wait between two cycles; also the wait while no
+	// drain window will ever open. Default 1m.
+	Interval time.Duration
+	// DrainDelay is the pause after a successful drain (at least 1s).
+	DrainDelay time.Duration
+	// ReplacementTimeout bounds the wait for the evicted pods' replacements.
 	ReplacementTimeout time.Duration
-	CordonAfterDrain   bool
-	FailureBackoff     time.Duration
-	MaxFailureBackoff  time.Duration
+	// CordonAfterDrain leaves a drained node cordoned.
+	CordonAfterDrain bool
+	// FailureBackoff is the cooldown of a node after its first failed drain
+	// (and the first pause after misplaced replacements); it doubles with each
+	// further failure, up to MaxFailureBackoff (backoff.Cooldown).
+	FailureBackoff    time.Duration
+	MaxFailureBackoff time.Duration
 	// OnRestart says what to do with a drain of ours found unfinished at start.
 	OnRestart drain.RecoverPolicy
 	// ShutdownGracePeriod is how long a drain in flight at shutdown may go on
