@@ -150,7 +150,9 @@ type DisruptionConfig struct {
 // stays open for Duration.
 type Window struct {
 	// Schedule is a standard five-field cron expression ("0 22 * * 1-5"), or a
-	// descriptor such as "@daily".
+	// descriptor such as "@daily". It must fire at least once in every calendar
+	// year ("0 0 30 2 *" never fires and "0 0 29 2 *" only in leap years: both
+	// are refused).
 	Schedule string `json:"schedule"`
 	// Duration is how long the window stays open. Required; 1m to 168h.
 	Duration metav1.Duration `json:"duration"`
@@ -190,7 +192,8 @@ type MigratorConfig struct {
 	// DryRun logs and records what the migrator would do and changes nothing.
 	DryRun bool `json:"dryRun"`
 	// Schedule is the cron expression of migration runs, at fixed clock times so
-	// that restarts do not push a run back. Default "0 * * * *" (hourly).
+	// that restarts do not push a run back. Default "0 * * * *" (hourly). It must
+	// fire at least once in every calendar year.
 	Schedule string `json:"schedule"`
 	// TimeZone is the IANA time zone the schedule is read in. Default "UTC".
 	TimeZone string `json:"timeZone"`
