@@ -18,8 +18,8 @@ import (
 // counts them: the cache logic is pure, so a fake clientset serves here; the
 // real apiserver's answers are tested in serve_test.go.
 type reviews struct {
-	users   map[string]string // token -> user
-	allowed map[string]bool   // user -> may get /metrics
+	users                       map[string]string // token -> user
+	allowed                     map[string]bool   // user -> may get /metrics
 	tokenReviews, accessReviews int
 }
 
