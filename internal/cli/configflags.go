@@ -1,7 +1,12 @@
 package cli
 
 import (
+	"errors"
+	"fmt"
+	"strings"
+
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
@@ -20,9 +25,36 @@ type configOptions struct {
 	flags          *pflag.FlagSet
 }
 
+// configFlag is a flag that overrides one field of the file.
+type configFlag struct {
+	name string
+	// path is the field it sets, as field paths are written.
+	path string
+	set  func(*configOptions, *v1alpha1.SpotterConfiguration)
+}
+
+// configFlags lists the flags that override the file, with their fields, so
+// that a problem with a value given by a flag names the flag.
+var configFlags = []configFlag{
+	{"dry-run", "dryRun", func(o *configOptions, c *v1alpha1.SpotterConfiguration) { c.DryRun = o.dryRun }},
+	{"metrics-bind-address", "manager.metricsBindAddress", func(o *configOptions, c *v1alpha1.SpotterConfiguration) {
+		c.Manager.MetricsBindAddress = o.metricsAddr
+	}},
+	{"health-probe-bind-address", "manager.healthProbeBindAddress", func(o *configOptions, c *v1alpha1.SpotterConfiguration) {
+		c.Manager.HealthProbeBindAddress = o.healthAddr
+	}},
+	{"leader-elect", "manager.leaderElection.enabled", func(o *configOptions, c *v1alpha1.SpotterConfiguration) {
+		c.Manager.LeaderElection.Enabled = ptr.To(o.leaderElect)
+	}},
+	{"leader-election-namespace", "manager.leaderElection.leaseNamespace", func(o *configOptions, c *v1alpha1.SpotterConfiguration) {
+		c.Manager.LeaderElection.LeaseNamespace = o.leaseNamespace
+	}},
+}
+
 func (o *configOptions) addFlags(fs *pflag.FlagSet) {
 	o.flags = fs
-	fs.StringVarP(&o.file, "config", "f", "", "SpotterConfiguration file (apiVersion "+v1alpha1.APIVersion+"); defaults when empty")
+	fs.StringVarP(&o.file, "config", "f", "", fmt.Sprintf("SpotterConfiguration file (apiVersion %s, at most %s); defaults when empty",
+		v1alpha1.APIVersion, v1alpha1.FormatBytes(v1alpha1.MaxFileBytes)))
 	fs.BoolVar(&o.dryRun, "dry-run", false, "overrides dryRun: log and record what would be done, change nothing")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "", "overrides manager.metricsBindAddress")
 	fs.StringVar(&o.healthAddr, "health-probe-bind-address", "", "overrides manager.healthProbeBindAddress")
@@ -32,32 +64,44 @@ func (o *configOptions) addFlags(fs *pflag.FlagSet) {
 
 // override applies the flags that were set on the command line.
 func (o *configOptions) override(c *v1alpha1.SpotterConfiguration) {
-	if o.flags.Changed("dry-run") {
-		c.DryRun = o.dryRun
-	}
-	if o.flags.Changed("metrics-bind-address") {
-		c.Manager.MetricsBindAddress = o.metricsAddr
-	}
-	if o.flags.Changed("health-probe-bind-address") {
-		c.Manager.HealthProbeBindAddress = o.healthAddr
-	}
-	if o.flags.Changed("leader-elect") {
-		c.Manager.LeaderElection.Enabled = ptr.To(o.leaderElect)
-	}
-	if o.flags.Changed("leader-election-namespace") {
-		c.Manager.LeaderElection.LeaseNamespace = o.leaseNamespace
+	for _, f := range configFlags {
+		if o.flags.Changed(f.name) {
+			f.set(o, c)
+		}
 	}
 }
 
 // load returns the effective configuration: the file (or the defaults), the
-// flags, defaults, validation. Problems come back as a *v1alpha1.InvalidError.
+// flags, defaults, validation. Problems come back as a *v1alpha1.InvalidError;
+// those with a value given by a flag name the flag.
 func (o *configOptions) load() (*v1alpha1.SpotterConfiguration, error) {
+	var c *v1alpha1.SpotterConfiguration
+	var err error
 	if o.file != "" {
-		return v1alpha1.Load(o.file, o.override)
+		c, err = v1alpha1.Load(o.file, o.override)
+	} else {
+		var errs field.ErrorList
+		if c, errs = v1alpha1.Complete(&v1alpha1.SpotterConfiguration{}, o.override); len(errs) > 0 {
+			err = &v1alpha1.InvalidError{Path: "(flags)", Errors: errs}
+		}
 	}
-	c, errs := v1alpha1.Complete(&v1alpha1.SpotterConfiguration{}, o.override)
-	if len(errs) > 0 {
-		return nil, &v1alpha1.InvalidError{Path: "(flags)", Errors: errs}
+	var invalid *v1alpha1.InvalidError
+	if errors.As(err, &invalid) {
+		o.nameFlags(invalid.Errors)
 	}
-	return c, nil
+	return c, err
+}
+
+// nameFlags adds the flag to each problem with a field a flag set.
+func (o *configOptions) nameFlags(errs field.ErrorList) {
+	for _, e := range errs {
+		for _, f := range configFlags {
+			if !o.flags.Changed(f.name) {
+				continue
+			}
+			if e.Field == f.path || strings.HasPrefix(e.Field, f.path+".") || strings.HasPrefix(e.Field, f.path+"[") {
+				e.Detail += " (from --" + f.name + ")"
+			}
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -56,12 +57,12 @@ prices of the configuration's pricing section. See docs/simulate.md.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.scenario, "scenario", "", "scenario file (default: the built-in scenario)")
+	f.StringVar(&o.scenario, "scenario", "", fmt.Sprintf("scenario file, at most %s (default: the built-in scenario)", v1alpha1.FormatBytes(sim.MaxScenarioBytes)))
 	f.StringVar(&o.strategies, "strategies", strings.Join(sim.Strategies, ","), "strategies to compare, comma-separated")
-	f.StringVar(&o.duration, "duration", "", "simulated time, such as 7d, 36h or 90m (default: the scenario's)")
+	f.StringVar(&o.duration, "duration", "", "simulated time, such as 7d, 36h or 90m, at most 30d (default: the scenario's)")
 	f.Int32Var(&o.seed, "seed", 0, "random seed (default: the scenario's)")
-	f.StringVar(&o.out, "out", "spotter-report", "folder for report.json and report.html")
-	f.StringVarP(&o.configFile, "config", "f", "", "SpotterConfiguration for the spotter strategy and, with --from-cluster, prices")
+	f.StringVar(&o.out, "out", "spotter-report", "folder for report.json and report.html (made if needed; checked before the run)")
+	f.StringVarP(&o.configFile, "config", "f", "", fmt.Sprintf("SpotterConfiguration (at most %s) for the spotter strategy and, with --from-cluster, prices", v1alpha1.FormatBytes(v1alpha1.MaxFileBytes)))
 	f.BoolVar(&o.printScenario, "print-scenario", false, "print the scenario (defaults filled in) and exit")
 	f.BoolVar(&o.fromCluster, "from-cluster", false, "start from the nodes and workloads of a real cluster")
 	f.StringVar(&o.plan.kubeconfig, "kubeconfig", "", "kubeconfig file for --from-cluster (default: $KUBECONFIG or ~/.kube/config)")
@@ -124,6 +125,10 @@ func runSimulate(ctx context.Context, o *simulateOptions, out, errOut io.Writer)
 		return err
 	}
 
+	if err := checkWritable(o.out); err != nil {
+		return fmt.Errorf("--out %s: cannot write the report there: %w; choose another folder with --out", o.out, err)
+	}
+
 	opts.Strategies, opts.Config = strategies, cfg
 	bar := newProgressBar(errOut)
 	opts.Progress = bar.update
@@ -145,12 +150,20 @@ func runSimulate(ctx context.Context, o *simulateOptions, out, errOut io.Writer)
 }
 
 // parseDays reads a duration that may use a day unit: 7d, 1d12h, 36h, 90m.
+// A duration too long for a time.Duration is refused, not wrapped round.
 func parseDays(s string) (time.Duration, error) {
+	bad := fmt.Errorf("%q is not a duration such as 7d, 36h or 90m", s)
+	tooLong := fmt.Errorf("%q is too long (a simulation runs at most 30d)", s)
 	var days time.Duration
 	if i := strings.Index(s, "d"); i >= 0 {
-		n, err := strconv.Atoi(s[:i])
-		if err != nil || n < 0 {
-			return 0, fmt.Errorf("%q is not a duration such as 7d, 36h or 90m", s)
+		n, err := strconv.ParseInt(s[:i], 10, 64)
+		switch {
+		case errors.Is(err, strconv.ErrRange):
+			return 0, tooLong
+		case err != nil || n < 0:
+			return 0, bad
+		case n > int64(math.MaxInt64/(24*time.Hour)):
+			return 0, tooLong
 		}
 		days, s = time.Duration(n)*24*time.Hour, s[i+1:]
 		if s == "" {
@@ -158,10 +171,30 @@ func parseDays(s string) (time.Duration, error) {
 		}
 	}
 	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("%q is not a duration such as 7d, 36h or 90m", s)
+	if err != nil || d < 0 {
+		return 0, bad
+	}
+	if d > math.MaxInt64-days {
+		return 0, tooLong
 	}
 	return days + d, nil
+}
+
+// checkWritable makes dir if needed and checks that a file can be created in
+// it, so that a run does not end in a report it cannot write.
+func checkWritable(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".spotter-write-check-*")
+	if err != nil {
+		return err
+	}
+	name := f.Name()
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Remove(name)
 }
 
 // progressBar draws "\r[####    ] 43% strategy spotter day 3/7" on a

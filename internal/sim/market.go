@@ -32,6 +32,7 @@ func newZone(z *Zone, sc *Scenario, seed int64, start time.Time) (*zone, error) 
 		if out.capTrace, err = LoadTrace(z.SpotCapacity.Trace, sc.dir); err != nil {
 			return nil, err
 		}
+		out.capOffset = wrapOffset(out.capOffset, out.capTrace)
 	} else {
 		out.capNodes = int(*z.SpotCapacity.Nodes)
 		if perDay := z.SpotCapacity.ShortagesPerDay; perDay > 0 {
@@ -39,8 +40,14 @@ func newZone(z *Zone, sc *Scenario, seed int64, start time.Time) (*zone, error) 
 			rng := rand.New(rand.NewPCG(uint64(seed), 0xca9))
 			length := z.SpotCapacity.ShortageDuration.Duration
 			for t := time.Duration(0); t < sc.Duration.Duration; {
-				gap := time.Duration(rng.ExpFloat64() / perDay * float64(24*time.Hour))
-				t += gap
+				// The gap is compared as a float: a rare shortage (a tiny
+				// rate) draws a gap beyond any time.Duration, and converting
+				// that to one is undefined.
+				gap := rng.ExpFloat64() / perDay * float64(24*time.Hour)
+				if gap >= float64(sc.Duration.Duration-t) {
+					break
+				}
+				t += time.Duration(gap)
 				out.shortages = append(out.shortages, [2]time.Duration{t, t + length})
 				t += length
 			}
@@ -50,8 +57,18 @@ func newZone(z *Zone, sc *Scenario, seed int64, start time.Time) (*zone, error) 
 		if out.preTrace, err = LoadTrace(z.Preemptions.Trace, sc.dir); err != nil {
 			return nil, err
 		}
+		out.preOffset = wrapOffset(out.preOffset, out.preTrace)
 	}
 	return out, nil
+}
+
+// wrapOffset reduces an offset into a trace to less than the trace's length
+// (the trace repeats), so that elapsed time plus offset cannot overflow.
+func wrapOffset(offset time.Duration, t *Trace) time.Duration {
+	if p := t.period(); p > 0 {
+		return offset % p
+	}
+	return offset
 }
 
 // capacity is how many spot nodes the zone can hold at elapsed time d.

@@ -30,8 +30,9 @@ const (
 )
 
 // Scenario is a simulation: the cluster, its workloads and its spot market.
-// Every field but the lists has a default; the built-in default scenario
-// (DefaultScenario) is a complete example.
+// Every field but the lists has a default, which a field left out of the file
+// (or null) gets; a value written in the file is kept, zero included. The
+// built-in default scenario (DefaultScenario) is a complete example.
 type Scenario struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
@@ -110,8 +111,8 @@ type CapacitySource struct {
 	// Offset skips the start of the trace. The trace repeats when the
 	// simulation outlasts it.
 	Offset metav1.Duration `json:"offset,omitempty"`
-	// Scale multiplies the trace. Default 1.
-	Scale float64 `json:"scale,omitempty"`
+	// Scale multiplies the trace. Default 1; 0 is no capacity.
+	Scale float64 `json:"scale"`
 	// Nodes is a synthetic capacity: that many nodes, less the shortages.
 	Nodes *int32 `json:"nodes,omitempty"`
 	// ShortagesPerDay is the mean number of synthetic shortages (capacity 0)
@@ -156,7 +157,8 @@ type NodeGroup struct {
 	Pods int32 `json:"pods"`
 	// PricePerHour is the price of one node per hour, in the scenario's currency.
 	PricePerHour float64 `json:"pricePerHour"`
-	// Min and Max bound the group's size. Defaults 0 and 100.
+	// Min and Max bound the group's size. Defaults 0 and 100; max: 0 is a
+	// group that never grows.
 	Min int32 `json:"min"`
 	Max int32 `json:"max"`
 	// Initial is the number of nodes at the start (Ready). Default Min.
@@ -206,7 +208,7 @@ type PDBSpec struct {
 // LoadCycle scales each workload between Replicas and PeakReplicas over the
 // day, as a cosine with its peak at PeakHour (UTC).
 type LoadCycle struct {
-	// PeakHour of the daily cycle, 0 to 23. Default 14.
+	// PeakHour of the daily cycle, 0 to 23. Default 14; 0 is midnight.
 	PeakHour int32 `json:"peakHour"`
 }
 
@@ -225,6 +227,10 @@ func DefaultScenario() *Scenario {
 	return sc
 }
 
+// maxListed bounds the problems InvalidScenarioError prints; the rest are
+// counted.
+const maxListed = 100
+
 // InvalidScenarioError lists every problem of a scenario file, each with its
 // field path.
 type InvalidScenarioError struct {
@@ -238,19 +244,34 @@ func (e *InvalidScenarioError) Error() string {
 		fmt.Fprintf(&b, "%s: ", e.Path)
 	}
 	fmt.Fprintf(&b, "%d problem(s) in the scenario:", len(e.Errors))
-	for _, fe := range e.Errors {
+	for i, fe := range e.Errors {
+		if i == maxListed {
+			fmt.Fprintf(&b, "\n  ... and %d more", len(e.Errors)-maxListed)
+			break
+		}
 		fmt.Fprintf(&b, "\n  - %s", fe.Error())
 	}
 	return b.String()
 }
 
-// LoadScenario reads, defaults and validates a scenario file. Trace paths in it
-// are relative to the file's folder. The error is an *InvalidScenarioError or a
-// read error.
+// MaxScenarioBytes is the largest scenario file LoadScenario reads. The
+// built-in scenario is about 5 KiB; a scenario at the limits of validation
+// (thousands of node groups and workloads) is a few hundred KiB.
+const MaxScenarioBytes = 1 << 20
+
+// LoadScenario reads, defaults and validates a scenario file (at most
+// MaxScenarioBytes). Trace paths in it are relative to the file's folder. The
+// error is an *InvalidScenarioError or a read error.
 func LoadScenario(path string) (*Scenario, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading scenario: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	data, err := v1alpha1.ReadLimited(f, MaxScenarioBytes, "the scenario file",
+		"is it the right file? The built-in scenario (`spotter simulate --print-scenario`) is about 5 KiB")
+	if err != nil {
+		return nil, fmt.Errorf("reading scenario %s: %w", path, err)
 	}
 	sc, err := ParseScenario(data, filepath.Dir(path))
 	if ie, ok := errors.AsType[*InvalidScenarioError](err); ok {
@@ -264,18 +285,12 @@ func LoadScenario(path string) (*Scenario, error) {
 // named trace can be read (relative paths from dir). It reports every problem.
 func ParseScenario(data []byte, dir string) (*Scenario, error) {
 	sc := &Scenario{}
-	lines, errs, ok := v1alpha1.DecodeStrict(data, sc)
-	if !ok {
+	doc, errs := v1alpha1.DecodeStrict(data, sc)
+	if doc == nil {
 		return nil, &InvalidScenarioError{Errors: errs}
 	}
-	decodeErrs := len(errs)
-	SetScenarioDefaults(sc)
-	errs = append(errs, ValidateScenario(sc, dir)...)
-	for _, e := range errs[decodeErrs:] {
-		if line, ok := lines[e.Field]; ok {
-			e.Detail = fmt.Sprintf("%s (line %d)", e.Detail, line)
-		}
-	}
+	setScenarioDefaults(sc, doc.IsSet)
+	errs = append(errs, doc.Annotate(ValidateScenario(sc, dir), nil)...)
 	if len(errs) > 0 {
 		return nil, &InvalidScenarioError{Errors: errs}
 	}
@@ -286,51 +301,64 @@ func ParseScenario(data []byte, dir string) (*Scenario, error) {
 // MarshalScenario writes a scenario as YAML.
 func MarshalScenario(sc *Scenario) ([]byte, error) { return yaml.Marshal(sc) }
 
-// SetScenarioDefaults fills every unset field with its default.
-func SetScenarioDefaults(sc *Scenario) {
+// SetScenarioDefaults fills every unset field with its default. In a scenario
+// built in Go a zero number or duration is unset; in a file, a field left out
+// or null is (ParseScenario), and a zero written there is kept.
+func SetScenarioDefaults(sc *Scenario) { setScenarioDefaults(sc, nil) }
+
+// setScenarioDefaults is SetScenarioDefaults; isSet, when not nil, says which
+// fields (by path) the file gave a value: those keep it, zero included.
+// Strings are unset when empty either way, as in Kubernetes objects.
+func setScenarioDefaults(sc *Scenario, isSet func(path string) bool) {
+	unset := func(path string, zero bool) bool {
+		if isSet != nil {
+			return !isSet(path)
+		}
+		return zero
+	}
 	def := func(s *string, v string) {
 		if *s == "" {
 			*s = v
 		}
 	}
-	dur := func(d *metav1.Duration, v time.Duration) {
-		if d.Duration == 0 {
+	dur := func(path string, d *metav1.Duration, v time.Duration) {
+		if unset(path, d.Duration == 0) {
 			d.Duration = v
 		}
 	}
 	def(&sc.APIVersion, ScenarioAPIVersion)
 	def(&sc.Kind, ScenarioKind)
 	def(&sc.Name, "scenario")
-	if sc.Seed == 0 {
+	if unset("seed", sc.Seed == 0) {
 		sc.Seed = 1
 	}
 	def(&sc.Start, "2023-08-28T00:00:00Z")
-	dur(&sc.Duration, 7*24*time.Hour)
-	dur(&sc.Step, time.Minute)
+	dur("duration", &sc.Duration, 7*24*time.Hour)
+	dur("step", &sc.Step, time.Minute)
 	def(&sc.Currency, "USD")
 	c := &sc.Cluster
-	dur(&c.PodStartup, time.Minute)
-	dur(&c.GracePeriod, 30*time.Second)
-	dur(&c.NodeLossDetection, time.Minute)
-	dur(&c.ScaleDownUnneededTime, 10*time.Minute)
-	dur(&c.ScaleUpBackoff, 5*time.Minute)
-	dur(&c.MaxScaleUpBackoff, 30*time.Minute)
+	dur("cluster.podStartup", &c.PodStartup, time.Minute)
+	dur("cluster.gracePeriod", &c.GracePeriod, 30*time.Second)
+	dur("cluster.nodeLossDetection", &c.NodeLossDetection, time.Minute)
+	dur("cluster.scaleDownUnneededTime", &c.ScaleDownUnneededTime, 10*time.Minute)
+	dur("cluster.scaleUpBackoff", &c.ScaleUpBackoff, 5*time.Minute)
+	dur("cluster.maxScaleUpBackoff", &c.MaxScaleUpBackoff, 30*time.Minute)
 	for i := range sc.Zones {
-		z := &sc.Zones[i]
+		z, p := &sc.Zones[i], fmt.Sprintf("zones[%d].spotCapacity.", i)
 		def(&z.Cloud, "aws")
-		if z.SpotCapacity.Scale == 0 {
+		if unset(p+"scale", z.SpotCapacity.Scale == 0) {
 			z.SpotCapacity.Scale = 1
 		}
 		if z.SpotCapacity.ShortagesPerDay > 0 {
-			dur(&z.SpotCapacity.ShortageDuration, time.Hour)
+			dur(p+"shortageDuration", &z.SpotCapacity.ShortageDuration, time.Hour)
 		}
 	}
 	for i := range sc.NodeGroups {
-		g := &sc.NodeGroups[i]
-		if g.Pods == 0 {
+		g, p := &sc.NodeGroups[i], fmt.Sprintf("nodeGroups[%d].", i)
+		if unset(p+"pods", g.Pods == 0) {
 			g.Pods = 110
 		}
-		if g.Max == 0 {
+		if unset(p+"max", g.Max == 0) {
 			g.Max = 100
 		}
 		if g.Initial == nil {
@@ -338,20 +366,20 @@ func SetScenarioDefaults(sc *Scenario) {
 			g.Initial = &v
 		}
 		def(&g.InstanceType, g.Name)
-		dur(&g.ProvisioningTime, 2*time.Minute)
+		dur(p+"provisioningTime", &g.ProvisioningTime, 2*time.Minute)
 	}
 	for i := range sc.Workloads {
-		w := &sc.Workloads[i]
-		if w.Count == 0 {
+		w, p := &sc.Workloads[i], fmt.Sprintf("workloads[%d].", i)
+		if unset(p+"count", w.Count == 0) {
 			w.Count = 1
 		}
 		def(&w.Namespace, "default")
 		def(&w.Kind, Deployment)
-		if w.PeakReplicas == 0 {
+		if unset(p+"peakReplicas", w.PeakReplicas == 0) {
 			w.PeakReplicas = w.Replicas
 		}
 	}
-	if sc.Load.PeakHour == 0 {
+	if unset("load.peakHour", sc.Load.PeakHour == 0) {
 		sc.Load.PeakHour = 14
 	}
 }

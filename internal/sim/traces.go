@@ -7,12 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
+
+	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
 
 // BuiltinPrefix names an embedded trace in a scenario: "builtin:<path>", the
@@ -62,6 +65,10 @@ func ParseTrace(data []byte) (*Trace, error) {
 	return &Trace{Gap: time.Duration(*f.Metadata.GapSeconds * float64(time.Second)), Data: f.Data}, nil
 }
 
+// MaxTraceBytes is the largest trace file LoadTrace reads. The traces of the
+// spot-traces repository are a few KiB to a few hundred KiB.
+const MaxTraceBytes = 16 << 20
+
 var traceCache sync.Map // resolved name -> *Trace
 
 // LoadTrace reads the trace a scenario names: "builtin:<path>" or a file path,
@@ -78,7 +85,14 @@ func LoadTrace(ref, dir string) (*Trace, error) {
 			p = filepath.Join(dir, p)
 		}
 		key = p
-		read = func() ([]byte, error) { return os.ReadFile(p) }
+		read = func() ([]byte, error) {
+			f, err := os.Open(p)
+			if err != nil {
+				return nil, err
+			}
+			defer func() { _ = f.Close() }()
+			return v1alpha1.ReadLimited(f, MaxTraceBytes, "the trace file", "is it a trace? ("+BuiltinPrefix+" traces are 4-60 KiB)")
+		}
 	}
 	if t, ok := traceCache.Load(key); ok {
 		return t.(*Trace), nil
@@ -112,9 +126,22 @@ func BuiltinTraces() []string {
 }
 
 // Index is the tick of the trace at elapsed time d after its start, wrapping
-// around at the end.
+// around at the end (and at the start, for a negative d).
 func (t *Trace) Index(d time.Duration) int {
-	return int(d/t.Gap) % len(t.Data)
+	i := int(d/t.Gap) % len(t.Data)
+	if i < 0 {
+		i += len(t.Data)
+	}
+	return i
+}
+
+// period is the length of the trace, or 0 when it does not fit a
+// time.Duration.
+func (t *Trace) period() time.Duration {
+	if int64(len(t.Data)) > math.MaxInt64/int64(t.Gap) {
+		return 0
+	}
+	return time.Duration(len(t.Data)) * t.Gap
 }
 
 // At is the trace's value at elapsed time d.

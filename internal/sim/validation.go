@@ -10,6 +10,23 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
+// Limits of a scenario as a whole: every field within its range can still add
+// up to more than a machine simulates (the product of counts is the size of
+// the world, and every strategy runs in its own).
+const (
+	// MaxPods bounds the pods of all workloads at their peak.
+	MaxPods = 50000
+	// MaxNodes bounds the nodes all node groups can grow to.
+	MaxNodes = 10000
+	// MaxZones, MaxNodeGroups and MaxWorkloads bound the lists.
+	MaxZones      = 100
+	MaxNodeGroups = 1000
+	MaxWorkloads  = 5000
+	// MaxOffset bounds the offset into a trace (traces repeat, so a longer
+	// one says nothing more); it keeps the trace arithmetic far from overflow.
+	MaxOffset = 365 * 24 * time.Hour
+)
+
 // ValidateScenario returns every problem of a defaulted scenario, each with its
 // field path. Traces are read to check them (relative paths from dir).
 func ValidateScenario(sc *Scenario, dir string) field.ErrorList {
@@ -20,7 +37,7 @@ func ValidateScenario(sc *Scenario, dir string) field.ErrorList {
 	if sc.Kind != ScenarioKind {
 		errs = append(errs, field.NotSupported(field.NewPath("kind"), sc.Kind, []string{ScenarioKind}))
 	}
-	if sc.Seed < 0 {
+	if sc.Seed < 1 {
 		errs = append(errs, field.Invalid(field.NewPath("seed"), sc.Seed, "must be 1 or more"))
 	}
 	if _, err := time.Parse(time.RFC3339, sc.Start); err != nil {
@@ -44,6 +61,7 @@ func ValidateScenario(sc *Scenario, dir string) field.ErrorList {
 	if len(sc.Zones) == 0 {
 		errs = append(errs, field.Required(zp, "at least one zone"))
 	}
+	errs = append(errs, listOf(zp, len(sc.Zones), MaxZones)...)
 	for i := range sc.Zones {
 		z, p := &sc.Zones[i], zp.Index(i)
 		errs = append(errs, name(p.Child("name"), z.Name)...)
@@ -58,7 +76,9 @@ func ValidateScenario(sc *Scenario, dir string) field.ErrorList {
 
 	groups := map[string]bool{}
 	gp := field.NewPath("nodeGroups")
+	errs = append(errs, listOf(gp, len(sc.NodeGroups), MaxNodeGroups)...)
 	onDemand := false
+	nodes := int64(0)
 	for i := range sc.NodeGroups {
 		g, p := &sc.NodeGroups[i], gp.Index(i)
 		errs = append(errs, name(p.Child("name"), g.Name)...)
@@ -86,6 +106,7 @@ func ValidateScenario(sc *Scenario, dir string) field.ErrorList {
 		if g.Min < 0 || g.Max < g.Min || g.Max > 1000 {
 			errs = append(errs, field.Invalid(p.Child("max"), g.Max, fmt.Sprintf("must be between min (%d) and 1000", g.Min)))
 		}
+		nodes += int64(max(g.Max, 0))
 		if g.Initial != nil && (*g.Initial < g.Min || *g.Initial > g.Max) {
 			errs = append(errs, field.Invalid(p.Child("initial"), *g.Initial, "must be between min and max"))
 		}
@@ -97,9 +118,14 @@ func ValidateScenario(sc *Scenario, dir string) field.ErrorList {
 	if len(sc.NodeGroups) == 0 {
 		errs = append(errs, field.Required(gp, "at least one node group"))
 	}
+	if nodes > MaxNodes {
+		errs = append(errs, field.Invalid(gp, nodes, fmt.Sprintf("the node groups can grow to %d nodes (max, summed): at most %d; lower max", nodes, MaxNodes)))
+	}
 
 	names := map[string]bool{}
 	wp := field.NewPath("workloads")
+	errs = append(errs, listOf(wp, len(sc.Workloads), MaxWorkloads)...)
+	pods := int64(0)
 	for i := range sc.Workloads {
 		w, p := &sc.Workloads[i], wp.Index(i)
 		errs = append(errs, name(p.Child("name"), w.Name)...)
@@ -120,6 +146,7 @@ func ValidateScenario(sc *Scenario, dir string) field.ErrorList {
 		if w.PeakReplicas < w.Replicas || w.PeakReplicas > 1000 {
 			errs = append(errs, field.Invalid(p.Child("peakReplicas"), w.PeakReplicas, fmt.Sprintf("must be between replicas (%d) and 1000", w.Replicas)))
 		}
+		pods += int64(max(w.Count, 0)) * int64(max(w.Replicas, w.PeakReplicas, 0))
 		if w.CPU.Sign() < 0 {
 			errs = append(errs, field.Invalid(p.Child("cpu"), w.CPU.String(), "must not be negative"))
 		}
@@ -137,6 +164,9 @@ func ValidateScenario(sc *Scenario, dir string) field.ErrorList {
 				errs = append(errs, field.Invalid(pp.Child("maxUnavailable"), *w.PDB.MaxUnavailable, "must not be negative"))
 			}
 		}
+	}
+	if pods > MaxPods {
+		errs = append(errs, field.Invalid(wp, pods, fmt.Sprintf("the workloads have %d pods at their peak (count × peakReplicas, summed): at most %d; lower count or replicas", pods, MaxPods)))
 	}
 	if sc.Load.PeakHour < 0 || sc.Load.PeakHour > 23 {
 		errs = append(errs, field.Invalid(field.NewPath("load", "peakHour"), sc.Load.PeakHour, "must be between 0 and 23"))
@@ -169,9 +199,10 @@ func validateCapacity(c *CapacitySource, p *field.Path, dir string) field.ErrorL
 	if c.ShortagesPerDay < 0 || c.ShortagesPerDay > 100 || math.IsNaN(c.ShortagesPerDay) {
 		errs = append(errs, field.Invalid(p.Child("shortagesPerDay"), c.ShortagesPerDay, "must be between 0 and 100"))
 	}
-	if c.Offset.Duration < 0 {
-		errs = append(errs, field.Invalid(p.Child("offset"), c.Offset.Duration.String(), "must not be negative"))
+	if c.ShortagesPerDay > 0 {
+		errs = append(errs, durationIn(p.Child("shortageDuration"), c.ShortageDuration, time.Minute, 720*time.Hour)...)
 	}
+	errs = append(errs, durationIn(p.Child("offset"), c.Offset, 0, MaxOffset)...)
 	return errs
 }
 
@@ -188,10 +219,15 @@ func validatePreemptions(ps *PreemptionSource, p *field.Path, dir string) field.
 	if ps.RatePerNodeHour < 0 || ps.RatePerNodeHour > 1 || math.IsNaN(ps.RatePerNodeHour) {
 		errs = append(errs, field.Invalid(p.Child("ratePerNodeHour"), ps.RatePerNodeHour, "must be a probability per hour between 0 and 1"))
 	}
-	if ps.Offset.Duration < 0 {
-		errs = append(errs, field.Invalid(p.Child("offset"), ps.Offset.Duration.String(), "must not be negative"))
-	}
+	errs = append(errs, durationIn(p.Child("offset"), ps.Offset, 0, MaxOffset)...)
 	return errs
+}
+
+func listOf(p *field.Path, n, limit int) field.ErrorList {
+	if n > limit {
+		return field.ErrorList{field.TooMany(p, n, limit)}
+	}
+	return nil
 }
 
 func name(p *field.Path, n string) field.ErrorList {

@@ -1,35 +1,97 @@
 package v1alpha1
 
 import (
-	"encoding/json"
+	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"reflect"
 	"sort"
-	"strconv"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Override changes a decoded configuration before it is defaulted and validated;
-// command-line flags use it to override the file.
+// command-line flags use it to override the file. A problem with a field an
+// override changed is not reported at the file's line for that field: the
+// value is not the file's.
 type Override func(*SpotterConfiguration)
 
-// Load reads the configuration file at path, applies the overrides, then
-// defaults and validates it. The error is an *InvalidError listing every problem,
-// each with its field path and line, or a read error.
+// MaxFileBytes is the largest configuration file Load reads. A complete
+// configuration (`spotter config defaults`) is about 2 KiB; even one pricing
+// every instance type of a cloud is a few hundred KiB.
+const MaxFileBytes = 1 << 20
+
+// Load reads the configuration file at path (at most MaxFileBytes), applies
+// the overrides, then defaults and validates it. The error is an
+// *InvalidError listing every problem, each with its field path and line, or
+// a read error (a *TooLargeError for a file over the limit).
 func Load(path string, overrides ...Override) (*SpotterConfiguration, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading configuration: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	data, err := ReadLimited(f, MaxFileBytes, "the configuration file",
+		"is it the right file? A complete configuration (`spotter config defaults`) is about 2 KiB")
+	if err != nil {
+		return nil, fmt.Errorf("reading configuration %s: %w", path, err)
 	}
 	c, errs := Parse(data, overrides...)
 	if len(errs) > 0 {
 		return nil, &InvalidError{Path: path, Errors: errs}
 	}
 	return c, nil
+}
+
+// TooLargeError is an input longer than its reader accepts.
+type TooLargeError struct {
+	// What was read, such as "the configuration file".
+	What string
+	// Limit is the most bytes accepted.
+	Limit int64
+	// Hint says what to do, such as which flag raises the limit.
+	Hint string
+}
+
+func (e *TooLargeError) Error() string {
+	msg := fmt.Sprintf("%s is larger than %s, the limit", e.What, FormatBytes(e.Limit))
+	if e.Hint != "" {
+		msg += ": " + e.Hint
+	}
+	return msg
+}
+
+// ReadLimited reads r to its end, or fails with a *TooLargeError (naming
+// what, the limit and hint) as soon as it has read more than limit bytes: an
+// input that never ends (/dev/zero) is refused promptly, having cost at most
+// limit bytes of memory. Other file formats of Spotter (the simulator's
+// scenarios and traces) use it too.
+func ReadLimited(r io.Reader, limit int64, what, hint string) ([]byte, error) {
+	var buf bytes.Buffer
+	n, err := buf.ReadFrom(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if n > limit {
+		return nil, &TooLargeError{What: what, Limit: limit, Hint: hint}
+	}
+	return buf.Bytes(), nil
+}
+
+// FormatBytes writes a size in the largest binary unit that divides it:
+// 1 MiB, 512 MiB, 1536 KiB, 100 bytes.
+func FormatBytes(n int64) string {
+	for _, u := range []struct {
+		size int64
+		name string
+	}{{1 << 40, "TiB"}, {1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
+		if n >= u.size && n%u.size == 0 {
+			return fmt.Sprintf("%d %s", n/u.size, u.name)
+		}
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // InvalidError is a configuration that does not decode or validate.
@@ -40,13 +102,20 @@ type InvalidError struct {
 	Errors field.ErrorList
 }
 
+// maxListed bounds the problems InvalidError prints; the rest are counted.
+const maxListed = 100
+
 func (e *InvalidError) Error() string {
 	var b strings.Builder
 	if e.Path != "" {
 		fmt.Fprintf(&b, "%s: ", e.Path)
 	}
 	fmt.Fprintf(&b, "%d problem(s) in the configuration:", len(e.Errors))
-	for _, fe := range e.Errors {
+	for i, fe := range e.Errors {
+		if i == maxListed {
+			fmt.Fprintf(&b, "\n  ... and %d more", len(e.Errors)-maxListed)
+			break
+		}
 		fmt.Fprintf(&b, "\n  - %s", fe.Error())
 	}
 	return b.String()
@@ -57,35 +126,34 @@ func (e *InvalidError) Error() string {
 // values of the wrong type, and values that fail validation. The configuration is
 // nil when any problem was found.
 func Parse(data []byte, overrides ...Override) (*SpotterConfiguration, field.ErrorList) {
-	c, lines, errs := decode(data)
+	c, doc, errs := decode(data)
 	if c == nil {
 		return nil, errs
 	}
-	decodeErrs := len(errs)
-	c, errs = complete(c, errs, overrides)
-	// Point validation errors at the line of their field, when the file has it
-	// (decoding errors carry their line already).
-	for _, e := range errs[decodeErrs:] {
-		if line, ok := lines[e.Field]; ok {
-			e.Detail = fmt.Sprintf("%s (line %d)", e.Detail, line)
+	var overridden []string
+	if len(overrides) > 0 {
+		before := c.DeepCopy()
+		for _, o := range overrides {
+			o(c)
 		}
+		overridden = changedPaths(before, c)
 	}
-	return c, errs
+	SetDefaults(c)
+	errs = append(errs, doc.Annotate(Validate(c), func(path string) bool { return under(path, overridden) })...)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return c, nil
 }
 
 // Complete applies the overrides and defaults to c and validates it; it is Parse
 // for a configuration that did not come from a file.
 func Complete(c *SpotterConfiguration, overrides ...Override) (*SpotterConfiguration, field.ErrorList) {
-	return complete(c, nil, overrides)
-}
-
-func complete(c *SpotterConfiguration, errs field.ErrorList, overrides []Override) (*SpotterConfiguration, field.ErrorList) {
 	for _, o := range overrides {
 		o(c)
 	}
 	SetDefaults(c)
-	errs = append(errs, Validate(c)...)
-	if len(errs) > 0 {
+	if errs := Validate(c); len(errs) > 0 {
 		return nil, errs
 	}
 	return c, nil
@@ -101,170 +169,112 @@ func Decode(data []byte) (*SpotterConfiguration, field.ErrorList) {
 	return c, errs
 }
 
-// decode is Decode that also returns the line of each field path in the file.
-func decode(data []byte) (*SpotterConfiguration, map[string]int, field.ErrorList) {
+// decode is Decode that also returns what the document says of each field.
+func decode(data []byte) (*SpotterConfiguration, *Document, field.ErrorList) {
 	c := &SpotterConfiguration{}
-	lines, errs, ok := decodeStrict(data, c, "the configuration is empty; `spotter config defaults` prints a complete one")
-	if !ok {
+	doc, errs := decodeStrict(data, c, "the configuration is empty; `spotter config defaults` prints a complete one")
+	if doc == nil {
 		return nil, nil, errs
 	}
 
 	if c.APIVersion == "" {
 		errs = append(errs, field.Required(field.NewPath("apiVersion"), "must be "+APIVersion))
 	} else if c.APIVersion != APIVersion {
-		errs = append(errs, field.NotSupported(field.NewPath("apiVersion"), c.APIVersion, []string{APIVersion}))
+		errs = append(errs, field.NotSupported(field.NewPath("apiVersion"), Excerpt(c.APIVersion), []string{APIVersion}))
 	}
 	if c.Kind == "" {
 		errs = append(errs, field.Required(field.NewPath("kind"), "must be "+Kind))
 	} else if c.Kind != Kind {
-		errs = append(errs, field.NotSupported(field.NewPath("kind"), c.Kind, []string{Kind}))
+		errs = append(errs, field.NotSupported(field.NewPath("kind"), Excerpt(c.Kind), []string{Kind}))
 	}
 	// Validate repeats the apiVersion and kind checks; keep only these.
 	c.APIVersion, c.Kind = APIVersion, Kind
-	return c, lines, errs
+	return c, doc, errs
 }
 
-var jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+// under reports whether path is one of paths or a field below one.
+func under(path string, paths []string) bool {
+	for _, p := range paths {
+		if strings.HasPrefix(path, p) && (len(path) == len(p) || path[len(p)] == '.' || path[len(p)] == '[') {
+			return true
+		}
+	}
+	return false
+}
 
-// checkNode compares a YAML node with the Go type it decodes into, and records
-// unknown fields, duplicate keys and values of the wrong type, each with its path
-// and line. It descends into everything, so that one run reports every problem.
-func checkNode(n *yaml.Node, t reflect.Type, p *field.Path, lines map[string]int, errs *field.ErrorList) {
-	for n.Kind == yaml.DocumentNode || n.Kind == yaml.AliasNode {
-		if n.Kind == yaml.AliasNode {
-			n = n.Alias
-		} else {
-			n = n.Content[0]
-		}
-	}
-	if p != nil {
-		lines[p.String()] = n.Line
-	}
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
-		return // an unset field
-	}
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	bad := func(want string) {
-		*errs = append(*errs, invalidAt(p, n, "must be "+want))
-		// Unset the value, so that decoding the rest of the file still works
-		// and validation can report the other fields.
-		*n = yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: "null", Line: n.Line}
-	}
+// changedPaths lists the field paths at which a and b differ: the fields an
+// override set. A list that changed length is one path.
+func changedPaths(a, b *SpotterConfiguration) []string {
+	var out []string
+	diff(reflect.ValueOf(a).Elem(), reflect.ValueOf(b).Elem(), nil, &out)
+	return out
+}
 
-	// Types with their own JSON form (durations): let them judge the value.
-	if reflect.PointerTo(t).Implements(jsonUnmarshaler) {
-		var v any
-		if err := n.Decode(&v); err != nil {
-			bad("a scalar value")
-			return
+func diff(a, b reflect.Value, p *field.Path, out *[]string) {
+	record := func() {
+		if p != nil {
+			*out = append(*out, p.String())
 		}
-		j, err := json.Marshal(v)
-		if err == nil {
-			err = json.Unmarshal(j, reflect.New(t).Interface())
-		}
-		if err != nil {
-			what := "a valid value"
-			if t.Name() == "Duration" {
-				what = "a duration such as 90s, 5m or 1h30m"
+	}
+	t := a.Type()
+	switch {
+	case t.Kind() == reflect.Pointer:
+		if a.IsNil() || b.IsNil() {
+			if a.IsNil() != b.IsNil() {
+				record()
 			}
-			bad(what)
-		}
-		return
-	}
-
-	switch t.Kind() {
-	case reflect.Struct:
-		if n.Kind != yaml.MappingNode {
-			bad("a mapping of fields")
 			return
 		}
-		fields := jsonFields(t)
-		seen := map[string]bool{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			fp := child(p, k.Value)
-			if seen[k.Value] {
-				*errs = append(*errs, withLine(field.Duplicate(fp, k.Value), k))
+		diff(a.Elem(), b.Elem(), p, out)
+	case t.Kind() == reflect.Struct && !reflect.PointerTo(t).Implements(jsonUnmarshaler):
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "-" || !f.IsExported() {
 				continue
 			}
-			seen[k.Value] = true
-			ft, ok := fields[k.Value]
-			if !ok {
-				*errs = append(*errs, invalidAt(fp, k, unknownField(k.Value, fields)))
-				continue
+			fp := p
+			if !strings.Contains(opts, "inline") && !(f.Anonymous && name == "") {
+				if name == "" {
+					name = f.Name
+				}
+				fp = child(p, name)
 			}
-			checkNode(v, ft, fp, lines, errs)
+			diff(a.Field(i), b.Field(i), fp, out)
 		}
-	case reflect.Map:
-		if n.Kind != yaml.MappingNode {
-			bad("a mapping")
-			return
-		}
-		seen := map[string]bool{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			var kp *field.Path
-			if p == nil {
-				kp = field.NewPath("").Key(k.Value)
+	case t.Kind() == reflect.Map:
+		for _, k := range a.MapKeys() {
+			kp := field.NewPath("").Key(k.String())
+			if p != nil {
+				kp = p.Key(k.String())
+			}
+			if bv := b.MapIndex(k); !bv.IsValid() {
+				*out = append(*out, kp.String())
 			} else {
-				kp = p.Key(k.Value)
+				diff(a.MapIndex(k), bv, kp, out)
 			}
-			if seen[k.Value] {
-				*errs = append(*errs, withLine(field.Duplicate(kp, k.Value), k))
-				continue
-			}
-			seen[k.Value] = true
-			checkNode(v, t.Elem(), kp, lines, errs)
 		}
-	case reflect.Slice:
-		if n.Kind != yaml.SequenceNode {
-			bad("a list")
+		for _, k := range b.MapKeys() {
+			if !a.MapIndex(k).IsValid() {
+				kp := field.NewPath("").Key(k.String())
+				if p != nil {
+					kp = p.Key(k.String())
+				}
+				*out = append(*out, kp.String())
+			}
+		}
+	case t.Kind() == reflect.Slice:
+		if a.Len() != b.Len() {
+			record()
 			return
 		}
-		for i, item := range n.Content {
-			checkNode(item, t.Elem(), p.Index(i), lines, errs)
-		}
-	case reflect.String:
-		if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
-			bad("a string (quote it)")
-		}
-	case reflect.Bool:
-		if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
-			bad("true or false")
-		}
-	case reflect.Int32:
-		if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
-			bad("a whole number")
-		} else if _, err := strconv.ParseInt(n.Value, 0, 32); err != nil {
-			bad("a whole number that fits in 32 bits")
-		}
-	case reflect.Float64:
-		if n.Kind != yaml.ScalarNode || (n.Tag != "!!int" && n.Tag != "!!float") {
-			bad("a number")
+		for i := range a.Len() {
+			diff(a.Index(i), b.Index(i), p.Index(i), out)
 		}
 	default:
-		// Every field type of the configuration is handled above; a new one must
-		// be added here, which TestEveryFieldTypeIsChecked enforces.
-		bad("a value of type " + t.String())
-	}
-}
-
-// dropNulls removes the fields whose value is null: unset, as if absent. (Some
-// JSON forms, such as durations, refuse null.)
-func dropNulls(n *yaml.Node) {
-	if n.Kind == yaml.MappingNode {
-		kept := n.Content[:0]
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if v := n.Content[i+1]; v.Kind != yaml.ScalarNode || v.Tag != "!!null" {
-				kept = append(kept, n.Content[i], v)
-			}
+		if !reflect.DeepEqual(a.Interface(), b.Interface()) {
+			record()
 		}
-		n.Content = kept
-	}
-	for _, c := range n.Content {
-		dropNulls(c)
 	}
 }
 
@@ -342,20 +352,6 @@ func child(p *field.Path, name string) *field.Path {
 		return field.NewPath(name)
 	}
 	return p.Child(name)
-}
-
-func invalidAt(p *field.Path, n *yaml.Node, detail string) *field.Error {
-	if p == nil {
-		p = field.NewPath("")
-	}
-	return withLine(field.Invalid(p, n.Value, detail), n)
-}
-
-func withLine(e *field.Error, n *yaml.Node) *field.Error {
-	if n.Line > 0 {
-		e.Detail = strings.TrimSpace(fmt.Sprintf("%s (line %d)", e.Detail, n.Line))
-	}
-	return e
 }
 
 // sortErrors orders errors by field path, for output that does not depend on map

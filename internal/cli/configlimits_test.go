@@ -1,0 +1,47 @@
+package cli
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// A bad flag value is reported as the flag's, not at the line of the file that
+// the flag overrides.
+func TestConfigValidateNamesTheFlag(t *testing.T) {
+	path := writeFile(t, "apiVersion: spotter.dev/v1alpha1\nkind: SpotterConfiguration\nmanager:\n  metricsBindAddress: \":9000\"\n")
+	code, _, errOut := run(t, "config", "validate", "-f", path, "--metrics-bind-address", "bad")
+	if code != 1 || !strings.Contains(errOut, `manager.metricsBindAddress: Invalid value: "bad"`) ||
+		!strings.Contains(errOut, "(from --metrics-bind-address)") || strings.Contains(errOut, "line 4") {
+		t.Errorf("exit %d, %q", code, errOut)
+	}
+	// Without a file too.
+	code, _, errOut = run(t, "config", "validate", "-f", writeFile(t, "apiVersion: spotter.dev/v1alpha1\nkind: SpotterConfiguration\n"), "--health-probe-bind-address", "x")
+	if code != 1 || !strings.Contains(errOut, "(from --health-probe-bind-address)") {
+		t.Errorf("exit %d, %q", code, errOut)
+	}
+	// The file's own problems keep their lines.
+	path = writeFile(t, "apiVersion: spotter.dev/v1alpha1\nkind: SpotterConfiguration\nmanager:\n  metricsBindAddress: \"nonsense\"\n")
+	code, _, errOut = run(t, "config", "validate", "-f", path, "--dry-run")
+	if code != 1 || !strings.Contains(errOut, "(line 4)") || strings.Contains(errOut, "from --") {
+		t.Errorf("exit %d, %q", code, errOut)
+	}
+}
+
+// A configuration that never ends (/dev/zero) is refused at once, naming the
+// limit, by every command that reads one.
+func TestConfigFilesAreBounded(t *testing.T) {
+	if _, err := os.Stat("/dev/zero"); err != nil {
+		t.Skip("no /dev/zero")
+	}
+	for _, args := range [][]string{
+		{"config", "validate", "-f", "/dev/zero"},
+		{"plan", "--config", "/dev/zero", "--snapshot", "/nonexistent"},
+		{"simulate", "--config", "/dev/zero"},
+	} {
+		code, _, errOut := run(t, args...)
+		if code != 1 || !strings.Contains(errOut, "the configuration file is larger than 1 MiB, the limit") {
+			t.Errorf("%v: exit %d, %q", args, code, errOut)
+		}
+	}
+}
