@@ -183,23 +183,28 @@ func (w *watcher) poll(ctx context.Context) ([]notice.Notice, error) {
 		errs    []error
 	)
 	for _, it := range items {
-		present, err := w.read(ctx, it)
+		resp, err := w.get(ctx, it.path)
+		if err == nil {
+			var ns []notice.Notice
+			ns, err = w.handle(ctx, it, resp)
+			changed = append(changed, ns...)
+		}
 		if err != nil {
 			errs = append(errs, err)
-			continue
 		}
-		changed = append(changed, w.update(it.path, present)...)
 	}
 	return changed, errors.Join(errs...)
 }
 
-// read GETs one item and returns the notices present now.
-func (w *watcher) read(ctx context.Context, it item) ([]notice.Notice, error) {
-	resp, err := w.get(ctx, it.path)
+// handle takes in the answer to an item's GET and returns the notices to
+// send: new or changed, and ended. An answer that cannot be read changes
+// nothing.
+func (w *watcher) handle(ctx context.Context, it item, resp *watch.Response) ([]notice.Notice, error) {
+	present, err := w.answer(ctx, it, resp)
 	if err != nil {
 		return nil, err
 	}
-	return w.answer(ctx, it, resp)
+	return w.update(it.path, present), nil
 }
 
 // answer turns the answer to an item's GET into the notices present now; a
@@ -331,12 +336,19 @@ func (w *watcher) scheduledEvents(ctx context.Context, body []byte) ([]notice.No
 			continue
 		}
 		log.Error(p.Err, "Skipping a malformed scheduled event", kv...)
-		// An event seen before has not ended for being unreadable now.
-		if last, ok := w.tracker.Last(p.EventID); p.EventID != "" && ok && !last.Ended {
-			ns = append(ns, last)
-		}
 	}
+	// The other items' notice IDs are taken: an event named like one would
+	// make the two notices flip at every poll. (Real EventIds read
+	// instance-event-<hex>.)
+	seen := map[string]bool{InstanceActionID: true, RebalanceID: true, TargetLifecycleStateID: true}
 	for _, e := range events {
+		if seen[e.EventID] {
+			// Two entries for one event would make the notice flip between
+			// them at every poll: the first stands.
+			log.Error(nil, "Skipping a scheduled event whose EventId is taken", "eventID", e.EventID)
+			continue
+		}
+		seen[e.EventID] = true
 		if last, ok := w.tracker.Last(e.EventID); partial[e.EventID] && ok && !last.Ended && !e.Ended() {
 			// What was read of the event before stands.
 			ns = append(ns, last)
@@ -365,6 +377,13 @@ func (w *watcher) scheduledEvents(ctx context.Context, body []byte) ([]notice.No
 			Ended:    e.Ended(),
 			Detail:   detail,
 		})
+	}
+	for _, p := range problems {
+		// An event seen before has not ended for being unreadable now.
+		if last, ok := w.tracker.Last(p.EventID); p.Skipped && p.EventID != "" && !seen[p.EventID] && ok && !last.Ended {
+			seen[p.EventID] = true
+			ns = append(ns, last)
+		}
 	}
 	return ns, nil
 }

@@ -248,10 +248,18 @@ func (w *watcher) process(ctx context.Context, body []byte) ([]notice.Notice, er
 		}
 		log.Error(p.Err, "Skipping a malformed scheduled event", kv...)
 	}
+	seen := map[string]bool{}
 	for _, e := range doc.Events {
 		if !e.Affects(w.vmName) {
 			continue
 		}
+		if seen[e.EventID] {
+			// Two events with one EventId would make the notice flip
+			// between them with every incarnation: the first stands.
+			log.Error(nil, "Skipping a second scheduled event with the same EventId", "incarnation", doc.Incarnation, "eventID", e.EventID)
+			continue
+		}
+		seen[e.EventID] = true
 		for _, p := range doc.Problems {
 			if !p.Skipped && p.EventID == e.EventID {
 				log.Error(p.Err, "Scheduled event of this VM has malformed fields; they are ignored",
