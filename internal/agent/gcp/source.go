@@ -128,24 +128,16 @@ func (s *Source) Cloud() string { return notice.CloudGCP }
 // a deadline MaintenanceNotice after it was seen, and Ended when the value is
 // NONE again.
 func (s *Source) Watch(ctx context.Context, out chan<- notice.Notice) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	keys := []key{
 		{path: PreemptedPath, id: PreemptedID, notice: s.preempted},
 		{path: MaintenanceEventPath, id: MaintenanceEventID, notice: s.maintenance},
 	}
-	errs := make([]error, len(keys))
 	var wg sync.WaitGroup
-	for i, k := range keys {
-		wg.Go(func() {
-			errs[i] = s.watchKey(ctx, k, out)
-			if errs[i] != nil {
-				cancel() // a permanent error ends the other watch too
-			}
-		})
+	for _, k := range keys {
+		wg.Go(func() { s.watchKey(ctx, k, out) })
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return nil
 }
 
 // key is one metadata key and the notice its value means (ok false: none),
@@ -156,7 +148,8 @@ type key struct {
 	notice func(value []byte, last notice.Notice, open bool) (n notice.Notice, ok bool, err error)
 }
 
-func (s *Source) watchKey(ctx context.Context, k key, out chan<- notice.Notice) error {
+// watchKey watches one key until ctx ends.
+func (s *Source) watchKey(ctx context.Context, k key, out chan<- notice.Notice) {
 	log := klog.FromContext(ctx).WithValues("cloud", notice.CloudGCP, "key", k.path)
 	var (
 		tracker  watch.Tracker
@@ -170,31 +163,31 @@ func (s *Source) watchKey(ctx context.Context, k key, out chan<- notice.Notice) 
 			// not make this loop spin.
 			if wait := s.cfg.PollInterval - s.cfg.Clock.Since(lastLong); !lastLong.IsZero() && wait > 0 {
 				if !watch.Sleep(ctx, s.cfg.Clock, wait) {
-					return nil
+					return
 				}
 			}
 			lastLong = s.cfg.Clock.Now()
 		}
 		n, ok, newETag, err := s.poll(ctx, k, &tracker, etag)
 		if ctx.Err() != nil {
-			return nil
+			return
 		}
 		if err != nil {
 			wait := retries.Next()
 			log.Error(err, "Reading the GCP metadata server; will retry", "retryIn", wait)
 			if !watch.Sleep(ctx, s.cfg.Clock, wait) {
-				return nil
+				return
 			}
 			continue
 		}
 		retries.Reset()
 		if ok && tracker.Changed(n) && !watch.Send(ctx, out, n) {
-			return nil
+			return
 		}
 		if newETag == "" {
 			// Without an ETag there is nothing to wait on: poll instead.
 			if !watch.Sleep(ctx, s.cfg.Clock, s.cfg.PollInterval) {
-				return nil
+				return
 			}
 		}
 		etag = newETag

@@ -274,15 +274,10 @@ func TestLongPollIsPaced(t *testing.T) {
 	}
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
+	done := make(chan struct{})
 	k := key{path: PreemptedPath, id: PreemptedID, notice: src.preempted}
-	go func() { done <- src.watchKey(ctx, k, make(chan notice.Notice, 16)) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("watchKey = %v", err)
-		}
-	}()
+	go func() { src.watchKey(ctx, k, make(chan notice.Notice, 16)); close(done) }()
+	defer func() { cancel(); <-done }()
 	const seconds = 10
 	for range seconds {
 		watchtest.WaitIdle(t, clk)

@@ -78,9 +78,11 @@ type Source interface {
 	// a notice on out when it first sees an event and again when the notice
 	// changes (for example Ended); an unchanged, repeated observation is not
 	// resent. Transient errors are logged with the logger from ctx and retried
-	// with backoff. Watch returns nil when ctx ends, or an error on a permanent
-	// misconfiguration (for example an endpoint that is not the cloud's
-	// metadata service). It never closes out.
+	// with backoff, and so are wrong answers (an answer that is not the
+	// metadata service's, a malformed document): exiting would make the
+	// DaemonSet restart the agent over and over, through the notice. Watch
+	// returns nil when ctx ends, or an error on a permanent misconfiguration
+	// only. It never closes out.
 	Watch(ctx context.Context, out chan<- Notice) error
 }
 
