@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -175,7 +176,11 @@ func validateMigrator(c *MigratorConfig, p *field.Path) field.ErrorList {
 func ValidateAgent(c *AgentConfig, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	errs = append(errs, oneOf(p.Child("cloud"), c.Cloud, CloudAuto, CloudAWS, CloudGCP, CloudAzure)...)
-	if c.MetadataEndpoint != "" {
+	if strings.Contains(c.MetadataEndpoint, "@") {
+		// It may hold a password: say where, never what.
+		errs = append(errs, field.Invalid(p.Child("metadataEndpoint"), "<redacted>",
+			"must not hold credentials (user:password@) nor any '@': the metadata services take none"))
+	} else if c.MetadataEndpoint != "" {
 		u, err := url.Parse(c.MetadataEndpoint)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			errs = append(errs, field.Invalid(p.Child("metadataEndpoint"), c.MetadataEndpoint,
