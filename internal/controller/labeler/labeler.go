@@ -77,9 +77,11 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	class := c.classifier.Classify(node)
 	c.classes.set(node.Name, class.Class)
-	if c.classes.warn(node.Name, class.Class == classify.ControlPlane && class.Warning != "") && c.recorder != nil {
-		klog.FromContext(ctx).Error(nil, "Control-plane node on spot", "node", klog.KObj(node), "warning", class.Warning)
-		c.recorder.Eventf(node, nil, corev1.EventTypeWarning, "SpotterControlPlaneOnSpot", "Classify", "%s", class.Warning)
+	if c.classes.warn(node.Name, class.Class == classify.ControlPlane && class.Warning != "") {
+		c.warnControlPlaneOnSpot(ctx, node.Name)
+		if c.recorder != nil {
+			c.recorder.Eventf(node, nil, corev1.EventTypeWarning, "SpotterControlPlaneOnSpot", "Classify", "%s", class.Warning)
+		}
 	}
 	if class.Class == classify.ControlPlane {
 		return reconcile.Result{}, nil
@@ -146,6 +148,28 @@ func (c *Controller) desired(node *corev1.Node, class classify.Class) (*corev1.N
 	}
 	out.Spec.Taints = kept
 	return out, changes
+}
+
+// warnControlPlaneOnSpot logs, once, the control-plane nodes that look like
+// spot, newly found when node was: a warning about the cluster's setup, not an
+// error of Spotter's (an error-level line carries a stack trace). All of them
+// are named in one line, read from the cache; a node is named again only after
+// it stopped looking like spot.
+func (c *Controller) warnControlPlaneOnSpot(ctx context.Context, node string) {
+	names := []string{node}
+	var nodes corev1.NodeList
+	if err := c.client.List(ctx, &nodes); err == nil {
+		for i := range nodes.Items {
+			n := &nodes.Items[i]
+			if r := c.classifier.Classify(n); n.Name != node && r.Class == classify.ControlPlane && r.Warning != "" {
+				names = append(names, n.Name)
+			}
+		}
+	}
+	if names = c.classes.unlogged(names); len(names) > 0 {
+		klog.FromContext(ctx).Info("WARNING: control-plane nodes look like spot; Spotter never drains them nor uses them as spot. "+
+			"A control plane on spot capacity can be interrupted: check these nodes' labels and node groups", "nodes", names)
+	}
 }
 
 func (c *Controller) event(node *corev1.Node, reason, note string, args ...any) {

@@ -1,6 +1,7 @@
 package labeler
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,6 +39,7 @@ type classCounter struct {
 	mu     sync.Mutex
 	nodes  map[string]classify.Class
 	warned map[string]bool // control-plane nodes on spot
+	logged map[string]bool // those of them named in the log
 }
 
 func newClassCounter() *classCounter {
@@ -45,7 +47,7 @@ func newClassCounter() *classCounter {
 		nodesByClass.WithLabelValues(string(c)).Set(0)
 	}
 	controlPlaneOnSpot.Set(0)
-	return &classCounter{nodes: map[string]classify.Class{}, warned: map[string]bool{}}
+	return &classCounter{nodes: map[string]classify.Class{}, warned: map[string]bool{}, logged: map[string]bool{}}
 }
 
 // warn records whether node is a control-plane node on spot, and reports
@@ -61,9 +63,27 @@ func (c *classCounter) warn(node string, onSpot bool) bool {
 		controlPlaneOnSpot.Inc()
 	} else {
 		delete(c.warned, node)
+		delete(c.logged, node)
 		controlPlaneOnSpot.Dec()
 	}
 	return onSpot
+}
+
+// unlogged returns, sorted, all of names when any of them was not logged yet
+// (and records them as logged), else nothing.
+func (c *classCounter) unlogged(names []string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fresh := false
+	for _, n := range names {
+		fresh = fresh || !c.logged[n]
+		c.logged[n] = true
+	}
+	if !fresh {
+		return nil
+	}
+	slices.Sort(names)
+	return names
 }
 
 func (c *classCounter) set(node string, class classify.Class) {
@@ -86,6 +106,7 @@ func (c *classCounter) forget(node string) {
 		nodesByClass.WithLabelValues(string(old)).Dec()
 		delete(c.nodes, node)
 	}
+	delete(c.logged, node)
 	if c.warned[node] {
 		delete(c.warned, node)
 		controlPlaneOnSpot.Dec()
