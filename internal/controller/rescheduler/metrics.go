@@ -26,11 +26,11 @@ var (
 	})
 	drainableNodes = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "spotter", Subsystem: "rescheduler", Name: "drainable_nodes",
-		Help: "On-demand nodes the last plan found could be emptied onto spot.",
+		Help: "On-demand nodes with pods to move that the last plan found could be emptied onto spot (a node with nothing to move needs no drain).",
 	})
 	hourlySavings = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "spotter", Subsystem: "rescheduler", Name: "estimated_hourly_savings",
-		Help: "On-demand price per hour of the nodes the last plan found drainable, when prices are configured.",
+		Help: "On-demand price per hour of the nodes counted by drainable_nodes, when prices are configured.",
 	})
 )
 

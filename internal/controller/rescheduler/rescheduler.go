@@ -157,10 +157,11 @@ func (c *Controller) Cycle(ctx context.Context) time.Duration {
 		logger.Error(err, "Planning")
 		return c.opts.Interval
 	}
-	logger.Info("Planned", "onDemandNodes", p.Summary.OnDemandNodes, "drainable", p.Summary.DrainableNodes,
-		"podsToMove", p.Summary.PodsToMove, "duration", c.clock.Since(start))
-	drainableNodes.Set(float64(p.Summary.DrainableNodes))
-	hourlySavings.Set(p.Summary.HourlySaving)
+	work := workOf(p)
+	logger.Info("Planned", "onDemandNodes", p.Summary.OnDemandNodes, "drainable", work.nodes,
+		"podsToMove", work.pods, "emptyOnDemand", work.empty, "duration", c.clock.Since(start))
+	drainableNodes.Set(float64(work.nodes))
+	hourlySavings.Set(work.saving)
 	c.report(p)
 	if p.Summary.PendingReserved > 0 {
 		logger.Info("Skipping this cycle: Pending pods need the spot capacity", "pending", p.Summary.PendingReserved)
@@ -344,6 +345,38 @@ func (c *Controller) report(p *plan.Plan) {
 			c.recorder.Eventf(ref, nil, corev1.EventTypeNormal, "SpotterNotDrainable", "Plan", "not moved to spot: %s", reason)
 		}
 	}
+}
+
+// work is what a plan leaves the rescheduler to do.
+type work struct {
+	// nodes are the drainable on-demand nodes with pods to move, pods the
+	// evictions they need and saving their on-demand price per hour.
+	nodes, pods int
+	saving      float64
+	// empty counts the drainable on-demand nodes with nothing to move: no
+	// drain, the autoscaler removes them.
+	empty int
+}
+
+// workOf counts the nodes the rescheduler would drain: the planner calls a
+// node with nothing to move drainable, but there is nothing to drain.
+func workOf(p *plan.Plan) work {
+	var w work
+	for i := range p.Nodes {
+		n := &p.Nodes[i]
+		if !n.Drainable || n.Class != classify.OnDemand {
+			continue
+		}
+		moves := countMoves(n)
+		if moves == 0 {
+			w.empty++
+			continue
+		}
+		w.nodes++
+		w.pods += moves
+		w.saving += n.HourlyPrice
+	}
+	return w
 }
 
 func countMoves(n *plan.NodePlan) int {
