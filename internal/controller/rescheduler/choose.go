@@ -5,15 +5,26 @@ import (
 	"spotter.dev/spotter/internal/plan"
 )
 
-// Choose picks the drainable node to empty from a plan: the first in plan order
-// (emptiest first) that is on-demand, has pods to move (a node with nothing to
-// move needs no drain: the autoscaler removes it) and is not cooling down;
-// ownNode, the node Spotter runs on, only when nothing else qualifies. It
-// returns nil when no node qualifies. coolingDown may be nil.
+// Choose picks the drainable node to empty from a plan: the first of Order, or
+// nil when no node qualifies. coolingDown may be nil.
 //
 // It is a pure function of its arguments, so that the controller and the
 // simulator (`spotter simulate`) make the same choice.
 func Choose(p *plan.Plan, coolingDown func(node string) bool, ownNode string) *plan.NodePlan {
+	if order := Order(p, coolingDown, ownNode); len(order) > 0 {
+		return order[0]
+	}
+	return nil
+}
+
+// Order lists the nodes of a plan the rescheduler would drain, in the order
+// it would drain them: plan order (emptiest first; the plan already counts
+// the spot capacity each earlier node's pods take) of the nodes that are
+// drainable, on-demand, have pods to move (a node with nothing to move needs
+// no drain: the autoscaler removes it) and are not cooling down; ownNode, the
+// node Spotter runs on, last. coolingDown may be nil.
+func Order(p *plan.Plan, coolingDown func(node string) bool, ownNode string) []*plan.NodePlan {
+	var order []*plan.NodePlan
 	var own *plan.NodePlan
 	for i := range p.Nodes {
 		n := &p.Nodes[i]
@@ -27,7 +38,10 @@ func Choose(p *plan.Plan, coolingDown func(node string) bool, ownNode string) *p
 			own = n
 			continue
 		}
-		return n
+		order = append(order, n)
 	}
-	return own
+	if own != nil {
+		order = append(order, own)
+	}
+	return order
 }

@@ -4,7 +4,9 @@
 // cluster), waits until the evicted pods' replacements run, then pauses for
 // drainDelay. It shares the disruption budget with the migrator, skips cycles
 // while Pending pods need the spot capacity, drains its own node last and puts
-// a node whose drain failed into a cooldown that grows with each failure.
+// a node whose drain failed into a cooldown that grows with each failure. A
+// dry run drains nothing and reports, each cycle, every node it would drain,
+// in order.
 package rescheduler
 
 import (
@@ -167,6 +169,10 @@ func (c *Controller) Cycle(ctx context.Context) time.Duration {
 		logger.Info("Skipping this cycle: Pending pods need the spot capacity", "pending", p.Summary.PendingReserved)
 		return c.opts.Interval
 	}
+	if c.opts.DryRun {
+		c.reportDryRun(ctx, p, now)
+		return c.opts.Interval
+	}
 	target := c.choose(p, now)
 	if target == nil {
 		return c.opts.Interval
@@ -176,10 +182,30 @@ func (c *Controller) Cycle(ctx context.Context) time.Duration {
 		return c.opts.Interval
 	}
 	defer c.budget.Release(target.Name)
-	if c.drainNode(ctx, target, snap) && !c.opts.DryRun {
+	if c.drainNode(ctx, target, snap) {
 		return max(c.opts.DrainDelay, time.Second)
 	}
 	return c.opts.Interval
+}
+
+// reportDryRun says what the rescheduler would do with plan p at now, and
+// changes nothing: every node it would drain, in the order it would drain
+// them (Order), in one log line and in an Event on each node.
+func (c *Controller) reportDryRun(ctx context.Context, p *plan.Plan, now time.Time) {
+	order := Order(p, func(node string) bool { return c.failures[node].Active(now) }, c.opts.OwnNode)
+	steps := make([]string, len(order))
+	for i, n := range order {
+		steps[i] = fmt.Sprintf("%s (%d pods)", n.Name, countMoves(n))
+	}
+	klog.FromContext(ctx).Info("Dry run: would drain these nodes, one at a time, in this order", "nodes", steps)
+	if c.recorder == nil {
+		return
+	}
+	for i, n := range order {
+		c.recorder.Eventf(&corev1.ObjectReference{Kind: "Node", Name: n.Name, UID: types.UID(n.Name)}, nil,
+			corev1.EventTypeNormal, drain.ReasonWouldDrain, "Drain", "dry run: would drain this node, %d of %d in this plan: all %d pods fit on spot nodes",
+			i+1, len(order), countMoves(n))
+	}
 }
 
 // waitFor returns how long to wait at now for t, at most an interval. A t
@@ -245,9 +271,6 @@ func (c *Controller) drainNode(ctx context.Context, target *plan.NodePlan, snap 
 	}
 	delete(c.failures, target.Name)
 	drains.WithLabelValues(outcomeSucceeded).Inc()
-	if c.opts.DryRun {
-		return true
-	}
 	if misplaced := c.waitReplacements(ctx, owners, existing); len(misplaced) > 0 {
 		// The scheduler preferred on-demand capacity for the replacements: draining
 		// more would move pods in circles. Pause, longer each time.
