@@ -12,6 +12,7 @@ package rescheduler
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -152,6 +153,7 @@ func (c *Controller) Cycle(ctx context.Context) time.Duration {
 		logger.Error(err, "Reading the cluster from the cache")
 		return c.opts.Interval
 	}
+	inListOrder(snap)
 	start := c.clock.Now()
 	p, err := c.planner.Plan(ctx, snap)
 	planDuration.Observe(c.clock.Since(start).Seconds())
@@ -344,7 +346,8 @@ func (c *Controller) waitReplacements(ctx context.Context, owners, existing map[
 }
 
 // report records an Event on each on-demand node whose verdict changed, so
-// that `kubectl describe node` says why Spotter leaves it alone.
+// that `kubectl describe node` says why Spotter leaves it alone. The reason
+// is the plan's, as `spotter plan` gives it (the snapshot is in list order).
 func (c *Controller) report(p *plan.Plan) {
 	for _, n := range p.Nodes {
 		if n.Class != classify.OnDemand {
@@ -365,9 +368,22 @@ func (c *Controller) report(p *plan.Plan) {
 		if n.Drainable {
 			c.recorder.Eventf(ref, nil, corev1.EventTypeNormal, "SpotterDrainable", "Plan", "all pods of this on-demand node fit on spot nodes")
 		} else {
-			c.recorder.Eventf(ref, nil, corev1.EventTypeNormal, "SpotterNotDrainable", "Plan", "not moved to spot: %s", reason)
+			c.recorder.Eventf(ref, nil, corev1.EventTypeNormal, "SpotterNotDrainable", planAction(reason), "not moved to spot: %s", reason)
 		}
 	}
+}
+
+// planAction is the action of a SpotterNotDrainable Event: "Plan", and a
+// digest of the reason. The events library merges an Event into the series of
+// an earlier one with the same type, reason, action, regarding and related
+// objects, and keeps the first note (client-go v0.37.1,
+// tools/events/event_broadcaster.go, getKey): with one action for every
+// reason, `kubectl describe node` went on showing the first reason after it
+// changed. A repeat of the same reason still joins its series.
+func planAction(reason string) string {
+	h := fnv.New32a()
+	h.Write([]byte(reason))
+	return fmt.Sprintf("Plan-%08x", h.Sum32())
 }
 
 // work is what a plan leaves the rescheduler to do.
