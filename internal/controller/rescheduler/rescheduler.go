@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -101,11 +102,12 @@ func (c *Controller) Register(mgr ctrl.Manager) error { return mgr.Add(c) }
 func (c *Controller) NeedLeaderElection() bool { return true }
 
 // Start runs cycles until ctx ends. Unfinished drains of a previous process are
-// resumed or rolled back first.
+// rolled back first when OnRestart is Rollback; else the cycles resume them
+// (see Cycle).
 func (c *Controller) Start(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("controller", Component)
 	ctx = klog.NewContext(ctx, logger)
-	if !c.opts.DryRun {
+	if !c.opts.DryRun && c.opts.OnRestart == drain.Rollback {
 		rctx, cancel := drain.Outlive(ctx, c.clock, c.opts.ShutdownGracePeriod)
 		nodes, err := c.drainer.Recover(rctx, c.opts.OnRestart)
 		cancel()
@@ -127,11 +129,20 @@ func (c *Controller) Start(ctx context.Context) error {
 
 // Cycle plans once and drains at most one node. It returns how long to wait
 // before the next cycle.
+//
+// A drain of the rescheduler's found unfinished (its marks on a node: the
+// process stopped mid-drain; a drain of this process ends within its cycle)
+// is resumed by the rules of a fresh drain: inside the drain windows, with no
+// Pending pods waiting for spot, when the plan still finds the node drainable,
+// with a slot of the disruption budget, each eviction re-checked, and followed
+// by the wait for replacements and drainDelay. Where a rule forbids it now, the
+// drain is rolled back, and the node is planned afresh in later cycles.
 func (c *Controller) Cycle(ctx context.Context) time.Duration {
 	logger := klog.FromContext(ctx)
 	now := c.clock.Now()
 	if c.misplaced.Active(now) {
 		logger.V(1).Info("Paused: replacements of evicted pods landed on on-demand nodes", "until", c.misplaced.Until)
+		c.rollBackUnfinished(ctx, c.unfinished(ctx, nil), "the rescheduler is paused")
 		return c.waitFor(now, c.misplaced.Until)
 	}
 	open, next := c.budget.Open(now)
@@ -140,11 +151,13 @@ func (c *Controller) Cycle(ctx context.Context) time.Duration {
 			logger.Info("No drain window will ever open: their schedules match no date; checking again every interval", "interval", c.opts.Interval)
 		}
 		c.neverOpens = true
+		c.rollBackUnfinished(ctx, c.unfinished(ctx, nil), "no drain window will open")
 		return c.opts.Interval
 	}
 	c.neverOpens = false
 	if !open {
 		logger.V(1).Info("Outside the allowed drain windows", "next", next)
+		c.rollBackUnfinished(ctx, c.unfinished(ctx, nil), "outside the drain windows")
 		return c.waitFor(now, next)
 	}
 	logger.V(1).Info("Cycle starts")
@@ -167,8 +180,10 @@ func (c *Controller) Cycle(ctx context.Context) time.Duration {
 	drainableNodes.Set(float64(work.nodes))
 	hourlySavings.Set(work.saving)
 	c.report(p)
+	unfinished := c.unfinished(ctx, snap)
 	if p.Summary.PendingReserved > 0 {
 		logger.Info("Skipping this cycle: Pending pods need the spot capacity", "pending", p.Summary.PendingReserved)
+		c.rollBackUnfinished(ctx, unfinished, "Pending pods need the spot capacity")
 		return c.opts.Interval
 	}
 	if c.opts.DryRun {
@@ -176,14 +191,23 @@ func (c *Controller) Cycle(ctx context.Context) time.Duration {
 		return c.opts.Interval
 	}
 	target := c.choose(p, now)
+	if len(unfinished) > 0 {
+		target = c.resumable(ctx, p, now, unfinished)
+	}
 	if target == nil {
 		return c.opts.Interval
 	}
 	if err := c.budget.Acquire(target.Name, Component); err != nil {
 		logger.Info("Not draining now", "node", target.Name, "reason", err.Error())
+		if unfinished[target.Name] {
+			c.rollBackUnfinished(ctx, map[string]bool{target.Name: true}, err.Error())
+		}
 		return c.opts.Interval
 	}
 	defer c.budget.Release(target.Name)
+	if unfinished[target.Name] {
+		logger.Info("Resuming an unfinished drain", "node", target.Name)
+	}
 	if c.drainNode(ctx, target, snap) {
 		return max(c.opts.DrainDelay, time.Second)
 	}
@@ -207,6 +231,96 @@ func (c *Controller) reportDryRun(ctx context.Context, p *plan.Plan, now time.Ti
 		c.recorder.Eventf(&corev1.ObjectReference{Kind: "Node", Name: n.Name, UID: types.UID(n.Name)}, nil,
 			corev1.EventTypeNormal, drain.ReasonWouldDrain, "Drain", "dry run: would drain this node, %d of %d in this plan: all %d pods fit on spot nodes",
 			i+1, len(order), countMoves(n))
+	}
+}
+
+// unfinished returns the nodes marked by a drain of the rescheduler, read
+// from snap, or from the cache when snap is nil. In a dry run there are none:
+// it changes nothing.
+func (c *Controller) unfinished(ctx context.Context, snap *snapshot.Snapshot) map[string]bool {
+	if c.opts.DryRun {
+		return nil
+	}
+	nodes := []*corev1.Node(nil)
+	if snap != nil {
+		nodes = snap.Nodes
+	} else {
+		var list corev1.NodeList
+		if err := c.reader.List(ctx, &list); err != nil {
+			klog.FromContext(ctx).Error(err, "Listing nodes to find unfinished drains")
+			return nil
+		}
+		for i := range list.Items {
+			nodes = append(nodes, &list.Items[i])
+		}
+	}
+	out := map[string]bool{}
+	for _, n := range nodes {
+		if m, marked, err := drain.MarkOf(n); err == nil && marked && m.By == Component {
+			out[n.Name] = true
+		}
+	}
+	return out
+}
+
+// resumable returns the unfinished drain to resume: the first of them in the
+// order the rescheduler drains (Order), as a fresh drain would be chosen. The
+// others are rolled back, and so are those the plan no longer finds drainable.
+// An unfinished drain whose node has nothing left to move is finished: its
+// marks are removed, as at the end of a drain.
+func (c *Controller) resumable(ctx context.Context, p *plan.Plan, now time.Time, unfinished map[string]bool) *plan.NodePlan {
+	var target *plan.NodePlan
+	for _, n := range Order(p, func(node string) bool { return c.failures[node].Active(now) }, c.opts.OwnNode) {
+		if unfinished[n.Name] {
+			target = n
+			break
+		}
+	}
+	rest := map[string]bool{}
+	for i := range p.Nodes {
+		n := &p.Nodes[i]
+		switch {
+		case !unfinished[n.Name] || n == target:
+		case n.Drainable && n.Class == classify.OnDemand && countMoves(n) == 0:
+			if err := c.drainer.Unmark(ctx, n.Name, !c.opts.CordonAfterDrain); err != nil {
+				klog.FromContext(ctx).Error(err, "Finishing an unfinished drain", "node", n.Name)
+			} else {
+				klog.FromContext(ctx).Info("Finished an unfinished drain: nothing was left to move", "node", n.Name)
+			}
+		case n.Drainable:
+			rest[n.Name] = true
+		default:
+			c.rollBackUnfinished(ctx, map[string]bool{n.Name: true}, "not drainable now: "+n.Reason)
+		}
+	}
+	if target != nil {
+		c.rollBackUnfinished(ctx, rest, "another unfinished drain goes first")
+	} else {
+		c.rollBackUnfinished(ctx, rest, "the node is not to be drained now")
+	}
+	return target
+}
+
+// rollBackUnfinished rolls back the unfinished drains of nodes: their marks
+// removed, uncordoned if the drain had cordoned them.
+func (c *Controller) rollBackUnfinished(ctx context.Context, nodes map[string]bool, why string) {
+	names := make([]string, 0, len(nodes))
+	for n := range nodes {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		logger := klog.FromContext(ctx).WithValues("node", name)
+		if err := c.drainer.Unmark(ctx, name, true); err != nil {
+			logger.Error(err, "Rolling back an unfinished drain")
+			continue
+		}
+		logger.Info("Rolled back an unfinished drain", "reason", why)
+		drains.WithLabelValues(outcomeRolledBack).Inc()
+		if c.recorder != nil {
+			c.recorder.Eventf(&corev1.ObjectReference{Kind: "Node", Name: name, UID: types.UID(name)}, nil,
+				corev1.EventTypeNormal, drain.ReasonDrainRolledBack, "Drain", "unfinished drain rolled back: %s", why)
+		}
 	}
 }
 
