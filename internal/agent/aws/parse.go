@@ -1,12 +1,13 @@
 package aws
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"spotter.dev/spotter/internal/agent/internal/entries"
 )
 
 // ScheduledEventTimeLayout is the layout of the dates in the scheduled-events
@@ -106,18 +107,9 @@ func (e ScheduledEvent) Ended() bool {
 	return e.State == StateCanceled || e.State == StateCompleted
 }
 
-// EventProblem is one malformed entry of events/maintenance/scheduled.
-type EventProblem struct {
-	// Index is the entry's position in the array.
-	Index int
-	// EventID is the entry's EventId, when it could be read.
-	EventID string
-	// Skipped says that the entry was left out; otherwise it was kept without
-	// the fields Err names (see ParseScheduledEvents).
-	Skipped bool
-	// Err says what is wrong.
-	Err error
-}
+// EventProblem is one malformed entry of events/maintenance/scheduled (see
+// ParseScheduledEvents).
+type EventProblem = entries.Problem
 
 // ParseScheduledEvents parses the body of events/maintenance/scheduled: a JSON
 // array of events whose dates use ScheduledEventTimeLayout. An empty array
@@ -136,18 +128,7 @@ func ParseScheduledEvents(b []byte) ([]ScheduledEvent, []EventProblem, error) {
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return nil, nil, fmt.Errorf("scheduled events: %w", err)
 	}
-	events := make([]ScheduledEvent, 0, len(raw))
-	var problems []EventProblem
-	for i, r := range raw {
-		e, skipped, err := parseScheduledEvent(r)
-		if err != nil {
-			problems = append(problems, EventProblem{Index: i, EventID: e.EventID, Skipped: skipped,
-				Err: fmt.Errorf("scheduled events: [%d]: %w", i, err)})
-		}
-		if !skipped {
-			events = append(events, e)
-		}
-	}
+	events, problems := entries.Parse(raw, "scheduled events: ", func(e ScheduledEvent) string { return e.EventID }, parseScheduledEvent)
 	return events, problems, nil
 }
 
@@ -164,68 +145,47 @@ func parseScheduledEvent(b json.RawMessage) (e ScheduledEvent, skipped bool, err
 		NotBeforeDeadline json.RawMessage `json:"NotBeforeDeadline"`
 		State             json.RawMessage `json:"State"`
 	}
-	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) == 0 || t[0] != '{' {
-		return ScheduledEvent{}, true, fmt.Errorf("not an object: %s", excerpt(b))
-	}
-	if err := json.Unmarshal(b, &raw); err != nil {
+	if err := entries.Object(b, &raw); err != nil {
 		return ScheduledEvent{}, true, err
 	}
-	var errs []error
-	text := func(name string, r json.RawMessage, out *string) bool {
-		if len(r) == 0 {
-			return true
-		}
-		if err := json.Unmarshal(r, out); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", name, err))
-			return false
-		}
-		return true
-	}
+	var f entries.Fields
+	text := func(name string, r json.RawMessage, out *string) bool { return f.Decode(name, r, out) }
 	word := func(name string, r json.RawMessage, out *string, required bool) {
 		var s string
 		switch {
 		case !text(name, r, &s):
 		case s == "" && required:
-			errs = append(errs, fmt.Errorf("want the field %s", name))
+			f.Add(fmt.Errorf("want the field %s", name))
 		case s != "" && !isWord(s):
-			errs = append(errs, fmt.Errorf("%s %q is not a word", name, excerpt([]byte(s))))
+			f.Add(fmt.Errorf("%s %q is not a word", name, entries.Excerpt([]byte(s))))
 		default:
 			*out = s
 		}
 	}
 	word("EventId", raw.EventID, &e.EventID, true)
 	word("Code", raw.Code, &e.Code, true)
-	if len(errs) > 0 {
-		return ScheduledEvent{EventID: e.EventID}, true, errors.Join(errs...)
+	if f.Failed() {
+		return ScheduledEvent{EventID: e.EventID}, true, f.Err()
 	}
 	word("State", raw.State, &e.State, false)
 	text("Description", raw.Description, &e.Description)
-	for _, f := range []struct {
+	for _, d := range []struct {
 		name string
 		in   json.RawMessage
 		out  *time.Time
 	}{{"NotBefore", raw.NotBefore, &e.NotBefore}, {"NotAfter", raw.NotAfter, &e.NotAfter}, {"NotBeforeDeadline", raw.NotBeforeDeadline, &e.NotBeforeDeadline}} {
 		var s string
-		if !text(f.name, f.in, &s) || s == "" {
+		if !text(d.name, d.in, &s) || s == "" {
 			continue
 		}
 		t, err := time.Parse(ScheduledEventTimeLayout, s)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", f.name, err))
+			f.Add(fmt.Errorf("%s: %w", d.name, err))
 			continue
 		}
-		*f.out = t
+		*d.out = t
 	}
-	return e, false, errors.Join(errs...)
-}
-
-// excerpt returns the start of b, for an error message.
-func excerpt(b []byte) string {
-	const n = 64
-	if len(b) > n {
-		return string(b[:n]) + "..."
-	}
-	return string(b)
+	return e, false, f.Err()
 }
 
 // TargetLifecycleStateTerminated is the Auto Scaling target lifecycle state of

@@ -1,12 +1,13 @@
 package azure
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"spotter.dev/spotter/internal/agent/internal/entries"
 )
 
 // TimeLayout is the layout of NotBefore: RFC 1123 in GMT, for example
@@ -41,17 +42,7 @@ type Document struct {
 }
 
 // EventProblem is one malformed event of a document.
-type EventProblem struct {
-	// Index is the event's position in the document's Events.
-	Index int
-	// EventID is the event's EventId, when it could be read.
-	EventID string
-	// Skipped says that the event was left out of Document.Events; otherwise
-	// it was kept without the fields Err names (see ParseDocument).
-	Skipped bool
-	// Err says what is wrong.
-	Err error
-}
+type EventProblem = entries.Problem
 
 // Event is one scheduled event.
 type Event struct {
@@ -103,17 +94,8 @@ func ParseDocument(b []byte) (Document, error) {
 	if raw.DocumentIncarnation == nil {
 		return Document{}, errors.New("scheduled events document: want the field DocumentIncarnation")
 	}
-	doc := Document{Incarnation: *raw.DocumentIncarnation, Events: make([]Event, 0, len(raw.Events))}
-	for i, r := range raw.Events {
-		e, skipped, err := parseEvent(r)
-		if err != nil {
-			doc.Problems = append(doc.Problems, EventProblem{Index: i, EventID: e.EventID, Skipped: skipped,
-				Err: fmt.Errorf("scheduled events document: Events[%d]: %w", i, err)})
-		}
-		if !skipped {
-			doc.Events = append(doc.Events, e)
-		}
-	}
+	doc := Document{Incarnation: *raw.DocumentIncarnation}
+	doc.Events, doc.Problems = entries.Parse(raw.Events, "scheduled events document: Events", func(e Event) string { return e.EventID }, parseEvent)
 	return doc, nil
 }
 
@@ -132,36 +114,24 @@ func parseEvent(b json.RawMessage) (e Event, skipped bool, err error) {
 		EventSource       json.RawMessage `json:"EventSource"`
 		DurationInSeconds json.RawMessage `json:"DurationInSeconds"`
 	}
-	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) == 0 || t[0] != '{' {
-		return Event{}, true, fmt.Errorf("not an object: %s", excerpt(b))
-	}
-	if err := json.Unmarshal(b, &raw); err != nil {
+	if err := entries.Object(b, &raw); err != nil {
 		return Event{}, true, err
 	}
 	e.DurationInSeconds = -1
-	var errs []error
-	field := func(name string, r json.RawMessage, v any) bool {
-		if len(r) == 0 {
-			return true
-		}
-		if err := json.Unmarshal(r, v); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", name, err))
-			return false
-		}
-		return true
-	}
+	var f entries.Fields
+	field := f.Decode
 	if field("EventId", raw.EventID, &e.EventID) && strings.TrimSpace(e.EventID) == "" {
-		errs = append(errs, errors.New("want an EventId"))
+		f.Add(errors.New("want an EventId"))
 	}
 	if field("EventType", raw.EventType, &e.EventType) && strings.TrimSpace(e.EventType) == "" {
-		errs = append(errs, errors.New("want an EventType"))
+		f.Add(errors.New("want an EventType"))
 	}
 	field("Resources", raw.Resources, &e.Resources)
-	if len(errs) > 0 {
+	if f.Failed() {
 		if strings.TrimSpace(e.EventID) == "" {
 			e.EventID = ""
 		}
-		return Event{EventID: e.EventID}, true, errors.Join(errs...)
+		return Event{EventID: e.EventID}, true, f.Err()
 	}
 	field("ResourceType", raw.ResourceType, &e.ResourceType)
 	field("EventStatus", raw.EventStatus, &e.EventStatus)
@@ -175,21 +145,12 @@ func parseEvent(b json.RawMessage) (e Event, skipped bool, err error) {
 	if field("NotBefore", raw.NotBefore, &notBefore) && notBefore != "" {
 		t, err := time.Parse(TimeLayout, notBefore)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("NotBefore: %w", err))
+			f.Add(fmt.Errorf("NotBefore: %w", err))
 		} else {
 			e.NotBefore = t
 		}
 	}
-	return e, false, errors.Join(errs...)
-}
-
-// excerpt returns the start of b, for an error message.
-func excerpt(b []byte) string {
-	const n = 64
-	if len(b) > n {
-		return string(b[:n]) + "..."
-	}
-	return string(b)
+	return e, false, f.Err()
 }
 
 // Affects reports whether the event names the VM vmName among its Resources
