@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
@@ -24,11 +25,12 @@ import (
 )
 
 type planOptions struct {
-	kubeconfig   string
-	context      string
-	snapshotFile string
-	configFile   string
-	output       string
+	kubeconfig       string
+	context          string
+	snapshotFile     string
+	maxSnapshotBytes string
+	configFile       string
+	output           string
 }
 
 func newPlanCommand() *cobra.Command {
@@ -42,7 +44,11 @@ counted across the whole plan. Changes nothing.
 
 A snapshot is a YAML or JSON List of Nodes, Pods, PodDisruptionBudgets and volume
 objects, as written by:
-  kubectl get nodes,pods,pdb,pv,pvc,storageclass,csinode,rs,sts,svc,ns -A -o yaml`,
+  kubectl get nodes,pods,pdb,pv,pvc,storageclass,csinode,rs,sts,svc,ns -A -o yaml
+It is read up to --max-snapshot-bytes (default 512Mi). Objects the API server
+would refuse (no name, negative quantities) and the same object twice with
+other contents are errors; identical duplicates and pods on nodes the snapshot
+lacks are warnings (docs/planner.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runPlan(cmd.Context(), &o, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -52,7 +58,10 @@ objects, as written by:
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
 	f.StringVar(&o.context, "context", "", "kubeconfig context (default: the current context)")
 	f.StringVar(&o.snapshotFile, "snapshot", "", "plan a saved cluster snapshot instead of a live cluster")
-	f.StringVarP(&o.configFile, "config", "f", "", "SpotterConfiguration file: classification selectors, movability rules, prices")
+	f.StringVar(&o.maxSnapshotBytes, "max-snapshot-bytes", "512Mi",
+		"largest --snapshot file read, such as 1Gi (a 5,000-node cluster's snapshot is about 185 MB; memory grows with the file)")
+	f.StringVarP(&o.configFile, "config", "f", "", fmt.Sprintf("SpotterConfiguration file (at most %s): classification selectors, movability rules, prices",
+		v1alpha1.FormatBytes(v1alpha1.MaxFileBytes)))
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
 	return cmd
 }
@@ -63,9 +72,12 @@ func runPlan(ctx context.Context, o *planOptions, out, errOut io.Writer) error {
 	default:
 		return fmt.Errorf("--output %q is not supported: use table, json or yaml", o.output)
 	}
+	maxBytes, err := parseBytes(o.maxSnapshotBytes)
+	if err != nil {
+		return fmt.Errorf("--max-snapshot-bytes: %w", err)
+	}
 	cfg := v1alpha1.NewDefaults()
 	if o.configFile != "" {
-		var err error
 		if cfg, err = v1alpha1.Load(o.configFile); err != nil {
 			return err
 		}
@@ -78,8 +90,15 @@ func runPlan(ctx context.Context, o *planOptions, out, errOut io.Writer) error {
 	start := time.Now()
 	var snap *snapshot.Snapshot
 	if o.snapshotFile != "" {
-		if snap, err = snapshot.LoadFile(o.snapshotFile); err != nil {
+		if snap, err = snapshot.LoadFileWith(o.snapshotFile, snapshot.Options{MaxBytes: maxBytes}); err != nil {
+			if _, ok := errors.AsType[*snapshot.TooLargeError](err); ok {
+				return fmt.Errorf("%w; if it is the right file, raise the limit with --max-snapshot-bytes (such as --max-snapshot-bytes=%s)",
+					err, resource.NewQuantity(2*maxBytes, resource.BinarySI))
+			}
 			return err
+		}
+		for _, w := range snap.Warnings {
+			fmt.Fprintf(errOut, "warning: %s\n", w)
 		}
 	} else {
 		if snap, err = readCluster(ctx, o); err != nil {
@@ -113,6 +132,15 @@ func runPlan(ctx context.Context, o *planOptions, out, errOut io.Writer) error {
 		return err
 	}
 	return printPlanTable(out, p)
+}
+
+// parseBytes reads a size such as 512Mi, 1Gi or 600000000.
+func parseBytes(s string) (int64, error) {
+	q, err := resource.ParseQuantity(s)
+	if err != nil || q.Sign() <= 0 {
+		return 0, fmt.Errorf("%q is not a size such as 512Mi, 1Gi or 600000000", s)
+	}
+	return q.Value(), nil
 }
 
 // readCluster lists the objects the planner needs. Connection and permission

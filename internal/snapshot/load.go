@@ -16,20 +16,45 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
 
+// DefaultMaxBytes is the largest snapshot LoadFile and Load read. A 5,000-node
+// cluster (150,000 pods) written by `kubectl get ... -o yaml` is about 185 MB;
+// larger files need Options.MaxBytes (`spotter plan --max-snapshot-bytes`).
+const DefaultMaxBytes = 512 << 20
+
+// Options tune how a snapshot is read.
+type Options struct {
+	// MaxBytes is the most bytes read; a longer input fails with a
+	// *TooLargeError as soon as the limit is passed. 0 means DefaultMaxBytes.
+	MaxBytes int64
+}
+
+// TooLargeError is a snapshot longer than Options.MaxBytes.
+type TooLargeError struct {
+	// Limit is the most bytes accepted.
+	Limit int64
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("the snapshot is larger than %s, the limit", formatBytes(e.Limit))
+}
+
 // LoadFile reads a snapshot from a file: YAML or JSON, one List (as written by
 // `kubectl get nodes,pods,pdb,pv,pvc,storageclass,csinode -A -o yaml`), several
-// documents, or a mix. Objects of other kinds are skipped.
-func LoadFile(path string) (*Snapshot, error) {
+// documents, or a mix. Objects of other kinds are skipped. It reads at most
+// DefaultMaxBytes.
+func LoadFile(path string) (*Snapshot, error) { return LoadFileWith(path, Options{}) }
+
+// LoadFileWith is LoadFile with options.
+func LoadFileWith(path string, o Options) (*Snapshot, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading snapshot: %w", err)
 	}
 	defer func() { _ = f.Close() }()
-	s, err := Load(f)
+	s, err := LoadWith(f, o)
 	if err != nil {
 		return nil, fmt.Errorf("reading snapshot %s: %w", path, err)
 	}
@@ -37,177 +62,462 @@ func LoadFile(path string) (*Snapshot, error) {
 }
 
 // Load reads a snapshot from r; see LoadFile.
-func Load(r io.Reader) (*Snapshot, error) {
-	data, err := io.ReadAll(r)
+func Load(r io.Reader) (*Snapshot, error) { return LoadWith(r, Options{}) }
+
+// LoadWith reads a snapshot from r; see LoadFile.
+//
+// The input is streamed: Lists in the layout kubectl and most tools write
+// (items as a block sequence) are cut into items line by line and each item
+// is decoded as soon as it is read, in parallel, so that memory holds the
+// decoded objects and the items in flight, not the input. JSON is read token
+// by token. Other YAML documents are parsed whole. Every object is checked as
+// the API server and kubectl would: objects without a name, negative
+// quantities and the same object twice with different contents are refused;
+// identical duplicates and pods bound to nodes the snapshot lacks are
+// reported in Snapshot.Warnings.
+func LoadWith(r io.Reader, o Options) (*Snapshot, error) {
+	limit := o.MaxBytes
+	if limit <= 0 {
+		limit = DefaultMaxBytes
+	}
+	in := bufio.NewReaderSize(&limitedText{r: r, limit: limit}, 64<<10)
+	p := newPipeline()
+	err := split(in, p)
+	p.finish()
 	if err != nil {
 		return nil, err
 	}
-	items, err := splitItems(data)
+	return assemble(p.slots)
+}
+
+// limitedText reads r, failing with a *TooLargeError once more than limit
+// bytes were read, and at the first NUL byte, which neither YAML nor JSON
+// allows: /dev/zero is refused at once.
+type limitedText struct {
+	r     io.Reader
+	n     int64
+	limit int64
+}
+
+func (t *limitedText) Read(p []byte) (int, error) {
+	if t.n > t.limit {
+		return 0, &TooLargeError{Limit: t.limit}
+	}
+	if room := t.limit + 1 - t.n; int64(len(p)) > room {
+		p = p[:room]
+	}
+	k, err := t.r.Read(p)
+	if i := bytes.IndexByte(p[:k], 0); i >= 0 {
+		return 0, fmt.Errorf("byte %d is NUL: a snapshot is YAML or JSON text", t.n+int64(i))
+	}
+	t.n += int64(k)
+	if t.n > t.limit {
+		return k, &TooLargeError{Limit: t.limit}
+	}
+	return k, err
+}
+
+// split reads the input and hands every object to p.
+func split(in *bufio.Reader, p *pipeline) error {
+	first, err := firstNonSpace(in)
+	if errors.Is(err, io.EOF) {
+		return errors.New("empty input: expected a List or objects of kinds Node, Pod, PodDisruptionBudget and others")
+	}
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return decodeItems(items)
+	if first == '{' || first == '[' {
+		return splitJSON(in, p, "")
+	}
+	return splitYAML(in, p)
 }
 
-// item is one object's source, YAML or JSON, and where it came from.
-type item struct {
-	where string
-	data  []byte
-	json  bool
-}
-
-// splitItems cuts the input into one chunk per object, without parsing the
-// objects themselves: a large cluster's List is then decoded in parallel.
-func splitItems(data []byte) ([]item, error) {
-	trimmed := bytes.TrimSpace(data)
-	if len(trimmed) == 0 {
-		return nil, errors.New("empty input: expected a List or objects of kinds Node, Pod, PodDisruptionBudget and others")
-	}
-	if trimmed[0] == '{' || trimmed[0] == '[' {
-		return splitJSON(data)
-	}
-	if items, ok := splitKubectlYAMLList(data); ok {
-		return items, nil
-	}
-	// General YAML: any number of documents, each an object or a List.
-	var out []item
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for doc := 1; ; doc++ {
-		chunk, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			return out, nil
+// firstNonSpace returns the first byte that is not white space, without
+// consuming it.
+func firstNonSpace(in *bufio.Reader) (byte, error) {
+	for n := 1; ; n *= 2 {
+		n = min(n, in.Size())
+		b, err := in.Peek(n)
+		for _, c := range b {
+			if c != ' ' && c != '\t' && c != '\r' && c != '\n' {
+				return c, nil
+			}
 		}
 		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", doc, err)
+			return 0, err
 		}
-		if len(bytes.TrimSpace(chunk)) == 0 {
-			continue
+		if n == in.Size() {
+			// A buffer of white space: drop it and look further.
+			if _, err := in.Discard(n); err != nil {
+				return 0, err
+			}
 		}
-		j, err := yaml.YAMLToJSON(chunk)
-		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", doc, err)
-		}
-		items, err := splitJSON(j)
-		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", doc, err)
-		}
-		out = append(out, items...)
 	}
 }
 
-// splitJSON reads a JSON object, a List, or a stream of them.
-func splitJSON(data []byte) ([]item, error) {
-	var out []item
-	dec := json.NewDecoder(bytes.NewReader(data))
+// splitJSON reads JSON objects and Lists, a stream of them, token by token:
+// the items of a List are handed out one by one. where prefixes the
+// positions (a YAML document's number).
+func splitJSON(r io.Reader, p *pipeline, where string) error {
+	dec := json.NewDecoder(r)
 	for n := 1; ; n++ {
+		at := fmt.Sprintf("%sJSON value %d", where, n)
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", at, err)
+		}
+		if tok == nil {
+			continue // null: an empty document
+		}
+		if tok != json.Delim('{') {
+			return fmt.Errorf("%s: expected an object (a List or a Kubernetes object), found %v", at, tok)
+		}
+		fields := map[string]json.RawMessage{}
+		var keys []string
+		var items []*slot
+		hadItems := false
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return fmt.Errorf("%s: %w", at, err)
+			}
+			key, _ := kt.(string)
+			if key == "items" && !hadItems {
+				hadItems = true
+				if items, err = jsonItems(dec, p, where, n); err != nil {
+					return fmt.Errorf("%s: items: %w", at, err)
+				}
+				continue
+			}
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); err != nil {
+				return fmt.Errorf("%s: %w", at, err)
+			}
+			if _, dup := fields[key]; !dup {
+				keys = append(keys, key)
+			}
+			fields[key] = raw
+		}
+		if _, err := dec.Token(); err != nil { // the closing brace
+			return fmt.Errorf("%s: %w", at, err)
+		}
+		var kind string
+		_ = json.Unmarshal(fields["kind"], &kind)
+		if hadItems && strings.HasSuffix(kind, "List") {
+			continue
+		}
+		// An object, not a List: an items field is not its list of objects.
+		for _, s := range items {
+			s.skip = true
+		}
+		var obj bytes.Buffer
+		obj.WriteByte('{')
+		for i, k := range keys {
+			if i > 0 {
+				obj.WriteByte(',')
+			}
+			kj, _ := json.Marshal(k)
+			obj.Write(kj)
+			obj.WriteByte(':')
+			obj.Write(fields[k])
+		}
+		obj.WriteByte('}')
+		p.dispatch(fmt.Sprintf("%sobject %d", where, n), obj.Bytes(), true)
+	}
+}
+
+// jsonItems hands out the elements of a JSON array one by one.
+func jsonItems(dec *json.Decoder, p *pipeline, where string, value int) ([]*slot, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	if tok == nil {
+		return nil, nil
+	}
+	if tok != json.Delim('[') {
+		return nil, fmt.Errorf("must be a list, found %v", tok)
+	}
+	prefix := where
+	if value > 1 {
+		prefix += fmt.Sprintf("JSON value %d, ", value)
+	}
+	var out []*slot
+	for i := 0; dec.More(); i++ {
 		var raw json.RawMessage
-		if err := dec.Decode(&raw); errors.Is(err, io.EOF) {
-			return out, nil
-		} else if err != nil {
-			return nil, fmt.Errorf("JSON value %d: %w", n, err)
+		if err := dec.Decode(&raw); err != nil {
+			return nil, fmt.Errorf("[%d]: %w", i, err)
 		}
-		var head struct {
-			Kind  string            `json:"kind"`
-			Items []json.RawMessage `json:"items"`
+		out = append(out, p.dispatch(fmt.Sprintf("%sitems[%d]", prefix, i), raw, true))
+	}
+	_, err = dec.Token() // the closing bracket
+	return out, err
+}
+
+// lineReader reads lines, counting them.
+type lineReader struct {
+	in      *bufio.Reader
+	line    int
+	scratch []byte
+}
+
+// next returns the next line with its end of line, valid until the next call.
+func (l *lineReader) next() ([]byte, error) {
+	line, err := l.in.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		l.scratch = append(l.scratch[:0], line...)
+		for errors.Is(err, bufio.ErrBufferFull) {
+			line, err = l.in.ReadSlice('\n')
+			l.scratch = append(l.scratch, line...)
 		}
-		if err := json.Unmarshal(raw, &head); err != nil {
-			return nil, fmt.Errorf("JSON value %d: %w", n, err)
+		line = l.scratch
+	}
+	if len(line) > 0 {
+		l.line++
+		if errors.Is(err, io.EOF) {
+			err = nil
 		}
-		if strings.HasSuffix(head.Kind, "List") {
-			for i, it := range head.Items {
-				out = append(out, item{where: fmt.Sprintf("items[%d]", i), data: it, json: true})
+	}
+	return line, err
+}
+
+// yamlDoc is one YAML document as splitYAML reads it.
+type yamlDoc struct {
+	n int // its number, from 1
+	// rest holds the lines outside the items: the whole document when it is
+	// not a List in block layout.
+	rest      []byte
+	restLine  int
+	items     []*slot
+	listed    bool // items are being or were handed out
+	indent    int  // of the items' dashes
+	cur       []byte
+	curLine   int
+	afterList bool // the items ended: the lines are the List's other fields
+}
+
+// splitYAML cuts YAML documents, and the items of Lists written as a block
+// sequence (kubectl's layout, or indented), line by line: a line at the
+// dashes' indentation starting with "- " begins an item, a more indented or
+// blank line continues it, a less indented one ends the list. Documents
+// without such a list are parsed whole.
+func splitYAML(in *bufio.Reader, p *pipeline) error {
+	lr := &lineReader{in: in}
+	d := &yamlDoc{n: 1}
+	for {
+		line, err := lr.next()
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		if len(line) == 0 {
+			return d.end(p)
+		}
+		if marker(line, "---") || marker(line, "...") {
+			if err := d.end(p); err != nil {
+				return err
+			}
+			d = &yamlDoc{n: d.n + 1}
+			if rest := bytes.TrimSpace(line[3:]); len(rest) > 0 && line[0] == '-' {
+				// "--- {...}": a node on the marker line.
+				d.add(append(append([]byte(nil), rest...), '\n'), lr.line)
 			}
 			continue
 		}
-		out = append(out, item{where: fmt.Sprintf("object %d", n), data: raw, json: true})
+		if err := d.line(line, lr.line, p); err != nil {
+			return err
+		}
 	}
 }
 
-// splitKubectlYAMLList recognises the layout kubectl and most tools write for a
-// List (top-level "items:" followed by entries starting with "- " at column 0)
-// and cuts it into one YAML document per item, without a full YAML parse.
-func splitKubectlYAMLList(data []byte) ([]item, bool) {
-	var out []item
-	var cur []byte
-	inItems := false
-	flush := func() {
-		if cur != nil {
-			out = append(out, item{where: fmt.Sprintf("items[%d]", len(out)), data: cur})
-			cur = nil
-		}
+// marker reports whether line is a document marker such as "---".
+func marker(line []byte, m string) bool {
+	return bytes.HasPrefix(line, []byte(m)) && (len(line) == 3 || line[3] == ' ' || line[3] == '\t' || line[3] == '\r' || line[3] == '\n')
+}
+
+// add appends a line to the document's lines outside the items.
+func (d *yamlDoc) add(line []byte, n int) {
+	if d.rest == nil {
+		d.restLine = n
 	}
-	for len(data) > 0 {
-		line := data
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			line, data = data[:i+1], data[i+1:]
-		} else {
-			data = nil
+	d.rest = append(d.rest, line...)
+}
+
+func (d *yamlDoc) line(line []byte, n int, p *pipeline) error {
+	spaces := 0
+	for spaces < len(line) && line[spaces] == ' ' {
+		spaces++
+	}
+	content := bytes.TrimRight(line[spaces:], "\r\n")
+	blank := len(bytes.TrimSpace(content)) == 0
+	comment := !blank && content[0] == '#'
+	dash := len(content) > 0 && content[0] == '-' && (len(content) == 1 || content[1] == ' ' || content[1] == '\t')
+
+	switch {
+	case d.listed && d.cur == nil && d.indent < 0:
+		// After "items:": the first line of the list says its indentation.
+		if blank || comment {
+			return nil
 		}
-		if bytes.HasPrefix(line, []byte("---")) {
-			return nil, false // several documents
+		if !dash {
+			// Not a block sequence (a mapping, or items is null): parse the
+			// document whole. Nothing was handed out yet.
+			d.listed = false
+			d.add([]byte("items:\n"), n-1)
+			d.add(line, n)
+			return nil
 		}
-		if bytes.HasPrefix(line, []byte("kind:")) && !bytes.HasSuffix(bytes.TrimSpace(line), []byte("List")) {
-			return nil, false // a single object, not a List
-		}
+		d.indent = spaces
+		d.startItem(line, n)
+	case d.listed && !d.afterList:
 		switch {
-		case !inItems:
-			if bytes.HasPrefix(line, []byte("items:")) {
-				if rest := bytes.TrimSpace(line[len("items:"):]); len(rest) > 0 {
-					return nil, false // flow style, e.g. "items: []"
-				}
-				inItems = true
-			}
-		case bytes.HasPrefix(line, []byte("- ")):
-			flush()
-			cur = append(cur, "  "...)
-			cur = append(cur, line[2:]...)
-		case bytes.HasPrefix(line, []byte("  ")) || len(bytes.TrimSpace(line)) == 0:
-			if cur == nil && len(bytes.TrimSpace(line)) > 0 {
-				return nil, false
-			}
-			cur = append(cur, line...)
+		case dash && spaces == d.indent:
+			d.flush(p)
+			d.startItem(line, n)
+		case blank:
+			d.cur = append(d.cur, '\n')
+		case spaces > d.indent || comment:
+			d.cur = append(d.cur, line[min(spaces, d.indent):]...)
 		default:
-			// Another top-level key (kind, metadata, ...) after the items.
-			flush()
-			if !bytes.HasPrefix(line, []byte("kind:")) && !bytes.HasPrefix(line, []byte("metadata:")) && !bytes.HasPrefix(line, []byte("apiVersion:")) {
-				return nil, false
-			}
-			inItems = false
+			// Less indented: the list ended; the List's other fields follow.
+			d.flush(p)
+			d.afterList = true
+			d.add(line, n)
 		}
+	case !d.listed && d.items == nil && spaces == 0 && bytes.HasPrefix(content, []byte("items:")) && emptyValue(content[len("items:"):]):
+		d.listed, d.indent = true, -1
+	default:
+		d.add(line, n)
 	}
-	flush()
-	if !inItems && len(out) == 0 {
-		return nil, false
-	}
-	// Each chunk is indented by two spaces; YAML accepts that as a document.
-	return out, true
+	return nil
 }
 
-// decodeItems decodes every item into its typed object, in parallel, keeping
-// the input order.
-func decodeItems(items []item) (*Snapshot, error) {
-	objs := make([]any, len(items))
-	errs := make([]error, len(items))
-	var wg sync.WaitGroup
+// emptyValue reports whether what follows a key is nothing or a comment.
+func emptyValue(b []byte) bool {
+	b = bytes.TrimSpace(b)
+	return len(b) == 0 || b[0] == '#'
+}
+
+// startItem begins an item at a dash line: the dash becomes a space, and the
+// item's lines lose the list's indentation, so that each item is a document.
+func (d *yamlDoc) startItem(line []byte, n int) {
+	d.cur = make([]byte, 0, 1024)
+	d.cur = append(d.cur, line[d.indent:]...)
+	d.cur[0] = ' '
+	d.curLine = n
+}
+
+func (d *yamlDoc) flush(p *pipeline) {
+	if d.cur == nil {
+		return
+	}
+	where := fmt.Sprintf("items[%d] (line %d)", len(d.items), d.curLine)
+	if d.n > 1 {
+		where = fmt.Sprintf("document %d, %s", d.n, where)
+	}
+	d.items = append(d.items, p.dispatch(where, d.cur, false))
+	d.cur = nil
+}
+
+// end finishes a document: a List's items are out already; anything else is
+// parsed whole.
+func (d *yamlDoc) end(p *pipeline) error {
+	d.flush(p)
+	where := ""
+	if d.n > 1 {
+		where = fmt.Sprintf("document %d, ", d.n)
+	}
+	if d.items == nil && d.listed && d.indent < 0 {
+		d.listed = false // "items:" and nothing after it
+		d.add([]byte("items:\n"), 0)
+	}
+	if d.items == nil && !d.listed {
+		if len(bytes.TrimSpace(d.rest)) == 0 {
+			return nil
+		}
+		j, err := yaml.YAMLToJSON(d.rest)
+		if err != nil {
+			return fmt.Errorf("document %d: %w", d.n, excerptError{err})
+		}
+		return splitJSON(bytes.NewReader(j), p, where)
+	}
+	// A List: its kind (if it says one) must say so; otherwise the document
+	// is an object whose items field is not a list of objects.
+	var head struct {
+		Kind string `json:"kind"`
+	}
+	if len(bytes.TrimSpace(d.rest)) > 0 {
+		if err := yaml.Unmarshal(d.rest, &head); err != nil {
+			return fmt.Errorf("document %d (line %d): %w", d.n, d.restLine, excerptError{err})
+		}
+	}
+	if head.Kind == "" || strings.HasSuffix(head.Kind, "List") {
+		return nil
+	}
+	for _, s := range d.items {
+		s.skip = true
+	}
+	j, err := yaml.YAMLToJSON(d.rest)
+	if err != nil {
+		return fmt.Errorf("document %d: %w", d.n, excerptError{err})
+	}
+	return splitJSON(bytes.NewReader(j), p, where)
+}
+
+// slot is one object's place in the input and, once decoded, the object.
+type slot struct {
+	where string
+	obj   any
+	err   error
+	// skip is set when the object turned out not to be one (an items field
+	// of an object that is not a List).
+	skip bool
+}
+
+// pipeline decodes objects on every core while the input is being read,
+// keeping their input order.
+type pipeline struct {
+	jobs  chan job
+	slots []*slot
+	wg    sync.WaitGroup
+}
+
+type job struct {
+	s    *slot
+	data []byte
+	json bool
+}
+
+func newPipeline() *pipeline {
 	workers := runtime.GOMAXPROCS(0)
-	for w := range workers {
-		wg.Add(1)
+	p := &pipeline{jobs: make(chan job, 4*workers)}
+	for range workers {
+		p.wg.Add(1)
 		go func() {
-			defer wg.Done()
-			for i := w; i < len(items); i += workers {
-				objs[i], errs[i] = decodeItem(items[i])
+			defer p.wg.Done()
+			for j := range p.jobs {
+				j.s.obj, j.s.err = decodeItem(j.data, j.json)
 			}
 		}()
 	}
-	wg.Wait()
-	s := &Snapshot{}
-	for i, o := range objs {
-		if errs[i] != nil {
-			return nil, fmt.Errorf("%s: %w", items[i].where, errs[i])
-		}
-		s.add(o)
-	}
-	return s, nil
+	return p
+}
+
+// dispatch queues an object for decoding; the bounded queue keeps the input
+// read ahead to a few objects.
+func (p *pipeline) dispatch(where string, data []byte, isJSON bool) *slot {
+	s := &slot{where: where}
+	p.slots = append(p.slots, s)
+	p.jobs <- job{s: s, data: data, json: isJSON}
+	return s
+}
+
+// finish waits for every queued object.
+func (p *pipeline) finish() {
+	close(p.jobs)
+	p.wg.Wait()
 }
 
 // kinds maps "apiVersion/kind" to a constructor of the typed object.
@@ -226,12 +536,13 @@ var kinds = map[string]func() any{
 	"v1/ReplicationController":       func() any { return &corev1.ReplicationController{} },
 }
 
-func decodeItem(it item) (any, error) {
-	data := it.data
-	if !it.json {
+// decodeItem decodes one object, YAML or JSON; nil for kinds the planner does
+// not read.
+func decodeItem(data []byte, isJSON bool) (any, error) {
+	if !isJSON {
 		j, err := yaml.YAMLToJSON(data)
 		if err != nil {
-			return nil, err
+			return nil, excerptError{err}
 		}
 		data = j
 	}
@@ -240,7 +551,7 @@ func decodeItem(it item) (any, error) {
 		Kind       string `json:"kind"`
 	}
 	if err := json.Unmarshal(data, &tm); err != nil {
-		return nil, err
+		return nil, excerptError{err}
 	}
 	if tm.Kind == "" || tm.APIVersion == "" {
 		return nil, errors.New("object without apiVersion and kind")
@@ -251,7 +562,35 @@ func decodeItem(it item) (any, error) {
 	}
 	obj := newObj()
 	if err := json.Unmarshal(data, obj); err != nil {
-		return nil, fmt.Errorf("%s: %w", tm.Kind, err)
+		return nil, fmt.Errorf("%s: %w", tm.Kind, excerptError{err})
 	}
 	return obj, nil
+}
+
+// excerptError shortens the message of an error that may quote its input
+// (a time or a quantity that does not parse): never more than an excerpt.
+type excerptError struct{ err error }
+
+func (e excerptError) Error() string { return excerpt(e.err.Error(), 300) }
+
+func (e excerptError) Unwrap() error { return e.err }
+
+func excerpt(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strings.ToValidUTF8(s[:max], ""), len(s))
+}
+
+// formatBytes writes a size in the largest binary unit that divides it.
+func formatBytes(n int64) string {
+	for _, u := range []struct {
+		size int64
+		name string
+	}{{1 << 40, "TiB"}, {1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
+		if n >= u.size && n%u.size == 0 {
+			return fmt.Sprintf("%d %s", n/u.size, u.name)
+		}
+	}
+	return fmt.Sprintf("%d bytes", n)
 }

@@ -87,7 +87,7 @@ items:
 func TestLoadErrors(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"", "empty input"},
-		{"items:\n- kind: Pod\n  metadata: {name: x}\n", "items[0]: object without apiVersion and kind"},
+		{"items:\n- kind: Pod\n  metadata: {name: x}\n", "items[0] (line 2): object without apiVersion and kind"},
 		{`{"apiVersion":"v1","kind":"Pod","spec":{"containers":"x"}}`, "object 1: Pod: json: cannot unmarshal"},
 		{"a: [\n", "document 1"},
 	} {

@@ -28,6 +28,10 @@ type Snapshot struct {
 	StorageClasses   []*storagev1.StorageClass
 	CSINodes         []*storagev1.CSINode
 	ReplicationCtrls []*corev1.ReplicationController
+	// Warnings are what loading found odd but planned anyway (an object
+	// given twice, identical; pods on nodes the snapshot lacks), one line
+	// each, for the user.
+	Warnings []string
 }
 
 // Counts summarises a snapshot for progress and error messages.

@@ -1,0 +1,59 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A snapshot over --max-snapshot-bytes is refused, saying how to raise the
+// limit; /dev/zero is refused at once.
+func TestPlanSnapshotIsBounded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "snap.yaml")
+	body := "apiVersion: v1\nkind: List\nitems:\n" + strings.Repeat("- {apiVersion: v1, kind: ConfigMap, metadata: {name: x}}\n", 100)
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := run(t, "plan", "--snapshot", path, "--max-snapshot-bytes", "1Ki")
+	if code != 1 || !strings.Contains(errOut, "the snapshot is larger than 1 KiB, the limit; if it is the right file, raise the limit with --max-snapshot-bytes (such as --max-snapshot-bytes=2Ki)") {
+		t.Errorf("exit %d, %q", code, errOut)
+	}
+	if code, _, errOut := run(t, "plan", "--snapshot", path, "--max-snapshot-bytes", "lots"); code != 1 || !strings.Contains(errOut, `--max-snapshot-bytes: "lots" is not a size`) {
+		t.Errorf("exit %d, %q", code, errOut)
+	}
+	if code, out, errOut := run(t, "plan", "--snapshot", path, "--max-snapshot-bytes", "1Mi"); code != 0 {
+		t.Errorf("under the limit: exit %d, %q %q", code, out, errOut)
+	}
+	if _, err := os.Stat("/dev/zero"); err == nil {
+		if code, _, errOut := run(t, "plan", "--snapshot", "/dev/zero"); code != 1 || !strings.Contains(errOut, "is NUL: a snapshot is YAML or JSON text") {
+			t.Errorf("/dev/zero: exit %d, %q", code, errOut)
+		}
+	}
+}
+
+// What loading finds odd is printed as warnings; what the API server would
+// refuse is an error.
+func TestPlanSnapshotChecks(t *testing.T) {
+	node := "- {apiVersion: v1, kind: Node, metadata: {name: n1, labels: {karpenter.sh/capacity-type: on-demand}}, status: {allocatable: {cpu: \"4\", memory: 16Gi, pods: \"110\"}}}\n"
+	pod := func(name, nodeName, cpu string) string {
+		return "- {apiVersion: v1, kind: Pod, metadata: {name: " + name + ", namespace: ns}, spec: {nodeName: " + nodeName +
+			", containers: [{name: c, resources: {requests: {cpu: \"" + cpu + "\"}}}]}, status: {phase: Running}}\n"
+	}
+	path := filepath.Join(t.TempDir(), "snap.yaml")
+	write := func(body string) {
+		if err := os.WriteFile(path, []byte("items:\n"+body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(node + node + pod("p1", "n1", "100m") + pod("p2", "gone", "100m"))
+	code, out, errOut := run(t, "plan", "--snapshot", path)
+	if code != 0 || !strings.Contains(errOut, "warning: 1 object appears more than once, identical; it is counted once: Node n1") ||
+		!strings.Contains(errOut, "warning: 1 pod is bound to a node that is not in the snapshot") || !strings.Contains(errOut, "read 1 node, 2 pods") {
+		t.Errorf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	write(node + pod("p1", "n1", "-1"))
+	if code, _, errOut := run(t, "plan", "--snapshot", path); code != 1 || !strings.Contains(errOut, `spec.containers[0].resources.requests[cpu]: Invalid value: "-1": must be 0 or more`) {
+		t.Errorf("exit %d, %q", code, errOut)
+	}
+}
