@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -278,4 +279,44 @@ func TestMergeKeys(t *testing.T) {
 		`disruption.windows[0].durationn: Invalid value: "durationn": unknown field (did you mean "duration"?)`,
 		`disruption.windows[0].duration: Invalid value: "0s": must be between 1m0s and 168h0m0s`,
 	})
+}
+
+// The decoder reads numbers and booleans as YAML does.
+func TestScalarsReadAsYAMLDoes(t *testing.T) {
+	for _, v := range []string{"12", "0x1F", "0o17", "0b101", "1_000", "+7", "-0", "017", "2147483647"} {
+		var want struct {
+			N int32 `yaml:"n"`
+		}
+		if err := yaml.Unmarshal([]byte("n: "+v), &want); err != nil {
+			t.Fatalf("%s: %v", v, err)
+		}
+		c, errs := Decode([]byte(header + "disruption: {maxConcurrentDrains: " + v + "}\n"))
+		if len(errs) > 0 || c.Disruption.MaxConcurrentDrains != want.N {
+			t.Errorf("%s: got %d %v, YAML reads %d", v, c.Disruption.MaxConcurrentDrains, errs.ToAggregate(), want.N)
+		}
+	}
+	for _, v := range []string{"1.5", "1e2", ".5", "+.5", "-1.25e-3", "7", "0x10", "1_0.5"} {
+		var want struct {
+			F float64 `yaml:"f"`
+		}
+		if err := yaml.Unmarshal([]byte("f: "+v), &want); err != nil {
+			t.Fatalf("%s: %v", v, err)
+		}
+		c, errs := Decode([]byte(header + "pricing: {instanceTypes: {a: {onDemand: " + v + "}}}\n"))
+		if len(errs) > 0 || c.Pricing.InstanceTypes["a"].OnDemand != want.F {
+			t.Errorf("%s: got %v %v, YAML reads %v", v, c.Pricing.InstanceTypes["a"].OnDemand, errs.ToAggregate(), want.F)
+		}
+	}
+	for _, v := range []string{"true", "True", "TRUE", "false", "False", "FALSE"} {
+		var want struct {
+			B bool `yaml:"b"`
+		}
+		if err := yaml.Unmarshal([]byte("b: "+v), &want); err != nil {
+			t.Fatalf("%s: %v", v, err)
+		}
+		c, errs := Decode([]byte(header + "dryRun: " + v + "\n"))
+		if len(errs) > 0 || c.DryRun != want.B {
+			t.Errorf("%s: got %v %v", v, c.DryRun, errs.ToAggregate())
+		}
+	}
 }

@@ -19,19 +19,24 @@ import (
 // Document is what DecodeStrict learnt about a document besides its values:
 // the line of each field, which fields it sets, and which it got wrong.
 type Document struct {
-	lines map[string]int
-	set   map[string]bool
-	bad   map[string]bool
+	fields map[string]fieldInfo
+	bad    map[string]bool
+}
+
+// fieldInfo is what a document says of one field.
+type fieldInfo struct {
+	line int32
+	set  bool // a value other than null
 }
 
 // Line returns the line of the field at path (as field.Path.String writes it),
 // or 0 when the document does not have the field. A field given by an alias
 // has the alias's line.
-func (d *Document) Line(path string) int { return d.lines[path] }
+func (d *Document) Line(path string) int { return int(d.fields[path].line) }
 
 // IsSet reports whether the document gives the field at path a value other
 // than null. Defaulting uses it to tell a field set to zero from an unset one.
-func (d *Document) IsSet(path string) bool { return d.set[path] }
+func (d *Document) IsSet(path string) bool { return d.fields[path].set }
 
 // Annotate prepares problems that validation found in the decoded value for
 // the reader: it drops those at or below a field that did not decode (already
@@ -49,8 +54,8 @@ func (d *Document) Annotate(errs field.ErrorList, overridden func(path string) b
 			out = append(out, e)
 			continue
 		}
-		if line, ok := d.lines[e.Field]; ok {
-			e.Detail = fmt.Sprintf("%s (line %d)", e.Detail, line)
+		if f, ok := d.fields[e.Field]; ok {
+			e.Detail = fmt.Sprintf("%s (line %d)", e.Detail, f.line)
 		}
 		out = append(out, e)
 	}
@@ -105,7 +110,8 @@ func decodeStrict(data []byte, out any, empty string) (*Document, field.ErrorLis
 	}
 
 	w := &walker{
-		doc:    &Document{lines: map[string]int{}, set: map[string]bool{}, bad: map[string]bool{}},
+		doc:    &Document{fields: map[string]fieldInfo{}, bad: map[string]bool{}},
+		types:  map[reflect.Type]map[string]reflect.Type{},
 		budget: 2*countNodes(&node) + 1000,
 	}
 	if !w.check(&node, reflect.TypeOf(out), nil, 0) && !w.exhausted && len(w.errs) == 0 {
@@ -132,6 +138,8 @@ type walker struct {
 	// budget bounds the nodes visited: aliases must not multiply the work.
 	budget    int
 	exhausted bool
+	// types caches the JSON fields of each struct type.
+	types map[reflect.Type]map[string]reflect.Type
 }
 
 // countNodes counts the nodes of a tree, each alias once.
@@ -168,14 +176,14 @@ func (w *walker) check(n *yaml.Node, t reflect.Type, p *field.Path, via int) boo
 		via = n.Line
 		n = n.Alias
 	}
+	ps := ""
+	null := n.Kind == yaml.ScalarNode && n.Tag == "!!null"
 	if p != nil {
-		w.doc.lines[p.String()] = at.line
+		ps = p.String()
+		w.doc.fields[ps] = fieldInfo{line: int32(at.line), set: !null}
 	}
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+	if null {
 		return false // an unset field
-	}
-	if p != nil {
-		w.doc.set[p.String()] = true
 	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -184,7 +192,7 @@ func (w *walker) check(n *yaml.Node, t reflect.Type, p *field.Path, via int) boo
 	bad := func(want string) bool {
 		w.errs = append(w.errs, invalidAt(p, n, at, "must be "+want))
 		if p != nil {
-			w.doc.bad[p.String()] = true
+			w.doc.bad[ps] = true
 		}
 		w.buf.Truncate(mark)
 		return false
@@ -223,7 +231,11 @@ func (w *walker) check(n *yaml.Node, t reflect.Type, p *field.Path, via int) boo
 		if n.Kind != yaml.MappingNode {
 			return bad("a mapping of fields")
 		}
-		fields := jsonFields(t)
+		fields, ok := w.types[t]
+		if !ok {
+			fields = jsonFields(t)
+			w.types[t] = fields
+		}
 		w.buf.WriteByte('{')
 		first := true
 		w.mapping(n, via, p, func(k, v *yaml.Node, vvia int) {
@@ -272,14 +284,22 @@ func (w *walker) check(n *yaml.Node, t reflect.Type, p *field.Path, via int) boo
 		}
 		writeString(&w.buf, n.Value)
 	case reflect.Bool:
-		var b bool
-		if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" || n.Decode(&b) != nil {
+		if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
+			return bad("true or false")
+		}
+		b, err := strconv.ParseBool(n.Value)
+		if err != nil && n.Decode(&b) != nil {
 			return bad("true or false")
 		}
 		w.buf.WriteString(strconv.FormatBool(b))
 	case reflect.Int32:
-		var i int64
-		if n.Kind != yaml.ScalarNode || n.Tag != "!!int" || n.Decode(&i) != nil {
+		if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
+			return bad("a whole number")
+		}
+		// strconv reads what YAML's resolver read (decimal, 0x, 0o, 0b,
+		// underscores) without a decoder per value; Decode is the fallback.
+		i, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
+		if err != nil && n.Decode(&i) != nil {
 			return bad("a whole number")
 		}
 		if i < math.MinInt32 || i > math.MaxInt32 {
@@ -287,8 +307,11 @@ func (w *walker) check(n *yaml.Node, t reflect.Type, p *field.Path, via int) boo
 		}
 		w.buf.WriteString(strconv.FormatInt(i, 10))
 	case reflect.Float64:
-		var f float64
-		if n.Kind != yaml.ScalarNode || (n.Tag != "!!int" && n.Tag != "!!float") || n.Decode(&f) != nil {
+		if n.Kind != yaml.ScalarNode || (n.Tag != "!!int" && n.Tag != "!!float") {
+			return bad("a number")
+		}
+		f, err := strconv.ParseFloat(n.Value, 64)
+		if err != nil && n.Decode(&f) != nil {
 			return bad("a number")
 		}
 		if math.IsNaN(f) || math.IsInf(f, 0) {
@@ -386,8 +409,16 @@ func (w *walker) member(name string, v *yaml.Node, t reflect.Type, p *field.Path
 }
 
 func writeString(b *bytes.Buffer, s string) {
-	j, _ := json.Marshal(s) // a string always encodes
-	b.Write(j)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
+			j, _ := json.Marshal(s) // a string always encodes
+			b.Write(j)
+			return
+		}
+	}
+	b.WriteByte('"')
+	b.WriteString(s)
+	b.WriteByte('"')
 }
 
 // position is where a problem is: the line of the value, and the line of the
