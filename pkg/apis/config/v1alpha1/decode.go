@@ -234,7 +234,7 @@ func diff(a, b reflect.Value, p *field.Path, out *[]string) {
 				continue
 			}
 			fp := p
-			if !strings.Contains(opts, "inline") && !(f.Anonymous && name == "") {
+			if !strings.Contains(opts, "inline") && (!f.Anonymous || name != "") {
 				if name == "" {
 					name = f.Name
 				}
