@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -36,15 +37,29 @@ func BenchmarkAgentIdle(b *testing.B) {
 	if err := os.WriteFile(config, []byte("apiVersion: spotter.dev/v1alpha1\nkind: SpotterConfiguration\n"), 0o644); err != nil {
 		b.Fatal(err)
 	}
+	metrics := testenv.FreeAddr(b)
 	p := testenv.StartAgent(b, "agent", "--node-name", "spot-1", "--kubeconfig", env.Kubeconfig, "--cloud", "aws",
-		"--metadata-endpoint", srv.URL, "--config", config, "--metrics-bind-address", testenv.FreeAddr(b))
+		"--metadata-endpoint", srv.URL, "--config", config, "--metrics-bind-address", metrics)
 	pid := p.Cmd.Process.Pid
+	// Metrics as a Prometheus reads them by default: HTTPS, a ServiceAccount
+	// token checked by the apiserver, every 15 s.
+	token := env.ServiceAccountToken("prometheus", true)
+	scrape := func() {
+		code, _, err := testenv.Scrape(testenv.Context(b, 10*time.Second), "https://"+metrics+"/metrics", token)
+		if err != nil || code != http.StatusOK {
+			b.Fatalf("scraping the agent: HTTP %d, %v", code, err)
+		}
+	}
 	// Past start-up: the first polls, the client's discovery and caches.
 	time.Sleep(10 * time.Second)
+	scrape()
 	cpuBefore, polls := cpuSeconds(b, pid), emu.Requests("/latest/meta-data/spot/instance-action")
 	b.ResetTimer()
 	start := time.Now()
-	time.Sleep(time.Minute)
+	for range 4 {
+		time.Sleep(15 * time.Second)
+		scrape()
+	}
 	elapsed := time.Since(start)
 	cpu := cpuSeconds(b, pid) - cpuBefore
 	b.StopTimer()
