@@ -209,6 +209,10 @@ type watcher struct {
 	vmName      string
 	incarnation int64 // last processed; -1 before the first
 	tracker     watch.Tracker
+	// corrected holds, by EventId, the deadline given to a termination event
+	// whose NotBefore was out of range, and that NotBefore: the deadline does not
+	// move from one document to the next while NotBefore stays the same.
+	corrected map[string][2]time.Time
 }
 
 // poll reads the document and returns the notices to send.
@@ -267,7 +271,7 @@ func (w *watcher) process(ctx context.Context, body []byte) ([]notice.Notice, er
 			}
 		}
 		present[e.EventID] = true
-		if n := w.notice(e); w.tracker.Changed(n) {
+		if n := w.notice(ctx, e); w.tracker.Changed(n) {
 			send = append(send, n)
 		}
 	}
@@ -284,12 +288,25 @@ func (w *watcher) process(ctx context.Context, body []byte) ([]notice.Notice, er
 	return send, nil
 }
 
-func (w *watcher) notice(e Event) notice.Notice {
+// MaxTerminationLead is the furthest ahead the NotBefore of a Preempt or
+// Terminate event is taken as it stands: the longest notice Azure documents
+// for them (a Terminate notice is configurable up to 15 minutes). A NotBefore
+// already past means the event is due now; one further ahead (a clock gone
+// wrong, a broken proxy) is taken as the type's MinimumNotice after the event
+// was seen, since waiting for it would leave the pods to go down with the VM.
+// Maintenance events keep their NotBefore: planned maintenance may be
+// announced early.
+const MaxTerminationLead = 15 * time.Minute
+
+func (w *watcher) notice(ctx context.Context, e Event) notice.Notice {
 	kind := notice.Maintenance
 	if e.EventType == EventPreempt || e.EventType == EventTerminate {
 		kind = notice.Termination
 	}
 	deadline := e.NotBefore
+	if kind == notice.Termination && !deadline.IsZero() {
+		deadline = w.terminationDeadline(ctx, e)
+	}
 	if deadline.IsZero() {
 		if last, ok := w.tracker.Last(e.EventID); ok && !last.Ended && !last.Deadline.IsZero() {
 			deadline = last.Deadline
@@ -306,4 +323,38 @@ func (w *watcher) notice(e Event) notice.Notice {
 		detail += ": " + e.Description
 	}
 	return notice.Notice{Cloud: notice.CloudAzure, Kind: kind, ID: e.EventID, Action: e.EventType, Deadline: deadline, Detail: detail}
+}
+
+// terminationDeadline returns the deadline of a Preempt or Terminate event with
+// a NotBefore: NotBefore itself within MaxTerminationLead, else corrected (see
+// MaxTerminationLead) and logged when first seen.
+func (w *watcher) terminationDeadline(ctx context.Context, e Event) time.Time {
+	if c, ok := w.corrected[e.EventID]; ok && c[1].Equal(e.NotBefore) {
+		return c[0]
+	}
+	now := w.cfg.Clock.Now()
+	var deadline time.Time
+	var why string
+	switch {
+	case e.NotBefore.Before(now):
+		deadline, why = now, "it is in the past, so the event is due now"
+	case e.NotBefore.Sub(now) > MaxTerminationLead:
+		d, ok := MinimumNotice[e.EventType]
+		if !ok {
+			d = unknownTypeNotice
+		}
+		deadline = now.Add(d)
+		why = fmt.Sprintf("it is more than %v ahead, the longest notice Azure gives, so the event is due %v after it was seen", MaxTerminationLead, d)
+	default:
+		return e.NotBefore
+	}
+	klog.FromContext(ctx).Info("Scheduled event NotBefore out of range; "+why, "eventID", e.EventID, "eventType", e.EventType, "notBefore", e.NotBefore, "deadline", deadline)
+	if w.corrected == nil {
+		w.corrected = map[string][2]time.Time{}
+	}
+	if len(w.corrected) > 64 { // events come and go; keep the record small
+		clear(w.corrected)
+	}
+	w.corrected[e.EventID] = [2]time.Time{deadline, e.NotBefore}
+	return deadline
 }

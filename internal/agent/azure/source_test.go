@@ -1,6 +1,7 @@
 package azure
 
 import (
+	"fmt"
 	"context"
 	"io"
 	"net/http"
@@ -304,5 +305,51 @@ func TestEventTurnedMalformedHasNotEnded(t *testing.T) {
 	watchtest.Step(t, clk, time.Second)
 	if got := watchtest.Next(t, out); got.ID != "mine" || !got.Ended {
 		t.Errorf("notice = %+v, want Ended once the event is gone", got)
+	}
+}
+
+// A termination event whose NotBefore is already past is due now; one further
+// ahead than any documented notice is due its type's minimum notice after it
+// was seen, and logged: waiting for it would leave the pods to go down with
+// the VM.
+func TestTerminationNotBeforeOutOfRange(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		eventType string
+		notBefore time.Time
+		want      time.Time
+		logged    bool
+	}{
+		{"preempt in the past", EventPreempt, start.Add(-time.Hour), start, true},
+		{"preempt a day ahead", EventPreempt, start.Add(24 * time.Hour), start.Add(MinimumNotice[EventPreempt]), true},
+		{"terminate a day ahead", EventTerminate, start.Add(24 * time.Hour), start.Add(MinimumNotice[EventTerminate]), true},
+		{"preempt in 30s", EventPreempt, start.Add(30 * time.Second), start.Add(30 * time.Second), false},
+		{"terminate in 15m", EventTerminate, start.Add(15 * time.Minute), start.Add(15 * time.Minute), false},
+		{"reboot a day ahead: planned maintenance is announced early", EventReboot, start.Add(24 * time.Hour), start.Add(24 * time.Hour), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			docs := &docServer{}
+			srv := httptest.NewServer(docs)
+			defer srv.Close()
+			clk := testingclock.NewFakeClock(start)
+			src, err := New(Config{Endpoint: srv.URL, Clock: clk, ProviderID: providerID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			docs.set(fmt.Sprintf(`{"DocumentIncarnation":3,"Events":[{"EventId":"mine","EventType":%q,"Resources":["aks-spot-vmss_3"],"EventStatus":"Scheduled","NotBefore":%q}]}`,
+				tc.eventType, tc.notBefore.UTC().Format(TimeLayout)))
+			ctx, logs := watchtest.LogContext(t)
+			out := watchtest.StartContext(t, ctx, src)
+			got := watchtest.Next(t, out)
+			if !got.Deadline.Equal(tc.want) {
+				t.Errorf("deadline %v, want %v", got.Deadline, tc.want)
+			}
+			if logged := strings.Contains(logs(), "NotBefore out of range"); logged != tc.logged {
+				t.Errorf("logged %v, want %v:\n%s", logged, tc.logged, logs())
+			}
+			// The deadline does not move while the document stays the same.
+			watchtest.Step(t, clk, 10*time.Second)
+			watchtest.None(t, out)
+		})
 	}
 }
