@@ -1,8 +1,8 @@
 package azure
 
 import (
-	"fmt"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
