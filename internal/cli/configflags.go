@@ -3,7 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -87,21 +86,18 @@ func (o *configOptions) load() (*v1alpha1.SpotterConfiguration, error) {
 	}
 	var invalid *v1alpha1.InvalidError
 	if errors.As(err, &invalid) {
-		o.nameFlags(invalid.Errors)
+		o.nameFlags(invalid)
 	}
 	return c, err
 }
 
 // nameFlags adds the flag to each problem with a field a flag set.
-func (o *configOptions) nameFlags(errs field.ErrorList) {
-	for _, e := range errs {
-		for _, f := range configFlags {
-			if !o.flags.Changed(f.name) {
-				continue
-			}
-			if e.Field == f.path || strings.HasPrefix(e.Field, f.path+".") || strings.HasPrefix(e.Field, f.path+"[") {
-				e.Detail += " (from --" + f.name + ")"
-			}
+func (o *configOptions) nameFlags(invalid *v1alpha1.InvalidError) {
+	set := map[string]string{}
+	for _, f := range configFlags {
+		if o.flags.Changed(f.name) {
+			set[f.path] = f.name
 		}
 	}
+	invalid.NameFlags(set)
 }

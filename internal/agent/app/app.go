@@ -97,13 +97,36 @@ func (o *Options) Config() (*v1alpha1.SpotterConfiguration, error) {
 		if fileErr != nil {
 			return nil, fileErr
 		}
-		return c, err
+		return c, o.nameFlags(err)
 	}
 	c, errs := v1alpha1.Complete(&v1alpha1.SpotterConfiguration{}, override)
 	if len(errs) > 0 {
-		return nil, &v1alpha1.InvalidError{Path: "(flags)", Errors: errs}
+		return nil, o.nameFlags(&v1alpha1.InvalidError{Path: "(flags)", Errors: errs})
 	}
 	return c, nil
+}
+
+// agentFlags maps each flag that overrides the file to the field it sets.
+var agentFlags = map[string]string{
+	"cloud":                "agent.cloud",
+	"metadata-endpoint":    "agent.metadataEndpoint",
+	"dry-run":              "agent.dryRun",
+	"metrics-bind-address": "agent.metricsBindAddress",
+}
+
+// nameFlags names the flag in each problem of err with a field a flag set.
+func (o *Options) nameFlags(err error) error {
+	var invalid *v1alpha1.InvalidError
+	if errors.As(err, &invalid) {
+		set := map[string]string{}
+		for flag, path := range agentFlags {
+			if o.set[flag] {
+				set[path] = flag
+			}
+		}
+		invalid.NameFlags(set)
+	}
+	return err
 }
 
 // Main runs spotter-agent and returns its exit code.

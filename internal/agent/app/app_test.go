@@ -138,3 +138,42 @@ func TestMetadataEndpointCredentialsRefused(t *testing.T) {
 		t.Errorf("exit %d, %q; want the kubeconfig error", code, errOut.String())
 	}
 }
+
+// A bad flag value is reported as the flag, with or without a file; a bad value
+// in the file is not.
+func TestBadFlagValuesNameTheFlag(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	body := "apiVersion: spotter.dev/v1alpha1\nkind: SpotterConfiguration\nagent:\n  pollInterval: 1h\n"
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+		not  string
+	}{
+		{"flag alone", []string{"--cloud", "ibm"}, []string{`agent.cloud: Unsupported value: "ibm"`, "(from --cloud)"}, ""},
+		{"flag beside a file", []string{"--config", path, "--metrics-bind-address", "bad"},
+			[]string{`agent.metricsBindAddress: Invalid value: "bad"`, "(from --metrics-bind-address)", "agent.pollInterval"}, "pollInterval: Invalid value: \"1h0m0s\": must be between 100ms and 1m0s (from"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := ParseFlags(tc.args, &bytes.Buffer{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = o.Config()
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not contain %q:\n%v", w, err)
+				}
+			}
+			if tc.not != "" && strings.Contains(err.Error(), tc.not) {
+				t.Errorf("the file's problem is put on a flag:\n%v", err)
+			}
+		})
+	}
+}

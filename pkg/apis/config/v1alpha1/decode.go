@@ -102,6 +102,21 @@ type InvalidError struct {
 	Errors field.ErrorList
 }
 
+// NameFlags adds "(from --flag)" to each problem with a field that a flag set,
+// so that a bad flag value is reported as the flag rather than as the file.
+// flags maps a field path (such as "agent.metricsBindAddress") to the name of
+// the flag that set it; a problem of the field or of anything below it is
+// named.
+func (e *InvalidError) NameFlags(flags map[string]string) {
+	for _, fe := range e.Errors {
+		for path, flag := range flags {
+			if fe.Field == path || strings.HasPrefix(fe.Field, path+".") || strings.HasPrefix(fe.Field, path+"[") {
+				fe.Detail += " (from --" + flag + ")"
+			}
+		}
+	}
+}
+
 // maxListed bounds the problems InvalidError prints; the rest are counted.
 const maxListed = 100
 
