@@ -5,13 +5,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"spotter.dev/spotter/internal/testutil/peakmem"
 )
 
 // writeSnapshot writes a snapshot in kubectl's layout, of at least size bytes
@@ -143,50 +142,15 @@ func BenchmarkLoadPeakMemory(b *testing.B) {
 			if err := f.Close(); err != nil {
 				b.Fatal(err)
 			}
-			fi, err := os.Stat(path)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ResetTimer()
-			var peak, idle int64
-			for range b.N {
-				rss, out := maxRSS(b, "load", path)
-				peak = max(peak, rss)
-				b.Log(strings.TrimSpace(strings.Split(out, "\n")[0]))
-				rss, _ = maxRSS(b, "idle", path)
-				idle = max(idle, rss)
-			}
-			b.ReportMetric(float64(fi.Size())/1e6, "input-MB")
-			b.ReportMetric(float64(peak)/(1<<20), "peak-RSS-MiB")
-			b.ReportMetric(float64(idle)/(1<<20), "idle-RSS-MiB")
-			b.ReportMetric(float64(peak-idle)/float64(fi.Size()), "(peak-idle)/input")
+			peakmem.Report(b, "TestMemoryHelper", "load", path)
 		})
 	}
-}
-
-// maxRSS runs TestMemoryHelper in a child process and returns its maximum
-// resident set in bytes, and its output.
-func maxRSS(tb testing.TB, mode, path string) (int64, string) {
-	tb.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestMemoryHelper$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "SPOTTER_MEMORY_HELPER="+mode+":"+path)
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "helper done") {
-		tb.Fatalf("%s %s: %v\n%s", mode, path, err, out)
-	}
-	return cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10, string(out) // KiB on Linux
 }
 
 // TestMemoryHelper is the child process of BenchmarkLoadPeakMemory; it does
 // nothing (skips) in a normal test run.
 func TestMemoryHelper(t *testing.T) {
-	mode, path, ok := strings.Cut(os.Getenv("SPOTTER_MEMORY_HELPER"), ":")
-	if !ok {
-		t.Skip("the child process of BenchmarkLoadPeakMemory")
-	}
-	if err := syscall.Setrlimit(syscall.RLIMIT_AS, &syscall.Rlimit{Cur: 8 << 30, Max: 8 << 30}); err != nil {
-		t.Fatal(err)
-	}
+	mode, path := peakmem.Child(t)
 	if mode == "load" {
 		start := time.Now()
 		s, err := LoadFile(path)
