@@ -194,11 +194,14 @@ func rootCause(err error) error {
 
 func printPlanTable(out io.Writer, p *plan.Plan) error {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "NODE\tCLASS\tPODS\tCPU\tMEMORY\tDRAINABLE\tREASON")
+	fmt.Fprintln(w, "NODE\tCLASS\tPODS\tCPU\tMEMORY\tDRAINABLE\tWAVES\tREASON")
 	for _, n := range p.Nodes {
-		drainable := "-"
+		drainable, waves := "-", "-"
 		if n.Class == classify.OnDemand {
 			drainable = map[bool]string{true: "yes", false: "no"}[n.Drainable]
+		}
+		if n.Drainable && n.Waves > 0 {
+			waves = fmt.Sprint(n.Waves)
 		}
 		reason := n.Reason
 		if n.Class == classify.Spot || n.Class == classify.ControlPlane || n.Class == classify.Excluded || n.Class == classify.Unknown {
@@ -207,8 +210,8 @@ func printPlanTable(out io.Writer, p *plan.Plan) error {
 		if n.Warning != "" {
 			reason = "WARNING: " + n.Warning
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", n.Name, n.Class, n.PodCount, percent(n.CPURequested, n.CPUAllocatable),
-			percent(n.MemoryRequested, n.MemoryAllocatable), drainable, reason)
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.Class, n.PodCount, percent(n.CPURequested, n.CPUAllocatable),
+			percent(n.MemoryRequested, n.MemoryAllocatable), drainable, waves, reason)
 	}
 	if err := w.Flush(); err != nil {
 		return err

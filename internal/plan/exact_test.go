@@ -25,7 +25,7 @@ func TestShortcutsChangeNoAnswer(t *testing.T) {
 		seeds = 100
 	}
 	ctx := context.Background()
-	var drained, moved, pending int
+	var drained, moved, pending, waved int
 	for seed := range seeds {
 		// Every tenth cluster is five times larger: longer chains of kept
 		// states, fuller buckets of the room index.
@@ -48,15 +48,21 @@ func TestShortcutsChangeNoAnswer(t *testing.T) {
 			t.Errorf("seed %d: the planner and the exhaustive planner disagree:\n  %s", seed, strings.Join(diffs, "\n  "))
 		}
 		drained += fast.Summary.DrainableNodes
+		for _, n := range fast.Nodes {
+			if n.Waves > 1 {
+				waved++
+			}
+		}
 		moved += fast.Summary.PodsToMove
 		pending += fast.Summary.PendingReserved
 	}
 	// The clusters must exercise the interesting cases, or the test proves
 	// little.
-	if drained < seeds/2 || moved < seeds || pending < seeds/10 {
-		t.Errorf("too few interesting plans: %d nodes drained, %d pods moved, %d pending pods reserved over %d clusters", drained, moved, pending, seeds)
+	if drained < seeds/2 || moved < seeds || pending < seeds/10 || waved < seeds/20 {
+		t.Errorf("too few interesting plans: %d nodes drained (%d in waves), %d pods moved, %d pending pods reserved over %d clusters",
+			drained, waved, moved, pending, seeds)
 	}
-	t.Logf("%d clusters: %d nodes drained, %d pods moved, %d pending pods reserved", seeds, drained, moved, pending)
+	t.Logf("%d clusters: %d nodes drained (%d in waves), %d pods moved, %d pending pods reserved", seeds, drained, waved, moved, pending)
 }
 
 func comparePlans(fast, slow *Plan) []string {
@@ -70,17 +76,18 @@ func comparePlans(fast, slow *Plan) []string {
 	}
 	for _, n := range fast.Nodes {
 		ref := byName[n.Name]
-		if n.Drainable != ref.Drainable {
-			diffs = append(diffs, fmt.Sprintf("node %s drainable=%v (%s), exhaustive %v (%s)", n.Name, n.Drainable, n.Reason, ref.Drainable, ref.Reason))
+		if n.Drainable != ref.Drainable || n.Waves != ref.Waves {
+			diffs = append(diffs, fmt.Sprintf("node %s drainable=%v in %d waves (%s), exhaustive %v in %d (%s)",
+				n.Name, n.Drainable, n.Waves, n.Reason, ref.Drainable, ref.Waves, ref.Reason))
 			continue
 		}
-		dest := map[string]string{}
+		want := map[string]PodPlan{}
 		for _, p := range ref.Pods {
-			dest[p.Namespace+"/"+p.Name] = p.Destination
+			want[p.Namespace+"/"+p.Name] = p
 		}
 		for _, p := range n.Pods {
-			if want := dest[p.Namespace+"/"+p.Name]; p.Destination != want {
-				diffs = append(diffs, fmt.Sprintf("pod %s/%s to %q, exhaustive %q", p.Namespace, p.Name, p.Destination, want))
+			if w := want[p.Namespace+"/"+p.Name]; p.Destination != w.Destination || p.Wave != w.Wave {
+				diffs = append(diffs, fmt.Sprintf("pod %s/%s to %q in wave %d, exhaustive %q in wave %d", p.Namespace, p.Name, p.Destination, p.Wave, w.Destination, w.Wave))
 			}
 		}
 	}
@@ -175,15 +182,22 @@ func randomCluster(seed uint64, scale int) *snapshot.Snapshot {
 			opts = append(opts, tu.RequireNodeLabel(corev1.LabelHostname, s.Nodes[r.IntN(len(s.Nodes))].Name))
 		}
 		replicas := 1 + r.IntN(8)
+		// Some workloads sit on two nodes only, several replicas each: under
+		// a tight budget their nodes drain in waves.
+		packed := chance(0.3)
+		hosts := [2]int{r.IntN(len(s.Nodes)), r.IntN(len(s.Nodes))}
 		for i := range replicas {
 			name := fmt.Sprintf("%s-%d", app, i)
 			p := tu.Pod(name, opts...)
-			if chance(0.9) {
+			switch {
+			case packed:
+				p.Spec.NodeName = s.Nodes[hosts[i%2]].Name
+			case chance(0.9):
 				p.Spec.NodeName = s.Nodes[r.IntN(len(s.Nodes))].Name
 			}
 			s.Pods = append(s.Pods, p)
 		}
-		if chance(0.4) {
+		if chance(0.4) || packed && chance(0.7) {
 			p := pdb(app, app, int32(r.IntN(4)))
 			p.Namespace = ns
 			s.PDBs = append(s.PDBs, p)

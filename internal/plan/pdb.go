@@ -12,9 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 )
 
-// budgets simulates PodDisruptionBudgets across a whole plan: every eviction the
-// plan makes draws on the budgets covering the pod, and a node can be emptied
-// only if each of them has enough left for all of its pods.
+// budgets simulates PodDisruptionBudgets across a whole plan: a node's drain
+// draws on the budgets covering its pods, as many disruptions as it makes at
+// once, and a node can be emptied only if each of them has at least one left
+// (its pods then go in waves; see take).
 type budgets struct {
 	// byLabel indexes each budget under one label its selector requires (key
 	// and value); byNamespace holds, per namespace, the budgets whose selector
@@ -111,12 +112,23 @@ func (b *budgets) match(pod *corev1.Pod) []*budget {
 	return out
 }
 
-// take reserves one disruption for each pod from every budget covering it
-// (covers[i] are the budgets covering pod i), and returns what it took, with
-// -1. If a budget runs short, nothing is reserved: it returns the index of the
-// first pod the budget covers and a reason that names the budget, what it
-// allows and what the plan needs.
-func (b *budgets) take(covers [][]*budget) (taken map[*budget]int32, blocked int, reason string) {
+// take reserves disruptions for a node's movable pods (covers[i] are the
+// budgets covering pod i) and puts each pod in a wave, numbered from 1.
+//
+// A budget that allows, after the earlier nodes of the plan, at least as many
+// disruptions as the node's pods need from it lets them all go in the first
+// wave. One that allows fewer, but at least one, spreads its pods over waves of
+// at most what it allows: the drain evicts a wave, waits until the budget
+// allows the next, and goes on. The reservation is the largest number of a
+// budget's pods in one wave, as that is the most the node's drain disrupts at
+// once; later nodes of the plan have the rest. Pods covered by no budget go in
+// the first wave; a pod covered by several goes in the first wave in which each
+// of them has room.
+//
+// take returns what it reserved (with waves and -1), or, when a budget allows
+// nothing more, reserves nothing and returns the index of the first pod that
+// budget covers and a reason that names it and says why.
+func (b *budgets) take(covers [][]*budget) (taken map[*budget]int32, waves []int32, blocked int, reason string) {
 	need := map[*budget]int32{}
 	first := map[*budget]int{}
 	var order []*budget
@@ -129,21 +141,73 @@ func (b *budgets) take(covers [][]*budget) (taken map[*budget]int32, blocked int
 			need[bud]++
 		}
 	}
+	// per is what each budget lets the node disrupt at once.
+	per := make(map[*budget]int32, len(need))
+	spread := false
 	for _, bud := range order {
 		left := bud.allowed - bud.used
-		if need[bud] > left {
-			reason := fmt.Sprintf("PodDisruptionBudget %s/%s allows %d more disruption(s) in this plan, the node needs %d",
-				bud.pdb.Namespace, bud.pdb.Name, max(left, 0), need[bud])
-			if bud.why != "" {
-				reason += " (" + bud.why + ")"
-			}
-			return nil, first[bud], reason
+		if left <= 0 {
+			return nil, nil, first[bud], bud.exhausted()
 		}
+		per[bud] = min(need[bud], left)
+		spread = spread || need[bud] > left
 	}
-	for bud, n := range need {
+	waves = make([]int32, len(covers))
+	for i := range waves {
+		waves[i] = 1
+	}
+	if spread {
+		assignWaves(covers, per, waves)
+	}
+	for bud, n := range per {
 		bud.used += n
 	}
-	return need, -1, ""
+	return per, waves, -1, ""
+}
+
+// exhausted says why a budget lets no more pods go in this plan.
+func (bud *budget) exhausted() string {
+	name := bud.pdb.Namespace + "/" + bud.pdb.Name
+	switch {
+	case bud.why != "":
+		return fmt.Sprintf("PodDisruptionBudget %s allows no disruption (%s)", name, bud.why)
+	case bud.allowed <= 0:
+		return fmt.Sprintf("PodDisruptionBudget %s allows no disruption now (status.disruptionsAllowed is %d)", name, bud.allowed)
+	}
+	return fmt.Sprintf("PodDisruptionBudget %s allows %d disruption(s) at a time, all taken by the drains of other nodes in this plan", name, bud.allowed)
+}
+
+// assignWaves puts each pod, in order, in the first wave in which every budget
+// covering it has had fewer of its pods than it allows at once (per).
+func assignWaves(covers [][]*budget, per map[*budget]int32, waves []int32) {
+	// inWave[bud][w-1] counts the budget's pods in wave w.
+	inWave := make(map[*budget][]int32, len(per))
+	for i, c := range covers {
+		if len(c) == 0 {
+			continue
+		}
+		w := int32(1)
+		for {
+			free := true
+			for _, bud := range c {
+				if n := inWave[bud]; int(w) <= len(n) && n[w-1] >= per[bud] {
+					free = false
+					break
+				}
+			}
+			if free {
+				break
+			}
+			w++
+		}
+		waves[i] = w
+		for _, bud := range c {
+			for len(inWave[bud]) < int(w) {
+				inWave[bud] = append(inWave[bud], 0)
+			}
+			inWave[bud][w-1]++
+		}
+	}
 }
 
 // give returns the disruptions take reserved.

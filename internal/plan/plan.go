@@ -99,13 +99,16 @@ type NodePlan struct {
 	// PodCount is the number of pods bound to the node (any class).
 	PodCount int `json:"podCount"`
 	// Pods lists the pods of candidate nodes with their destination or reason.
-	Pods              []PodPlan `json:"pods"`
-	CPURequested      int64     `json:"cpuRequestedMilli"`
-	CPUAllocatable    int64     `json:"cpuAllocatableMilli"`
-	MemoryRequested   int64     `json:"memoryRequestedBytes"`
-	MemoryAllocatable int64     `json:"memoryAllocatableBytes"`
-	InstanceType      string    `json:"instanceType,omitempty"`
-	HourlyPrice       float64   `json:"hourlyPrice,omitempty"`
+	Pods []PodPlan `json:"pods"`
+	// Waves is the number of waves the drain of a drainable node takes (see
+	// PodPlan.Wave): 1 unless a PodDisruptionBudget spreads its pods.
+	Waves             int     `json:"waves,omitempty"`
+	CPURequested      int64   `json:"cpuRequestedMilli"`
+	CPUAllocatable    int64   `json:"cpuAllocatableMilli"`
+	MemoryRequested   int64   `json:"memoryRequestedBytes"`
+	MemoryAllocatable int64   `json:"memoryAllocatableBytes"`
+	InstanceType      string  `json:"instanceType,omitempty"`
+	HourlyPrice       float64 `json:"hourlyPrice,omitempty"`
 }
 
 // PodPlan is the verdict on one pod of a candidate node.
@@ -118,6 +121,11 @@ type PodPlan struct {
 	Destination string `json:"destination"`
 	// Reason explains why the pod does not move, or cannot.
 	Reason string `json:"reason"`
+	// Wave is when the pod moves in the node's drain, from 1 (drainable nodes
+	// only): a PodDisruptionBudget that allows fewer disruptions at once than
+	// the node needs spreads its pods over waves, each evicted once the
+	// previous wave's replacements are Ready.
+	Wave int `json:"wave,omitempty"`
 }
 
 // Action names in PodPlan.
@@ -515,7 +523,7 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, idx []int32) error {
 	for i, j := range movable {
 		covers[i] = r.facts[j].covers
 	}
-	taken, blocked, reason := r.budgets.take(covers)
+	taken, waves, blocked, reason := r.budgets.take(covers)
 	if blocked >= 0 {
 		pod := r.pods[movable[blocked]]
 		np.Reason = fmt.Sprintf("pod %s/%s: %s", pod.Namespace, pod.Name, reason)
@@ -574,6 +582,10 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, idx []int32) error {
 		undo = append(undo, func() error { return r.fit.remove(moved, dest) })
 	}
 	np.Drainable = true
+	for i := range plans {
+		plans[i].Wave = int(waves[i])
+		np.Waves = max(np.Waves, int(waves[i]))
+	}
 	return nil
 }
 

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -198,16 +199,17 @@ func TestPDBBudgetAcrossNodes(t *testing.T) {
 	if !first.Drainable {
 		t.Fatalf("od-1 not drainable: %s", first.Reason)
 	}
-	want := "pod default/web-2: PodDisruptionBudget default/web allows 0 more disruption(s) in this plan, the node needs 1"
+	want := "pod default/web-2: PodDisruptionBudget default/web allows 1 disruption(s) at a time, all taken by the drains of other nodes in this plan"
 	if second.Drainable || second.Reason != want {
 		t.Errorf("od-2: drainable=%v\n got %q\nwant %q", second.Drainable, second.Reason, want)
 	}
 
-	// Two pods of one node under a budget of one: the node is blocked.
-	s.Pods[1].Spec.NodeName = "od-1"
+	// A budget that allows nothing now blocks every node.
+	s.PDBs = []*policyv1.PodDisruptionBudget{pdb("web", "web", 0)}
 	p = plan(t, Rules{}, s)
-	if n := node(p, "od-1"); n.Drainable || !strings.Contains(n.Reason, "allows 1 more disruption(s) in this plan, the node needs 2") {
-		t.Errorf("od-1 with two pods under one budget: %v %q", n.Drainable, n.Reason)
+	want = "pod default/web-1: PodDisruptionBudget default/web allows no disruption now (status.disruptionsAllowed is 0)"
+	if n := node(p, "od-1"); n.Drainable || n.Reason != want {
+		t.Errorf("od-1 under a budget of 0: drainable=%v\n got %q\nwant %q", n.Drainable, n.Reason, want)
 	}
 
 	// A budget whose status is stale allows nothing.
@@ -218,6 +220,79 @@ func TestPDBBudgetAcrossNodes(t *testing.T) {
 	if n := node(p, "od-1"); n.Drainable || !strings.Contains(n.Reason, "status not yet computed") {
 		t.Errorf("stale budget: %v %q", n.Drainable, n.Reason)
 	}
+}
+
+// The layout of most clusters: a Deployment of 6 under a budget of one, three
+// replicas on each of two on-demand nodes. The emptier node drains in three
+// waves of one; the other waits for the next plan, as the drain of the first
+// takes the budget's only disruption. Pods under no budget go in the first
+// wave; a budget allowing two spreads its four pods over two waves, and a pod
+// under both budgets waits for a wave in which both have room.
+func TestPDBWaves(t *testing.T) {
+	s := &snapshot.Snapshot{
+		Nodes: []*corev1.Node{tu.Node("od-1", tu.OnDemand()), tu.Node("od-2", tu.OnDemand(), tu.Capacity("8", "32Gi")),
+			tu.Node("spot", tu.Spot(), tu.Capacity("32", "64Gi"))},
+		PDBs: []*policyv1.PodDisruptionBudget{pdb("web", "web", 1)},
+	}
+	for i := range 6 {
+		s.Pods = append(s.Pods, pod(fmt.Sprintf("web-%d", i), fmt.Sprintf("od-%d", 1+i%2), "1", tu.OwnedBy("ReplicaSet", "web"), tu.WithLabels("app", "web")))
+	}
+	s.Pods = append(s.Pods, pod("free", "od-1", "500m"))
+	p := plan(t, Rules{}, s)
+	first, second := node(p, "od-2"), node(p, "od-1") // od-2 is the larger, so the emptier
+	if !first.Drainable || first.Waves != 3 {
+		t.Fatalf("od-2: drainable=%v waves=%d (%s), want drainable in 3 waves", first.Drainable, first.Waves, first.Reason)
+	}
+	if got := wavesOf(first); got != "web-1:1 web-3:2 web-5:3" {
+		t.Errorf("od-2 waves: %s", got)
+	}
+	if second.Drainable || !strings.Contains(second.Reason, "all taken by the drains of other nodes in this plan") {
+		t.Errorf("od-1: drainable=%v %q; the budget's one disruption belongs to od-2's drain", second.Drainable, second.Reason)
+	}
+	if p.Summary.DrainableNodes != 1 || p.Summary.PodsToMove != 3 {
+		t.Errorf("summary %+v", p.Summary)
+	}
+
+	// Once od-2 is empty (its pods on spot), od-1 drains in three waves; the
+	// pod under no budget goes first.
+	for _, pod := range s.Pods {
+		if pod.Spec.NodeName == "od-2" {
+			pod.Spec.NodeName = "spot"
+		}
+	}
+	p = plan(t, Rules{}, s)
+	if n := node(p, "od-1"); !n.Drainable || n.Waves != 3 || wavesOf(n) != "web-0:1 web-2:2 web-4:3 free:1" {
+		t.Errorf("od-1: drainable=%v waves=%d %s (%s)", n.Drainable, n.Waves, wavesOf(n), n.Reason)
+	}
+
+	// Two budgets: "web" allows 2 at a time, "tier" (covering web-0 and
+	// web-2 and nothing else) allows 1.
+	web, tier := pdb("web", "web", 2), pdb("tier", "x", 1)
+	tier.Spec.Selector.MatchLabels = map[string]string{"tier": "front"}
+	s.PDBs = []*policyv1.PodDisruptionBudget{web, tier}
+	for _, pod := range s.Pods {
+		pod.Spec.NodeName = "od-1"
+		if pod.Name == "web-0" || pod.Name == "web-2" {
+			pod.Labels["tier"] = "front"
+		}
+	}
+	p = plan(t, Rules{}, s)
+	// In placement order (largest first, then by name): web-0 wave 1; web-1
+	// wave 1 (web is full there); web-2 needs tier's room: wave 2; web-3 wave
+	// 2; web-4 and web-5 wave 3.
+	if n := node(p, "od-1"); !n.Drainable || n.Waves != 3 || wavesOf(n) != "web-0:1 web-1:1 web-2:2 web-3:2 web-4:3 web-5:3 free:1" {
+		t.Errorf("two budgets: drainable=%v waves=%d %s (%s)", n.Drainable, n.Waves, wavesOf(n), n.Reason)
+	}
+}
+
+func wavesOf(n NodePlan) string {
+	var out []string
+	for _, p := range n.Pods {
+		if p.Action == "move" {
+			out = append(out, fmt.Sprintf("%s:%d", p.Name, p.Wave))
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 // Spot capacity used by one node's pods is not available to the next node's.
