@@ -83,6 +83,13 @@ type Request struct {
 	// LeaveCordoned keeps the node cordoned after a successful drain even if the
 	// drain cordoned it.
 	LeaveCordoned bool
+	// Waves, when set, drains in waves (see waves.go): the pods (namespace/name)
+	// of wave 1 are evicted first; each later wave waits until the pods of the
+	// waves before it are gone and every PodDisruptionBudget covering its pods
+	// allows as many disruptions as the wave makes (the evicted pods'
+	// replacements are Ready). Pods not listed go in the last wave. The plan
+	// sets them (plan.PodPlan.Wave). Deadline mode ignores them: time wins.
+	Waves map[string]int
 }
 
 // Result reports a drain.
@@ -137,6 +144,7 @@ func New(client kubernetes.Interface, clk clock.Clock, recorder events.EventReco
 // Event reasons recorded on nodes and pods.
 const (
 	ReasonDrainStarted    = "SpotterDrainStarted"
+	ReasonDrainWave       = "SpotterDrainWave"
 	ReasonDrainSucceeded  = "SpotterDrainSucceeded"
 	ReasonDrainFailed     = "SpotterDrainFailed"
 	ReasonDrainRolledBack = "SpotterDrainRolledBack"
@@ -176,14 +184,25 @@ func (d *Drainer) Drain(ctx context.Context, req Request) (*Result, error) {
 	if _, err := d.mark(ctx, req.Node, req.Reason, !req.Deadline.IsZero()); err != nil {
 		return res, fmt.Errorf("marking node %s: %w", req.Node, err)
 	}
-	logger.Info("Draining node", "reason", req.Reason, "pods", len(evict))
-	d.event(node, corev1.EventTypeNormal, ReasonDrainStarted, "Drain", "draining (%s): evicting %d pods", req.Reason, len(evict))
+	var waves [][]*corev1.Pod
+	if req.Deadline.IsZero() {
+		waves = inWaves(evict, req.Waves)
+	}
+	logger.Info("Draining node", "reason", req.Reason, "pods", len(evict), "waves", max(len(waves), 1))
+	howMany := fmt.Sprintf("%d pods", len(evict))
+	if len(waves) > 1 {
+		howMany += fmt.Sprintf(" in %d waves", len(waves))
+	}
+	d.event(node, corev1.EventTypeNormal, ReasonDrainStarted, "Drain", "draining (%s): evicting %s", req.Reason, howMany)
 
 	var gone []*corev1.Pod
-	if req.Deadline.IsZero() {
-		gone, err = d.evictAll(ctx, req, evict, res)
-	} else {
+	switch {
+	case !req.Deadline.IsZero():
 		gone, err = d.evictByDeadline(ctx, req, evict, res)
+	case len(waves) > 1:
+		gone, err = d.evictWaves(ctx, req, node, waves, res)
+	default:
+		gone, err = d.evictAll(ctx, req, evict, res)
 	}
 	if err == nil {
 		err = d.waitGone(ctx, append(gone, wait...), res)

@@ -95,6 +95,82 @@ func TestDrain(t *testing.T) {
 		waitEvent(t, env, ns, "", drain.ReasonEvicted)
 	})
 
+	t.Run("drains in waves, each once the budget allows it", func(t *testing.T) {
+		ns := namespace(ctx, t, env, "waves")
+		env.CreateNodes(lab.NodeSpec{Name: "waves-1", Class: lab.ClassOnDemand}, lab.NodeSpec{Name: "waves-2", Class: lab.ClassSpot})
+		deploy(ctx, t, env, ns, "web", 3, "waves-1", tu.GracePeriod(1))
+		deploy(ctx, t, env, ns, "free", 1, "waves-1")
+		pdb := tu.PDB("web", "web", tu.MaxUnavailable(1))
+		pdb.Namespace = ns
+		if _, err := env.Client.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitPDB(t, env, ns, "web", 1)
+		// The plan's waves: one web pod each; the free pod is not listed (it
+		// came after the plan) and goes in the last wave.
+		waves := map[string]int{}
+		for _, p := range podsOn(ctx, t, env, "waves-1") {
+			if strings.HasPrefix(p.Name, "web-") {
+				waves[ns+"/"+p.Name] = len(waves) + 1
+			}
+		}
+		var retries atomic.Int32
+		d := newDrainer("rescheduler", drain.Options{Cordon: true, Timeout: 2 * time.Minute, OnEvictionRetry: func() { retries.Add(1) }})
+		res, err := d.Drain(ctx, drain.Request{Node: "waves-1", Reason: "test", Waves: waves})
+		if err != nil {
+			t.Fatalf("drain: %v (%+v)", err, res)
+		}
+		if len(res.Evicted) != 4 || res.RolledBack {
+			t.Errorf("result %+v, want 4 evicted", res)
+		}
+		// Each wave waited until the budget allowed it: the Eviction API never
+		// had to refuse one.
+		if n := retries.Load(); n != 0 {
+			t.Errorf("%d evictions refused by the PodDisruptionBudget; a wave must start only once the budget allows it", n)
+		}
+		if after := podsOn(ctx, t, env, "waves-1"); len(after) != 0 {
+			t.Errorf("waves-1 still runs %v", names(after))
+		}
+		waitEvent(t, env, "default", "waves-1", drain.ReasonDrainWave)
+		waitEvent(t, env, "default", "waves-1", drain.ReasonDrainSucceeded)
+	})
+
+	t.Run("a wave whose replacements never come is rolled back", func(t *testing.T) {
+		ns := namespace(ctx, t, env, "stuck")
+		env.CreateNodes(lab.NodeSpec{Name: "stuck-1", Class: lab.ClassOnDemand})
+		// Replacements need a node label no node has: they stay Pending.
+		deploy(ctx, t, env, ns, "web", 2, "stuck-1", tu.GracePeriod(1), tu.RequireNodeLabel("spotter.dev/test", "nowhere"))
+		pdb := tu.PDB("web", "web", tu.MaxUnavailable(1))
+		pdb.Namespace = ns
+		if _, err := env.Client.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitPDB(t, env, ns, "web", 1)
+		before := podsOn(ctx, t, env, "stuck-1")
+		waves := map[string]int{ns + "/" + before[0].Name: 1, ns + "/" + before[1].Name: 2}
+
+		d := newDrainer("rescheduler", drain.Options{Cordon: true, Timeout: 5 * time.Second})
+		res, err := d.Drain(ctx, drain.Request{Node: "stuck-1", Reason: "test", Waves: waves})
+		if err == nil || !res.RolledBack {
+			t.Fatalf("drain succeeded or was not rolled back: %v %+v", err, res)
+		}
+		if len(res.Evicted) != 1 || res.Evicted[0] != ns+"/"+before[0].Name {
+			t.Errorf("evicted %v, want only wave 1 (%s)", res.Evicted, before[0].Name)
+		}
+		want := "wave 2 of 2 not started: PodDisruptionBudget " + ns + "/web allows 0 disruption(s), the wave needs 1 (the replacements of the pods evicted so far are not Ready)"
+		if len(res.Blocked) != 1 || res.Blocked[0].Pod != ns+"/"+before[1].Name || !strings.HasPrefix(res.Blocked[0].Reason, want) {
+			t.Errorf("blocked %+v\nwant %s: %s", res.Blocked, before[1].Name, want)
+		}
+		node := getNode(ctx, t, env, "stuck-1")
+		if _, marked, _ := drain.MarkOf(node); marked || hasTaint(node, drain.DrainingTaintKey) || node.Spec.Unschedulable {
+			t.Errorf("rollback left marks: annotations %v taints %v unschedulable %v", node.Annotations, node.Spec.Taints, node.Spec.Unschedulable)
+		}
+		if pods := podsOn(ctx, t, env, "stuck-1"); len(pods) != 1 || pods[0].Name != before[1].Name {
+			t.Errorf("the second wave's pod must still run on stuck-1: %v", names(pods))
+		}
+		waitEvent(t, env, "default", "stuck-1", drain.ReasonDrainRolledBack)
+	})
+
 	t.Run("rolls back when a PDB never allows the eviction", func(t *testing.T) {
 		ns := namespace(ctx, t, env, "blocked")
 		env.CreateNodes(lab.NodeSpec{Name: "blocked-1", Class: lab.ClassOnDemand})

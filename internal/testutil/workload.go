@@ -52,3 +52,19 @@ func MaxUnavailable(n int32) PDBOption {
 func MinAvailable(n int32) PDBOption {
 	return func(p *policyv1.PodDisruptionBudget) { v := intstr.FromInt32(n); p.Spec.MinAvailable = &v }
 }
+
+// StatefulSet returns a StatefulSet of replicas pods labelled app=name, whose
+// pod template is built like Pod with opts; its pods start in parallel.
+func StatefulSet(name string, replicas int32, opts ...PodOption) *appsv1.StatefulSet {
+	d := Deployment(name, replicas, opts...)
+	return &appsv1.StatefulSet{
+		ObjectMeta: d.ObjectMeta,
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:            &replicas,
+			Selector:            d.Spec.Selector,
+			Template:            d.Spec.Template,
+			ServiceName:         name,
+			PodManagementPolicy: appsv1.ParallelPodManagement,
+		},
+	}
+}

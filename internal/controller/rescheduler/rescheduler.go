@@ -221,7 +221,7 @@ func (c *Controller) reportDryRun(ctx context.Context, p *plan.Plan, now time.Ti
 	order := Order(p, func(node string) bool { return c.failures[node].Active(now) }, c.opts.OwnNode)
 	steps := make([]string, len(order))
 	for i, n := range order {
-		steps[i] = fmt.Sprintf("%s (%d pods)", n.Name, countMoves(n))
+		steps[i] = fmt.Sprintf("%s (%s)", n.Name, podsAndWaves(n))
 	}
 	klog.FromContext(ctx).Info("Dry run: would drain these nodes, one at a time, in this order", "nodes", steps)
 	if c.recorder == nil {
@@ -229,8 +229,8 @@ func (c *Controller) reportDryRun(ctx context.Context, p *plan.Plan, now time.Ti
 	}
 	for i, n := range order {
 		c.recorder.Eventf(&corev1.ObjectReference{Kind: "Node", Name: n.Name, UID: types.UID(n.Name)}, nil,
-			corev1.EventTypeNormal, drain.ReasonWouldDrain, "Drain", "dry run: would drain this node, %d of %d in this plan: all %d pods fit on spot nodes",
-			i+1, len(order), countMoves(n))
+			corev1.EventTypeNormal, drain.ReasonWouldDrain, "Drain", "dry run: would drain this node, %d of %d in this plan: all %s fit on spot nodes",
+			i+1, len(order), podsAndWaves(n))
 	}
 }
 
@@ -371,6 +371,7 @@ func (c *Controller) drainNode(ctx context.Context, target *plan.NodePlan, snap 
 		Reason:        fmt.Sprintf("all %d pods fit on spot nodes", countMoves(target)),
 		BeforeEvict:   c.recheck,
 		LeaveCordoned: c.opts.CordonAfterDrain,
+		Waves:         wavesOf(target),
 	})
 	cancel()
 	podsEvicted.Add(float64(len(res.Evicted)))
@@ -530,6 +531,27 @@ func workOf(p *plan.Plan) work {
 		w.saving += n.HourlyPrice
 	}
 	return w
+}
+
+// wavesOf returns the wave of each pod the plan moves off n, by
+// namespace/name, for drain.Request.Waves.
+func wavesOf(n *plan.NodePlan) map[string]int {
+	out := map[string]int{}
+	for _, p := range n.Pods {
+		if p.Action == "move" && p.Wave > 0 {
+			out[p.Namespace+"/"+p.Name] = p.Wave
+		}
+	}
+	return out
+}
+
+// podsAndWaves says how many pods a node's drain moves, and in how many waves
+// when more than one.
+func podsAndWaves(n *plan.NodePlan) string {
+	if n.Waves > 1 {
+		return fmt.Sprintf("%d pods in %d waves", countMoves(n), n.Waves)
+	}
+	return fmt.Sprintf("%d pods", countMoves(n))
 }
 
 func countMoves(n *plan.NodePlan) int {

@@ -1,0 +1,197 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"spotter.dev/spotter/internal/drain"
+	"spotter.dev/spotter/internal/lab"
+	"spotter.dev/spotter/internal/testenv"
+	tu "spotter.dev/spotter/internal/testutil"
+)
+
+// The most common layout: workloads of 6 replicas, 3 on each of two on-demand
+// nodes, under budgets that allow one disruption at a time: a Deployment with
+// maxUnavailable 1, a Deployment with minAvailable 5, and a StatefulSet with
+// maxUnavailable 1. `spotter controller` drains both nodes in waves, one pod
+// of each workload per wave, and ends with every pod on spot, while a watch
+// running the whole time never sees more than one pod of any workload
+// unavailable.
+func TestReschedulerDrainsInWaves(t *testing.T) {
+	env := testenv.StartLab(t)
+	ctx := testenv.Context(t, 5*time.Minute)
+	env.CreateNodes(
+		lab.NodeSpec{Name: "od-1", Class: lab.ClassOnDemand, CPU: "4"},
+		lab.NodeSpec{Name: "od-2", Class: lab.ClassOnDemand, CPU: "4"},
+		lab.NodeSpec{Name: "spot-1", Class: lab.ClassSpot, CPU: "4"},
+		lab.NodeSpec{Name: "spot-2", Class: lab.ClassSpot, CPU: "4"},
+		lab.NodeSpec{Name: "spot-3", Class: lab.ClassSpot, CPU: "4"},
+		lab.NodeSpec{Name: "spot-4", Class: lab.ClassSpot, CPU: "4"},
+	)
+	apps := []string{"web", "api", "db"}
+	opts := []tu.PodOption{tu.CPU("100m"), tu.GracePeriod(1)}
+	// Three of each on od-1, then three more on od-2.
+	setUnschedulable(ctx, t, env, true, "od-2", "spot-1", "spot-2", "spot-3", "spot-4")
+	for _, app := range apps[:2] {
+		if _, err := env.Client.AppsV1().Deployments("default").Create(ctx, tu.Deployment(app, 3, opts...), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := env.Client.AppsV1().StatefulSets("default").Create(ctx, tu.StatefulSet("db", 3, opts...), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, app := range apps {
+		env.WaitForPodsRunning("default", "app="+app, 3, time.Minute)
+	}
+	setUnschedulable(ctx, t, env, false, "od-2")
+	setUnschedulable(ctx, t, env, true, "od-1")
+	waitUntainted(t, env, "od-2")
+	scale := []byte(`{"spec":{"replicas":6}}`)
+	if _, err := env.Client.AppsV1().Deployments("default").Patch(ctx, "web", types.MergePatchType, scale, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Client.AppsV1().Deployments("default").Patch(ctx, "api", types.MergePatchType, scale, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Client.AppsV1().StatefulSets("default").Patch(ctx, "db", types.MergePatchType, scale, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, app := range apps {
+		env.WaitForPodsRunning("default", "app="+app, 6, time.Minute)
+	}
+	for _, pdb := range []struct {
+		app string
+		opt tu.PDBOption
+	}{{"web", tu.MaxUnavailable(1)}, {"api", tu.MinAvailable(5)}, {"db", tu.MaxUnavailable(1)}} {
+		if _, err := env.Client.PolicyV1().PodDisruptionBudgets("default").Create(ctx, tu.PDB(pdb.app, pdb.app, pdb.opt), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setUnschedulable(ctx, t, env, false, "od-1", "spot-1", "spot-2", "spot-3", "spot-4")
+	waitUntainted(t, env, "od-1", "spot-1", "spot-2", "spot-3", "spot-4")
+	waitPDBsComputed(ctx, t, env)
+	for _, node := range []string{"od-1", "od-2"} {
+		if n := len(podsOnNode(ctx, t, env, node)); n != 9 {
+			t.Fatalf("%s runs %d pods before the test, want 3 of each workload: %s", node, n, podsByNode(ctx, t, env))
+		}
+	}
+
+	// The watch: unavailable pods of each workload (6 minus the Ready ones
+	// not terminating), polled all along.
+	var mu sync.Mutex
+	worst := map[string]int{}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for watchCtx.Err() == nil {
+			list, err := env.Client.CoreV1().Pods("default").List(watchCtx, metav1.ListOptions{LabelSelector: "app in (web,api,db)"})
+			if err == nil {
+				ready := map[string]int{}
+				for _, p := range list.Items {
+					if p.DeletionTimestamp == nil && podReady(p) {
+						ready[p.Labels["app"]]++
+					}
+				}
+				mu.Lock()
+				for _, app := range apps {
+					worst[app] = max(worst[app], 6-ready[app])
+				}
+				mu.Unlock()
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+
+	config := filepath.Join(t.TempDir(), "spotter.yaml")
+	body := `apiVersion: spotter.dev/v1alpha1
+kind: SpotterConfiguration
+rescheduler:
+  interval: 10s
+  drainDelay: 0s
+  replacementTimeout: 30s
+drain:
+  evictionBackoff: 200ms
+  maxEvictionBackoff: 1s
+`
+	if err := os.WriteFile(config, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testenv.StartSpotter(t, "controller", "controller", "--config", config, "--kubeconfig", env.Kubeconfig,
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--leader-elect=false")
+
+	testenv.Eventually(t, 3*time.Minute, "every pod Running on a spot node, both on-demand nodes empty", func(ctx context.Context) (bool, string, error) {
+		list, err := env.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app in (web,api,db)"})
+		if err != nil {
+			return false, "", err
+		}
+		onSpot := 0
+		for _, p := range list.Items {
+			if strings.HasPrefix(p.Spec.NodeName, "spot-") && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				onSpot++
+			}
+		}
+		return onSpot == 18 && len(list.Items) == 18, podsByNode(ctx, t, env), nil
+	})
+	stopWatch()
+	<-watched
+	for _, app := range apps {
+		if worst[app] > 1 {
+			t.Errorf("the watch saw %d %s pods unavailable at once; its budget allows 1", worst[app], app)
+		}
+		if worst[app] == 0 {
+			t.Errorf("the watch never saw a %s pod unavailable: it did not watch the drains", app)
+		}
+	}
+	// Both nodes were drained in three waves, as the Events say.
+	for _, node := range []string{"od-1", "od-2"} {
+		waitEventNote(t, env, node, drain.ReasonDrainStarted, "in 3 waves")
+		waitEventNote(t, env, node, drain.ReasonDrainWave, "wave 3 of 3")
+	}
+	testenv.Eventually(t, 30*time.Second, "no node marked or cordoned by Spotter", func(ctx context.Context) (bool, string, error) {
+		nodes, err := env.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		var marked []string
+		for _, n := range nodes.Items {
+			if _, m, _ := drain.MarkOf(&n); m || n.Spec.Unschedulable {
+				marked = append(marked, n.Name)
+			}
+		}
+		return len(marked) == 0, fmt.Sprint(marked), nil
+	})
+}
+
+// waitEventNote waits for an Event on the node with the reason whose note
+// contains note.
+func waitEventNote(t *testing.T, env *testenv.Env, node, reason, note string) {
+	t.Helper()
+	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("event %s on %s saying %q", reason, node, note), func(ctx context.Context) (bool, string, error) {
+		list, err := env.Client.EventsV1().Events("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		var notes []string
+		for _, e := range list.Items {
+			if e.Regarding.Name == node && e.Reason == reason {
+				if strings.Contains(e.Note, note) {
+					return true, "", nil
+				}
+				notes = append(notes, e.Note)
+			}
+		}
+		return false, fmt.Sprint(notes), nil
+	})
+}
