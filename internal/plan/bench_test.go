@@ -37,6 +37,41 @@ func BenchmarkExhaustive1000Dense(b *testing.B) {
 }
 func BenchmarkExhaustive5000(b *testing.B) { benchExhaustive(b, "-nodes", "5000") }
 
+// Waves: how many nodes are drainable with waves and with the rule before
+// them (a budget must allow all of a node's pods at once), and how many of
+// them go in more than one wave. The plan time is BenchmarkPlan1000's.
+//
+//	go test ./internal/plan -run '^$' -bench Waves -benchtime 1x
+func BenchmarkWaves1000(b *testing.B)      { benchWaves(b, "-nodes", "1000") }
+func BenchmarkWaves1000Dense(b *testing.B) { benchWaves(b, "-nodes", "1000", "-spot-fill", "0.85") }
+func BenchmarkWaves5000(b *testing.B)      { benchWaves(b, "-nodes", "5000") }
+
+func benchWaves(b *testing.B, args ...string) {
+	s := loadGenerated(b, args...)
+	ctx := context.Background()
+	before := New(Options{})
+	before.oneWave = true
+	for b.Loop() {
+		with, err := New(Options{}).Plan(ctx, s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		without, err := before.Plan(ctx, s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		waved := 0
+		for _, n := range with.Nodes {
+			if n.Waves > 1 {
+				waved++
+			}
+		}
+		b.ReportMetric(float64(with.Summary.DrainableNodes), "drainable")
+		b.ReportMetric(float64(without.Summary.DrainableNodes), "drainable-one-wave")
+		b.ReportMetric(float64(waved), "in-waves")
+	}
+}
+
 func benchExhaustive(b *testing.B, args ...string) {
 	s := loadGenerated(b, args...)
 	ctx := context.Background()

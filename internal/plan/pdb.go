@@ -23,6 +23,9 @@ type budgets struct {
 	// matched against.
 	byLabel     map[labelKey][]*budget
 	byNamespace map[string][]*budget
+	// oneWave refuses nodes that would need waves: the plan's first pass,
+	// and every pass with Planner.oneWave.
+	oneWave bool
 }
 
 // labelKey is a label in a namespace.
@@ -125,10 +128,10 @@ func (b *budgets) match(pod *corev1.Pod) []*budget {
 // the first wave; a pod covered by several goes in the first wave in which each
 // of them has room.
 //
-// take returns what it reserved (with waves and -1), or, when a budget allows
-// nothing more, reserves nothing and returns the index of the first pod that
-// budget covers and a reason that names it and says why.
-func (b *budgets) take(covers [][]*budget) (taken map[*budget]int32, waves []int32, blocked int, reason string) {
+// take returns what it reserved, or, when a budget allows nothing more (or,
+// with oneWave, fewer than the node needs at once), reserves nothing and says
+// which pod's budget fell short and why.
+func (b *budgets) take(covers [][]*budget) draw {
 	need := map[*budget]int32{}
 	first := map[*budget]int{}
 	var order []*budget
@@ -147,12 +150,16 @@ func (b *budgets) take(covers [][]*budget) (taken map[*budget]int32, waves []int
 	for _, bud := range order {
 		left := bud.allowed - bud.used
 		if left <= 0 {
-			return nil, nil, first[bud], bud.exhausted()
+			return draw{blocked: first[bud], reason: bud.exhausted()}
+		}
+		if b.oneWave && need[bud] > left {
+			return draw{blocked: first[bud], needsWaves: true, reason: fmt.Sprintf("PodDisruptionBudget %s/%s allows %d disruption(s) at a time, the node needs %d: it drains in waves",
+				bud.pdb.Namespace, bud.pdb.Name, left, need[bud])}
 		}
 		per[bud] = min(need[bud], left)
 		spread = spread || need[bud] > left
 	}
-	waves = make([]int32, len(covers))
+	waves := make([]int32, len(covers))
 	for i := range waves {
 		waves[i] = 1
 	}
@@ -162,7 +169,19 @@ func (b *budgets) take(covers [][]*budget) (taken map[*budget]int32, waves []int
 	for bud, n := range per {
 		bud.used += n
 	}
-	return per, waves, -1, ""
+	return draw{taken: per, waves: waves, blocked: -1}
+}
+
+// draw is what take reserved for a node: the disruptions taken from each
+// budget and each pod's wave; or, when blocked is a pod's index, nothing, and
+// the reason. needsWaves says the node was refused only because, with
+// oneWave, it would need waves.
+type draw struct {
+	taken      map[*budget]int32
+	waves      []int32
+	blocked    int
+	reason     string
+	needsWaves bool
 }
 
 // exhausted says why a budget lets no more pods go in this plan.

@@ -138,6 +138,9 @@ type Planner struct {
 	// over the whole snapshot with every plugin, and every Filter plugin runs
 	// on every spot node with room. Tests compare it with the shortcuts.
 	exhaustive bool
+	// oneWave keeps the rule before waves (a budget must allow all of a
+	// node's pods at once), for the benchmark that compares the two.
+	oneWave bool
 }
 
 // Classify returns a node's class as the planner sees it.
@@ -271,13 +274,33 @@ func (p *Planner) Plan(ctx context.Context, s *snapshot.Snapshot) (*Plan, error)
 		}
 		return candidates[i].Name < candidates[j].Name
 	})
+	// Nodes that would drain in waves are planned after all the others: a
+	// drain in waves holds its budgets' disruptions for longer, and planning
+	// them last never takes a budget from a node that drains at once.
+	r.budgets.oneWave = true
+	var inWaves []*NodePlan
 	for _, np := range candidates {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if err := r.planNode(ctx, np, podsOf[np]); err != nil {
+		needsWaves, err := r.planNode(ctx, np, podsOf[np])
+		if err != nil {
 			return nil, err
 		}
+		if needsWaves && !p.oneWave {
+			inWaves = append(inWaves, np)
+		}
+	}
+	r.budgets.oneWave = false
+	for _, np := range inWaves {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if _, err := r.planNode(ctx, np, podsOf[np]); err != nil {
+			return nil, err
+		}
+	}
+	for _, np := range candidates {
 		if np.Drainable {
 			out.Summary.DrainableNodes++
 			out.Summary.HourlySaving += np.HourlyPrice
@@ -475,7 +498,10 @@ func ratio(a, b int64) float64 {
 // move: movability, the disruption budgets, then for each pod whether any spot
 // node passes the static plugins and has room for it now (placing the node's
 // other pods only takes room away). Only then are the pods placed one by one.
-func (r *run) planNode(ctx context.Context, np *NodePlan, idx []int32) error {
+// It reports whether the budgets refused the node only because it would need
+// waves (budgets.oneWave); it may then be planned again.
+func (r *run) planNode(ctx context.Context, np *NodePlan, idx []int32) (needsWaves bool, err error) {
+	np.Reason, np.Waves = "", 0
 	var movable, others []int32
 	for _, j := range idx {
 		v := r.facts[j].verdict
@@ -517,24 +543,24 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, idx []int32) error {
 	}()
 
 	if np.Reason != "" {
-		return nil
+		return false, nil
 	}
 	covers := make([][]*budget, len(movable))
 	for i, j := range movable {
 		covers[i] = r.facts[j].covers
 	}
-	taken, waves, blocked, reason := r.budgets.take(covers)
-	if blocked >= 0 {
-		pod := r.pods[movable[blocked]]
-		np.Reason = fmt.Sprintf("pod %s/%s: %s", pod.Namespace, pod.Name, reason)
-		plans[blocked].Reason = reason
-		return nil
+	d := r.budgets.take(covers)
+	if d.blocked >= 0 {
+		pod := r.pods[movable[d.blocked]]
+		np.Reason = fmt.Sprintf("pod %s/%s: %s", pod.Namespace, pod.Name, d.reason)
+		plans[d.blocked].Reason = d.reason
+		return d.needsWaves, nil
 	}
 	fail := func(i int, reason string) {
 		pod := r.pods[movable[i]]
 		np.Reason = fmt.Sprintf("pod %s/%s: %s", pod.Namespace, pod.Name, reason)
 		plans[i].Reason = reason
-		r.budgets.give(taken)
+		r.budgets.give(d.taken)
 	}
 	replacement := func(pod *corev1.Pod) *corev1.Pod {
 		r := *pod
@@ -547,7 +573,7 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, idx []int32) error {
 			// place fails too, and says why.
 			_, reason, _ := r.place(ctx, replacement(pod), pod, res)
 			fail(i, reason)
-			return nil
+			return false, nil
 		}
 	}
 
@@ -564,7 +590,7 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, idx []int32) error {
 	for _, j := range movable {
 		pod, res := r.pods[j], r.fit.resOf[j]
 		if err := r.fit.remove(pod, np.Name); err != nil {
-			return fmt.Errorf("removing %s/%s from %s in the snapshot: %w", pod.Namespace, pod.Name, np.Name, err)
+			return false, fmt.Errorf("removing %s/%s from %s in the snapshot: %w", pod.Namespace, pod.Name, np.Name, err)
 		}
 		undo = append(undo, func() error { return r.fit.add(pod, np.Name, res) })
 	}
@@ -576,17 +602,17 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, idx []int32) error {
 			for j := range plans[:i] {
 				plans[j].Destination = ""
 			}
-			return rollback()
+			return false, rollback()
 		}
 		plans[i].Destination = dest
 		undo = append(undo, func() error { return r.fit.remove(moved, dest) })
 	}
 	np.Drainable = true
 	for i := range plans {
-		plans[i].Wave = int(waves[i])
-		np.Waves = max(np.Waves, int(waves[i]))
+		plans[i].Wave = int(d.waves[i])
+		np.Waves = max(np.Waves, int(d.waves[i]))
 	}
-	return nil
+	return false, nil
 }
 
 // mayFit reports whether some spot node passes the static plugins for a

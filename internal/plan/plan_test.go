@@ -285,6 +285,32 @@ func TestPDBWaves(t *testing.T) {
 	}
 }
 
+// Nodes that would drain in waves are planned after the others, so that
+// they never take a budget from nodes that drain at once: od-a, the emptiest,
+// holds two pods of web and two of api (budgets of one each); od-b one of web,
+// od-c one of api. Emptiest first alone would drain od-a and block the other
+// two.
+func TestWavesPlannedLast(t *testing.T) {
+	s := &snapshot.Snapshot{
+		Nodes: []*corev1.Node{tu.Node("od-a", tu.OnDemand(), tu.Capacity("64", "256Gi")), tu.Node("od-b", tu.OnDemand()), tu.Node("od-c", tu.OnDemand()),
+			tu.Node("spot", tu.Spot(), tu.Capacity("32", "64Gi"))},
+		PDBs: []*policyv1.PodDisruptionBudget{pdb("web", "web", 1), pdb("api", "api", 1)},
+	}
+	for i, at := range []string{"od-a", "od-a", "od-b"} {
+		s.Pods = append(s.Pods, pod(fmt.Sprintf("web-%d", i), at, "1", tu.OwnedBy("ReplicaSet", "web"), tu.WithLabels("app", "web")))
+	}
+	for i, at := range []string{"od-a", "od-a", "od-c"} {
+		s.Pods = append(s.Pods, pod(fmt.Sprintf("api-%d", i), at, "1", tu.OwnedBy("ReplicaSet", "api"), tu.WithLabels("app", "api")))
+	}
+	p := plan(t, Rules{}, s)
+	if a, b, c := node(p, "od-a"), node(p, "od-b"), node(p, "od-c"); a.Drainable || !b.Drainable || !c.Drainable {
+		t.Errorf("drainable: od-a %v (%s), od-b %v (%s), od-c %v (%s); want od-b and od-c", a.Drainable, a.Reason, b.Drainable, b.Reason, c.Drainable, c.Reason)
+	}
+	if p.Nodes[0].Name != "od-a" {
+		t.Errorf("the nodes are listed emptiest first, as before: %s first", p.Nodes[0].Name)
+	}
+}
+
 func wavesOf(n NodePlan) string {
 	var out []string
 	for _, p := range n.Pods {
