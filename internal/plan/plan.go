@@ -111,6 +111,18 @@ type NodePlan struct {
 	HourlyPrice       float64 `json:"hourlyPrice,omitempty"`
 }
 
+// PodWaves returns the wave of each pod the plan moves off the node, by
+// namespace/name (drain.Request.Waves).
+func (n *NodePlan) PodWaves() map[string]int {
+	out := map[string]int{}
+	for _, p := range n.Pods {
+		if p.Action == actionNames[Move] && p.Wave > 0 {
+			out[p.Namespace+"/"+p.Name] = p.Wave
+		}
+	}
+	return out
+}
+
 // PodPlan is the verdict on one pod of a candidate node.
 type PodPlan struct {
 	Namespace string `json:"namespace"`

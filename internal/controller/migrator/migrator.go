@@ -208,7 +208,7 @@ func (c *Controller) finishSelected(ctx context.Context) {
 	for i := range nodes.Items {
 		node := &nodes.Items[i]
 		logger.Info("Finishing the replacement of a node selected for deletion", "node", klog.KObj(node))
-		if err := c.replace(ctx, node, "finishing a replacement started before a restart", c.recheck); err != nil {
+		if err := c.replace(ctx, node, "finishing a replacement started before a restart", c.recheck, nil); err != nil {
 			logger.Error(err, "Finishing a replacement", "node", klog.KObj(node))
 		}
 	}
@@ -396,7 +396,7 @@ func (c *Controller) migrate(ctx context.Context, snap *snapshot.Snapshot, node 
 		defer c.budget.Release(node.Name)
 		// No per-eviction re-check: in drain-first the pods wait for an
 		// autoscaler to bring the spot nodes the plan counted on.
-		return c.replaceOrReport(ctx, node, "drain-first: its pods fit on spot node groups", nil), false
+		return c.replaceOrReport(ctx, node, "drain-first: its pods fit on spot node groups", nil, np.PodWaves()), false
 	}
 
 	var last *plan.NodePlan
@@ -426,7 +426,7 @@ func (c *Controller) migrate(ctx context.Context, snap *snapshot.Snapshot, node 
 				return false, true // nothing was drained; end the run
 			}
 		}
-		return c.replaceOrReport(ctx, node, fmt.Sprintf("replaced by spot capacity of group %s", g.ID()), c.recheck), false
+		return c.replaceOrReport(ctx, node, fmt.Sprintf("replaced by spot capacity of group %s", g.ID()), c.recheck, np.PodWaves()), false
 	}
 	c.notMigratable(ctx, node, last, nil)
 	return false, false
@@ -619,8 +619,8 @@ func (c *Controller) acquire(ctx context.Context, node *corev1.Node) bool {
 }
 
 // replaceOrReport replaces node and reports a failure.
-func (c *Controller) replaceOrReport(ctx context.Context, node *corev1.Node, why string, recheck func(context.Context, *corev1.Pod) error) bool {
-	if err := c.replace(ctx, node, why, recheck); err != nil {
+func (c *Controller) replaceOrReport(ctx context.Context, node *corev1.Node, why string, recheck func(context.Context, *corev1.Pod) error, waves map[string]int) bool {
+	if err := c.replace(ctx, node, why, recheck, waves); err != nil {
 		klog.FromContext(ctx).Error(err, "Replacing the node")
 		c.event(nodeRef(node), corev1.EventTypeWarning, ReasonMigrationFailed, "%v", err)
 		return false
@@ -628,17 +628,17 @@ func (c *Controller) replaceOrReport(ctx context.Context, node *corev1.Node, why
 	return true
 }
 
-// replace selects node for deletion, drains it, taints it for deletion,
-// deletes its instance and waits for the Node object to go. A failed drain is
-// rolled back (the selection label too).
-func (c *Controller) replace(ctx context.Context, node *corev1.Node, why string, recheck func(context.Context, *corev1.Pod) error) error {
+// replace selects node for deletion, drains it (in the plan's waves, when it
+// has them), taints it for deletion, deletes its instance and waits for the
+// Node object to go. A failed drain is rolled back (the selection label too).
+func (c *Controller) replace(ctx context.Context, node *corev1.Node, why string, recheck func(context.Context, *corev1.Pod) error, waves map[string]int) error {
 	logger := klog.FromContext(ctx)
 	if err := c.patchNode(ctx, node.Name, fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, SelectedForDeletionLabel, fmt.Sprint(c.clock.Now().Unix()))); err != nil {
 		return fmt.Errorf("selecting node %s for deletion: %w", node.Name, err)
 	}
 	c.event(nodeRef(node), corev1.EventTypeNormal, ReasonSelected, "selected for deletion: %s", why)
 	dctx, cancel := drain.Outlive(ctx, c.clock, c.opts.ShutdownGracePeriod)
-	_, err := c.drainer.Drain(dctx, drain.Request{Node: node.Name, Reason: why, KeepMarks: true, BeforeEvict: recheck})
+	_, err := c.drainer.Drain(dctx, drain.Request{Node: node.Name, Reason: why, KeepMarks: true, BeforeEvict: recheck, Waves: waves})
 	cancel()
 	if err != nil {
 		c.unselect(ctx, node.Name, false)

@@ -371,7 +371,7 @@ func (c *Controller) drainNode(ctx context.Context, target *plan.NodePlan, snap 
 		Reason:        fmt.Sprintf("all %d pods fit on spot nodes", countMoves(target)),
 		BeforeEvict:   c.recheck,
 		LeaveCordoned: c.opts.CordonAfterDrain,
-		Waves:         wavesOf(target),
+		Waves:         target.PodWaves(),
 	})
 	cancel()
 	podsEvicted.Add(float64(len(res.Evicted)))
@@ -531,18 +531,6 @@ func workOf(p *plan.Plan) work {
 		w.saving += n.HourlyPrice
 	}
 	return w
-}
-
-// wavesOf returns the wave of each pod the plan moves off n, by
-// namespace/name, for drain.Request.Waves.
-func wavesOf(n *plan.NodePlan) map[string]int {
-	out := map[string]int{}
-	for _, p := range n.Pods {
-		if p.Action == "move" && p.Wave > 0 {
-			out[p.Namespace+"/"+p.Name] = p.Wave
-		}
-	}
-	return out
 }
 
 // podsAndWaves says how many pods a node's drain moves, and in how many waves

@@ -97,7 +97,10 @@ type DrainConfig struct {
 	// Cordon marks the node unschedulable while it drains, in addition to the
 	// spotter.dev/draining:NoSchedule taint. Default false.
 	Cordon bool `json:"cordon"`
-	// Timeout bounds one node's drain; when it passes, the drain is rolled back.
+	// Timeout bounds one node's drain, all its waves included (a node whose
+	// pods a PodDisruptionBudget lets go only a few at a time drains in waves,
+	// each once the previous wave's replacements are Ready); when it passes,
+	// the drain is rolled back.
 	// Default 10m; at least 10s.
 	Timeout metav1.Duration `json:"timeout"`
 	// MaxGracePeriod caps each pod's termination grace period. Zero (the default)
