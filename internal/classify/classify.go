@@ -12,12 +12,17 @@
 //     exclude selector.
 //  3. configured spot and on-demand selectors (matching both is a conflict:
 //     unknown).
-//  4. well-known labels (WellKnownLabels); when several speak and disagree, the
-//     node is unknown and the reason names the conflict. The Cluster API label
-//     cluster.x-k8s.io/interruptible counts only when no other well-known label
-//     speaks, because Spotter's labeler writes it itself.
-//  5. the cloud provider (CloudLookup), when one is given.
-//  6. otherwise unknown.
+//  4. the Cluster API label cluster.x-k8s.io/interruptible=true, when Cluster
+//     API (or anyone but Spotter) put it there: the node is spot, whatever other
+//     label it has. Cluster API sets it from the infrastructure machine's
+//     status.interruptible, and Spotter must never fight it over the label.
+//  5. well-known labels (WellKnownLabels); when several speak and disagree, the
+//     node is unknown and the reason names the conflict. The interruptible label
+//     that Spotter's labeler wrote itself (annotation
+//     spotter.dev/interruptible-labeled=true beside it) counts only when no
+//     other well-known label speaks.
+//  6. the cloud provider (CloudLookup), when one is given.
+//  7. otherwise unknown.
 package classify
 
 import (
@@ -50,6 +55,9 @@ const (
 	ControlPlaneLabel       = "node-role.kubernetes.io/control-plane"
 	MasterLabel             = "node-role.kubernetes.io/master"
 	InterruptibleLabel      = "cluster.x-k8s.io/interruptible"
+	// LabeledByUsAnnotation marks an interruptible label that Spotter's
+	// labeler wrote: the labeler removes only those.
+	LabeledByUsAnnotation = "spotter.dev/interruptible-labeled"
 	KarpenterCapacityLabel  = "karpenter.sh/capacity-type"
 	EKSCapacityLabel        = "eks.amazonaws.com/capacityType"
 	GKESpotLabel            = "cloud.google.com/gke-spot"
@@ -101,9 +109,10 @@ type CloudLookup interface {
 type Classifier struct {
 	spot, onDemand, exclude []namedSelector
 	cloud                   CloudLookup
-	// IgnoreInterruptibleLabel makes the classifier disregard
-	// cluster.x-k8s.io/interruptible, so that the labeler can tell whether a
-	// node it once labelled is still spot.
+	// IgnoreInterruptibleLabel makes the classifier disregard the
+	// cluster.x-k8s.io/interruptible label Spotter's labeler wrote, so that the
+	// labeler can tell whether a node it once labelled is still spot. The label
+	// Cluster API wrote still counts.
 	IgnoreInterruptibleLabel bool
 }
 
@@ -166,6 +175,9 @@ func (c *Classifier) Classify(node *corev1.Node) Result {
 		return Result{Class: OnDemand, Reason: fmt.Sprintf(selectorReasonFormat, "on-demand", odSel)}
 	}
 
+	if foreignInterruptible(node) {
+		return Result{Class: Spot, Reason: fmt.Sprintf(labelReasonFormat, InterruptibleLabel, "true")}
+	}
 	if r, ok := c.fromLabels(node); ok {
 		return r
 	}
@@ -209,7 +221,7 @@ func (c *Classifier) fromLabels(node *corev1.Node) (Result, bool) {
 		// "worker" alone is too common a role to contradict a capacity label.
 		classes[OnDemand] = "label " + WorkerRoleLabel
 	}
-	if len(classes) == 0 && !c.IgnoreInterruptibleLabel && node.Labels[InterruptibleLabel] == "true" {
+	if len(classes) == 0 && !c.IgnoreInterruptibleLabel && ourInterruptible(node) {
 		classes[Spot] = fmt.Sprintf(labelReasonFormat, InterruptibleLabel, "true")
 	}
 	switch len(classes) {
@@ -236,10 +248,22 @@ func (c *Classifier) spotEvidence(node *corev1.Node, set labels.Set) string {
 	if _, ok := node.Labels[SpotWorkerRoleLabel]; ok {
 		return "label " + SpotWorkerRoleLabel
 	}
-	if node.Labels[InterruptibleLabel] == "true" && !c.IgnoreInterruptibleLabel {
+	if foreignInterruptible(node) || ourInterruptible(node) && !c.IgnoreInterruptibleLabel {
 		return fmt.Sprintf(labelReasonFormat, InterruptibleLabel, "true")
 	}
 	return ""
+}
+
+// ourInterruptible reports whether the node carries the interruptible label
+// that Spotter's labeler wrote.
+func ourInterruptible(node *corev1.Node) bool {
+	return node.Labels[InterruptibleLabel] == "true" && node.Annotations[LabeledByUsAnnotation] == "true"
+}
+
+// foreignInterruptible reports whether the node carries the interruptible
+// label, written by someone other than Spotter: Cluster API.
+func foreignInterruptible(node *corev1.Node) bool {
+	return node.Labels[InterruptibleLabel] == "true" && node.Annotations[LabeledByUsAnnotation] != "true"
 }
 
 // controlPlane reports whether the node is part of the control plane.

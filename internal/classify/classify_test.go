@@ -67,7 +67,16 @@ func TestClassify(t *testing.T) {
 		{"agreeing labels", node(label(KarpenterCapacityLabel, "spot"), label(EKSCapacityLabel, "SPOT")), nil, Spot, "label eks.amazonaws.com/capacityType=SPOT", ""},
 		{"conflicting labels", node(label(KarpenterCapacityLabel, "spot"), label(EKSCapacityLabel, "ON_DEMAND")), nil, Unknown,
 			"conflicting labels: label eks.amazonaws.com/capacityType=ON_DEMAND, label karpenter.sh/capacity-type=spot", ""},
-		{"interruptible label yields to a capacity label", node(label(InterruptibleLabel, "true"), label(KarpenterCapacityLabel, "on-demand")), nil, OnDemand, "label karpenter.sh/capacity-type=on-demand", ""},
+		{"Spotter's interruptible label yields to a capacity label", node(label(InterruptibleLabel, "true"), annot(LabeledByUsAnnotation, "true"), label(KarpenterCapacityLabel, "on-demand")),
+			nil, OnDemand, "label karpenter.sh/capacity-type=on-demand", ""},
+		{"Spotter's interruptible label alone", node(label(InterruptibleLabel, "true"), annot(LabeledByUsAnnotation, "true")), nil, Spot, "label cluster.x-k8s.io/interruptible=true", ""},
+		// Cluster API's label is the infrastructure's word: spot, whatever
+		// other label the node has (the worker role, even a capacity label).
+		{"Cluster API's interruptible label beats the worker role", node(label(InterruptibleLabel, "true"), label(WorkerRoleLabel, "")), nil, Spot, "label cluster.x-k8s.io/interruptible=true", ""},
+		{"Cluster API's interruptible label beats a capacity label", node(label(InterruptibleLabel, "true"), label(KarpenterCapacityLabel, "on-demand")), nil, Spot, "label cluster.x-k8s.io/interruptible=true", ""},
+		{"interruptible=false says nothing", node(label(InterruptibleLabel, "false"), label(WorkerRoleLabel, "")), nil, OnDemand, "label node-role.kubernetes.io/worker", ""},
+		{"control plane marked interruptible warns", node(label(ControlPlaneLabel, ""), label(InterruptibleLabel, "true")), nil, ControlPlane, "label node-role.kubernetes.io/control-plane",
+			"control-plane node looks like spot (label cluster.x-k8s.io/interruptible=true); Spotter never uses it as spot"},
 		{"spot selector wins over labels", node(label("pool", "cheap"), label(KarpenterCapacityLabel, "on-demand")), nil, Spot, `spot selector "pool=cheap"`, ""},
 		{"set-based spot selector", node(label("tier", "batch")), nil, Spot, `spot selector "tier in (batch)"`, ""},
 		{"on-demand key selector", node(label("reliable", "")), nil, OnDemand, `on-demand selector "reliable"`, ""},
@@ -104,8 +113,11 @@ func TestClassify(t *testing.T) {
 
 func TestIgnoreInterruptibleLabel(t *testing.T) {
 	c := &Classifier{IgnoreInterruptibleLabel: true}
-	if got := c.Classify(node(label(InterruptibleLabel, "true"))); got.Class != Unknown {
+	if got := c.Classify(node(label(InterruptibleLabel, "true"), annot(LabeledByUsAnnotation, "true"))); got.Class != Unknown {
 		t.Errorf("labeler's own label must not make a node spot: %+v", got)
+	}
+	if got := c.Classify(node(label(InterruptibleLabel, "true"), label(WorkerRoleLabel, ""))); got.Class != Spot {
+		t.Errorf("Cluster API's label still counts for the labeler: %+v", got)
 	}
 }
 

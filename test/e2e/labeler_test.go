@@ -30,6 +30,9 @@ func TestLabelerAsProcess(t *testing.T) {
 		lab.NodeSpec{Name: "cp-1", Class: lab.ClassControlPlane},
 		// A control plane on spot: refused, and said so.
 		lab.NodeSpec{Name: "cp-spot", Class: lab.ClassControlPlane, Labels: map[string]string{lab.CapacityTypeLabel: "spot"}},
+		// A worker that Cluster API marked interruptible: spot, and its label is
+		// Cluster API's, never removed.
+		lab.NodeSpec{Name: "capi-1", Labels: map[string]string{"cluster.x-k8s.io/interruptible": "true", "node-role.kubernetes.io/worker": ""}},
 	)
 	config := filepath.Join(t.TempDir(), "spotter.yaml")
 	if err := os.WriteFile(config, []byte("apiVersion: spotter.dev/v1alpha1\nkind: SpotterConfiguration\nlabeler:\n  preferSpotTaint: true\n"), 0o644); err != nil {
@@ -65,6 +68,16 @@ func TestLabelerAsProcess(t *testing.T) {
 	setCapacityType(t, env, "od-1", "spot")
 	want("spot-1", false, true)
 	want("od-1", true, false)
+
+	// By now the labeler has been through every node more than once: the node
+	// Cluster API marked keeps its label and is not tainted on-demand.
+	capi, err := env.Client.CoreV1().Nodes().Get(testenv.Context(t, time.Minute), "capi-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if capi.Labels["cluster.x-k8s.io/interruptible"] != "true" || len(capi.Spec.Taints) > 0 && capi.Spec.Taints[0].Key == "spotter.dev/on-demand" {
+		t.Errorf("the labeler fought Cluster API over capi-1: labels %v taints %v", capi.Labels, capi.Spec.Taints)
+	}
 
 	// The control-plane taint was kept, and Spotter wrote nothing on cp-1.
 	cp, err := env.Client.CoreV1().Nodes().Get(testenv.Context(t, time.Minute), "cp-1", metav1.GetOptions{})
@@ -104,7 +117,7 @@ func TestLabelerAsProcess(t *testing.T) {
 	// Metrics are HTTPS and read only by an identity allowed to get /metrics,
 	// checked by the apiserver (docs/metrics.md).
 	ctx := testenv.Context(t, time.Minute)
-	testenv.ScrapeContains(t, "https://"+metrics+"/metrics", env.ServiceAccountToken("prometheus", true), `spotter_nodes{class="spot"} 1`, 30*time.Second)
+	testenv.ScrapeContains(t, "https://"+metrics+"/metrics", env.ServiceAccountToken("prometheus", true), `spotter_nodes{class="spot"} 2`, 30*time.Second)
 	for name, token := range map[string]string{"no token": "", "an account without the binding": env.ServiceAccountToken("nosy", false)} {
 		if code, _, err := testenv.Scrape(ctx, "https://"+metrics+"/metrics", token); err != nil || code == http.StatusOK {
 			t.Errorf("metrics read with %s: HTTP %d, %v; want a refusal", name, code, err)

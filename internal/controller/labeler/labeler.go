@@ -1,6 +1,7 @@
 // Package labeler keeps the labels and taints that tell spot from on-demand:
 // cluster.x-k8s.io/interruptible=true on spot nodes (removed from nodes known to
-// be on-demand), and, when enabled, spotter.dev/on-demand=true:PreferNoSchedule
+// be on-demand, where the labeler wrote it: never where Cluster API did), and,
+// when enabled, spotter.dev/on-demand=true:PreferNoSchedule
 // on on-demand nodes so that new pods prefer spot. It is event-driven and
 // idempotent, writes only patches, and never touches control-plane nodes.
 package labeler
@@ -113,17 +114,29 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 func (c *Controller) desired(node *corev1.Node, class classify.Class) (*corev1.Node, []string) {
 	out := node.DeepCopy()
 	var changes []string
+	// Only a label the labeler wrote (its annotation beside it) is the
+	// labeler's to remove; Cluster API's is left alone, whatever the class.
+	ours := node.Annotations[classify.LabeledByUsAnnotation] == "true"
 	_, labelled := node.Labels[InterruptibleLabel]
 	switch {
 	case c.opts.InterruptibleLabel && class == classify.Spot && node.Labels[InterruptibleLabel] != "true":
 		if out.Labels == nil {
 			out.Labels = map[string]string{}
 		}
+		if out.Annotations == nil {
+			out.Annotations = map[string]string{}
+		}
 		out.Labels[InterruptibleLabel] = "true"
+		out.Annotations[classify.LabeledByUsAnnotation] = "true"
 		changes = append(changes, "add label "+InterruptibleLabel+"=true")
-	case class == classify.OnDemand && labelled:
+	case class == classify.OnDemand && labelled && ours:
 		delete(out.Labels, InterruptibleLabel)
+		delete(out.Annotations, classify.LabeledByUsAnnotation)
 		changes = append(changes, "remove label "+InterruptibleLabel)
+	case ours && !labelled:
+		// The label went (removed by hand): so does its mark.
+		delete(out.Annotations, classify.LabeledByUsAnnotation)
+		changes = append(changes, "remove annotation "+classify.LabeledByUsAnnotation)
 	}
 
 	desired := corev1.Taint{Key: OnDemandTaintKey, Value: "true", Effect: corev1.TaintEffectPreferNoSchedule}

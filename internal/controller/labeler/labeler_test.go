@@ -13,6 +13,12 @@ import (
 func TestDesired(t *testing.T) {
 	preferSpot := corev1.Taint{Key: OnDemandTaintKey, Value: "true", Effect: corev1.TaintEffectPreferNoSchedule}
 	other := tu.Taint("dedicated", "db", corev1.TaintEffectNoSchedule)
+	ours := func(n *corev1.Node) {
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		n.Annotations[classify.LabeledByUsAnnotation] = "true"
+	}
 	cases := []struct {
 		name  string
 		opts  Options
@@ -23,7 +29,9 @@ func TestDesired(t *testing.T) {
 		{"spot gets the label", Options{InterruptibleLabel: true}, tu.Node("n"), classify.Spot, []string{"add label cluster.x-k8s.io/interruptible=true"}},
 		{"spot already labelled", Options{InterruptibleLabel: true}, tu.Node("n", tu.NodeLabel(InterruptibleLabel, "true")), classify.Spot, nil},
 		{"label switched off", Options{}, tu.Node("n"), classify.Spot, nil},
-		{"on-demand loses the label", Options{InterruptibleLabel: true}, tu.Node("n", tu.NodeLabel(InterruptibleLabel, "true")), classify.OnDemand, []string{"remove label cluster.x-k8s.io/interruptible"}},
+		{"on-demand loses the label the labeler wrote", Options{InterruptibleLabel: true}, tu.Node("n", tu.NodeLabel(InterruptibleLabel, "true"), ours), classify.OnDemand, []string{"remove label cluster.x-k8s.io/interruptible"}},
+		{"on-demand keeps the label Cluster API wrote", Options{InterruptibleLabel: true}, tu.Node("n", tu.NodeLabel(InterruptibleLabel, "true")), classify.OnDemand, nil},
+		{"the mark goes with a label removed by hand", Options{InterruptibleLabel: true}, tu.Node("n", ours), classify.OnDemand, []string{"remove annotation spotter.dev/interruptible-labeled"}},
 		{"unknown keeps a label others wrote", Options{InterruptibleLabel: true}, tu.Node("n", tu.NodeLabel(InterruptibleLabel, "true")), classify.Unknown, nil},
 		{"on-demand gets the taint", Options{PreferSpotTaint: true}, tu.Node("n", other), classify.OnDemand, []string{"add taint spotter.dev/on-demand=true:PreferNoSchedule"}},
 		{"taint already there", Options{PreferSpotTaint: true}, tu.Node("n", func(n *corev1.Node) { n.Spec.Taints = []corev1.Taint{preferSpot} }), classify.OnDemand, nil},

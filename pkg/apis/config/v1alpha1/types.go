@@ -253,7 +253,8 @@ type LabelerConfig struct {
 	// DryRun logs and records what the labeler would do and changes nothing.
 	DryRun bool `json:"dryRun"`
 	// InterruptibleLabel keeps cluster.x-k8s.io/interruptible=true on spot nodes
-	// (and removes it from nodes that are no longer spot). Default true.
+	// (and removes it from nodes that are no longer spot, where the labeler put
+	// it; a label Cluster API put is never removed). Default true.
 	InterruptibleLabel *bool `json:"interruptibleLabel"`
 	// PreferSpotTaint keeps the taint spotter.dev/on-demand=true:PreferNoSchedule on
 	// on-demand nodes, so that new pods, and the replacements of the pods the
