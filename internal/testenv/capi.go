@@ -79,8 +79,8 @@ func findCAPIBinaries() (string, error) {
 }
 
 // ClusterAPI is Cluster API running against a lab: the core controller
-// manager as a process, and the lab's infrastructure and control plane provider (package
-// capiinfra) in the test process.
+// manager as a process, and the lab's infrastructure and control plane
+// provider (package capiinfra) in the test process.
 type ClusterAPI struct {
 	// Log is the manager's log file, in the lab's logs/.
 	Log string
@@ -126,8 +126,8 @@ func StartClusterAPI(t testing.TB, env *Env) *ClusterAPI {
 	return c
 }
 
-// startLabProvider runs the lab's Cluster API provider (package capiinfra) in the test process
-// until the test ends, its log in the lab's logs/.
+// startLabProvider runs the lab's Cluster API provider (package capiinfra) in
+// the test process until the test ends, its log in the lab's logs/.
 func startLabProvider(t testing.TB, env *Env) {
 	t.Helper()
 	kubeconfig, err := os.ReadFile(env.Kubeconfig)
