@@ -32,12 +32,16 @@ exits 1.`,
 			if o.file == "" {
 				return errors.New("-f FILE is required: the configuration file to validate")
 			}
-			if _, err := o.load(); err != nil {
+			c, err := o.load()
+			if err != nil {
 				var invalid *v1alpha1.InvalidError
 				if errors.As(err, &invalid) {
 					return &exitError{code: 1, msg: invalid.Error()}
 				}
 				return err
+			}
+			for _, w := range v1alpha1.Warnings(c) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", w)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: valid\n", o.file)
 			return nil

@@ -3,6 +3,7 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"spotter.dev/spotter/internal/classify"
 	"spotter.dev/spotter/internal/cloud"
+	awsprovider "spotter.dev/spotter/internal/cloud/aws"
 	kubeprovider "spotter.dev/spotter/internal/cloud/kubernetes"
 	"spotter.dev/spotter/internal/cloud/kwok"
 	cloudmetrics "spotter.dev/spotter/internal/cloud/metrics"
@@ -50,6 +52,9 @@ func Setup(mgr ctrl.Manager, cfg *v1alpha1.SpotterConfiguration) ([]string, erro
 	kube, err := kubernetes.NewForConfig(mgr.GetConfig())
 	if err != nil {
 		return nil, err
+	}
+	for _, w := range v1alpha1.Warnings(cfg) {
+		mgr.GetLogger().Info("WARNING: " + w)
 	}
 	var started []string
 	if *cfg.Migrator.Enabled {
@@ -147,6 +152,12 @@ func newDrainer(kube kubernetes.Interface, clk clock.Clock, recorder events.Even
 // kwok provider runs as a Runnable of the manager, on the leader only.
 func newProvider(mgr ctrl.Manager, kube kubernetes.Interface, clk clock.Clock, cfg *v1alpha1.SpotterConfiguration) (cloud.Provider, <-chan struct{}, error) {
 	switch cfg.Cloud.Provider {
+	case v1alpha1.ProviderAWS:
+		p, err := awsprovider.FromConfig(context.TODO(), kube, clk, cfg.Cloud.AWS, cfg.Pricing)
+		if err != nil {
+			return nil, nil, err
+		}
+		return cloudmetrics.Decorate(p), nil, nil
 	case v1alpha1.ProviderKwok:
 		kc, err := kwok.LoadConfig(cfg.Cloud.KwokConfigFile)
 		if err != nil {

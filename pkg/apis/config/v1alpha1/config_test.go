@@ -59,7 +59,7 @@ func TestDefaultsAreValidAndRoundTrip(t *testing.T) {
 // normalize makes empty and nil collections equal.
 func normalize(c *SpotterConfiguration) *SpotterConfiguration {
 	c = c.DeepCopy()
-	for _, s := range []*[]string{&c.Classification.SpotSelectors, &c.Classification.OnDemandSelectors, &c.Classification.ExcludeSelectors} {
+	for _, s := range []*[]string{&c.Classification.SpotSelectors, &c.Classification.OnDemandSelectors, &c.Classification.ExcludeSelectors, &c.Cloud.AWS.AutoScalingGroups} {
 		if len(*s) == 0 {
 			*s = nil
 		}

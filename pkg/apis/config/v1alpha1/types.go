@@ -220,12 +220,30 @@ type MigratorConfig struct {
 // CloudConfig chooses the cloud provider.
 type CloudConfig struct {
 	// Provider is kubernetes (labels only: no node groups, deleting an instance
-	// deletes its Node object) or kwok (node groups of kwok Nodes, for the lab
-	// and tests). Default kubernetes. AWS, GCP, Azure and Cluster API come later.
+	// deletes its Node object), aws (EC2 instances and Auto Scaling groups, see
+	// docs/cloud-aws.md) or kwok (node groups of kwok Nodes, for the lab and
+	// tests). Default kubernetes. GCP, Azure and Cluster API come later.
 	Provider CloudProvider `json:"provider"`
 	// KwokConfigFile is the kwok provider's node groups (see
 	// internal/cloud/kwok.Config). Required with provider kwok.
 	KwokConfigFile string `json:"kwokConfigFile"`
+	// AWS configures provider aws.
+	AWS AWSConfig `json:"aws"`
+}
+
+// AWSConfig configures the aws provider. Credentials and the region come from
+// the AWS SDK's standard chain (environment, shared files, web identity, the
+// instance metadata service).
+type AWSConfig struct {
+	// Region overrides the region of the standard chain.
+	Region string `json:"region"`
+	// ClusterName selects the Auto Scaling groups tagged
+	// k8s.io/cluster-autoscaler/<clusterName> and
+	// k8s.io/cluster-autoscaler/enabled, as the cluster autoscaler's
+	// auto-discovery does. Provider aws needs it or autoScalingGroups.
+	ClusterName string `json:"clusterName"`
+	// AutoScalingGroups names the groups to use instead of discovering them.
+	AutoScalingGroups []string `json:"autoScalingGroups"`
 }
 
 // CloudProvider names a cloud provider.
@@ -235,6 +253,7 @@ type CloudProvider string
 const (
 	ProviderKubernetes CloudProvider = "kubernetes"
 	ProviderKwok       CloudProvider = "kwok"
+	ProviderAWS        CloudProvider = "aws"
 )
 
 // MigrationMode is the order in which the migrator replaces a node.

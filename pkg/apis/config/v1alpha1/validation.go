@@ -114,11 +114,31 @@ func validateClassification(c *ClassificationConfig, p *field.Path) field.ErrorL
 }
 
 func validateCloud(c *CloudConfig, p *field.Path) field.ErrorList {
-	errs := oneOf(p.Child("provider"), c.Provider, ProviderKubernetes, ProviderKwok)
+	errs := oneOf(p.Child("provider"), c.Provider, ProviderKubernetes, ProviderAWS, ProviderKwok)
 	if c.Provider == ProviderKwok && c.KwokConfigFile == "" {
 		errs = append(errs, field.Required(p.Child("kwokConfigFile"), "the kwok provider needs its node groups file"))
 	}
+	if c.Provider == ProviderAWS && c.AWS.ClusterName == "" && len(c.AWS.AutoScalingGroups) == 0 {
+		errs = append(errs, field.Required(p.Child("aws", "clusterName"),
+			"the aws provider needs the cluster's name (to find its Auto Scaling groups by the cluster autoscaler's tags) or cloud.aws.autoScalingGroups"))
+	}
+	for i, name := range c.AWS.AutoScalingGroups {
+		if strings.TrimSpace(name) == "" || len(name) > 255 {
+			errs = append(errs, field.Invalid(p.Child("aws", "autoScalingGroups").Index(i), name, "an Auto Scaling group name has 1 to 255 characters"))
+		}
+	}
 	return errs
+}
+
+// Warnings returns what is valid but probably not meant in a defaulted
+// configuration: settings that can never take effect.
+func Warnings(c *SpotterConfiguration) []string {
+	var out []string
+	if c.Migrator.Enabled != nil && *c.Migrator.Enabled && c.Cloud.Provider == ProviderKubernetes {
+		out = append(out, "migrator.enabled is true but cloud.provider is kubernetes, which has no node groups: "+
+			"the migrator can never replace a node; set cloud.provider to aws (or kwok in the lab)")
+	}
+	return out
 }
 
 func validateDrain(c *DrainConfig, p *field.Path) field.ErrorList {

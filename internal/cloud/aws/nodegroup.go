@@ -1,0 +1,578 @@
+package aws
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"spotter.dev/spotter/internal/cloud"
+)
+
+// NodeGroup is an Auto Scaling group.
+type NodeGroup struct {
+	p    *Provider
+	name string
+	// What the group read said, at the time of the read (sizes are re-read
+	// by TargetSize and the writes).
+	min, max  int
+	spot      bool
+	zones     []string
+	tags      map[string]string
+	template  launchTemplate
+	overrides []string // instance types of a MixedInstancesPolicy
+}
+
+// launchTemplate names a launch template and version.
+type launchTemplate struct{ id, name, version string }
+
+func (t launchTemplate) key() string { return t.id + "/" + t.name + "@" + t.version }
+
+// templateFacts is what the provider reads of a launch template version.
+type templateFacts struct {
+	instanceType string
+	spot         bool
+}
+
+// typeFacts is an instance type's size.
+type typeFacts struct {
+	cpu    int32
+	memMiB int64
+}
+
+// readGroups returns the groups, read at most every GroupTTL.
+func (p *Provider) readGroups(ctx context.Context) ([]*NodeGroup, error) {
+	p.mu.Lock()
+	if p.groups != nil && p.clock.Since(p.groupsAt) < p.opts.GroupTTL {
+		defer p.mu.Unlock()
+		return p.groups, nil
+	}
+	p.mu.Unlock()
+	raw, err := p.describeGroups(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	groups := make([]*NodeGroup, 0, len(raw))
+	for _, g := range raw {
+		ng, err := p.nodeGroup(ctx, g)
+		if err != nil {
+			return nil, err
+		}
+		groups = append(groups, ng)
+	}
+	slices.SortFunc(groups, func(a, b *NodeGroup) int { return strings.Compare(a.name, b.name) })
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.groups, p.groupsAt = groups, p.clock.Now()
+	return groups, nil
+}
+
+// invalidate makes the next read of the groups ask AWS.
+func (p *Provider) invalidate() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.groups = nil
+}
+
+// describeGroups reads the provider's groups, or only those named.
+func (p *Provider) describeGroups(ctx context.Context, names []string) ([]astypes.AutoScalingGroup, error) {
+	in := &autoscaling.DescribeAutoScalingGroupsInput{}
+	switch {
+	case len(names) > 0:
+		in.AutoScalingGroupNames = names
+	case len(p.opts.GroupNames) > 0:
+		in.AutoScalingGroupNames = p.opts.GroupNames
+	default:
+		in.Filters = []astypes.Filter{
+			{Name: aws.String("tag-key"), Values: []string{EnabledTag}},
+			{Name: aws.String("tag-key"), Values: []string{ClusterTagPrefix + p.opts.ClusterName}},
+		}
+	}
+	var out []astypes.AutoScalingGroup
+	for {
+		resp, err := p.asg.DescribeAutoScalingGroups(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("describing Auto Scaling groups: %w", mapError("", err))
+		}
+		out = append(out, resp.AutoScalingGroups...)
+		if resp.NextToken == nil || *resp.NextToken == "" {
+			return out, nil
+		}
+		in.NextToken = resp.NextToken
+	}
+}
+
+// nodeGroup builds a NodeGroup from a group's description, reading its launch
+// template (cached) to tell whether it is spot.
+func (p *Provider) nodeGroup(ctx context.Context, g astypes.AutoScalingGroup) (*NodeGroup, error) {
+	ng := &NodeGroup{p: p, name: aws.ToString(g.AutoScalingGroupName), min: int(aws.ToInt32(g.MinSize)), max: int(aws.ToInt32(g.MaxSize)),
+		zones: g.AvailabilityZones, tags: map[string]string{}}
+	for _, t := range g.Tags {
+		ng.tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
+	}
+	spec := g.LaunchTemplate
+	if mip := g.MixedInstancesPolicy; mip != nil {
+		if mip.LaunchTemplate != nil {
+			spec = mip.LaunchTemplate.LaunchTemplateSpecification
+			for _, o := range mip.LaunchTemplate.Overrides {
+				if t := aws.ToString(o.InstanceType); t != "" {
+					ng.overrides = append(ng.overrides, t)
+				}
+			}
+		}
+		if d := mip.InstancesDistribution; d != nil && aws.ToInt32(d.OnDemandBaseCapacity) == 0 && d.OnDemandPercentageAboveBaseCapacity != nil && *d.OnDemandPercentageAboveBaseCapacity == 0 {
+			ng.spot = true
+		}
+	}
+	if spec != nil {
+		ng.template = launchTemplate{id: aws.ToString(spec.LaunchTemplateId), name: aws.ToString(spec.LaunchTemplateName), version: aws.ToString(spec.Version)}
+		if ng.template.version == "" {
+			ng.template.version = "$Default"
+		}
+		tf, err := p.launchTemplate(ctx, ng.template)
+		if err != nil {
+			return nil, fmt.Errorf("Auto Scaling group %s: %w", ng.name, err)
+		}
+		if g.MixedInstancesPolicy == nil && tf.spot {
+			ng.spot = true
+		}
+	}
+	return ng, nil
+}
+
+// launchTemplate reads a launch template version, cached: "$Latest" and
+// "$Default" are read again with the groups.
+func (p *Provider) launchTemplate(ctx context.Context, t launchTemplate) (templateFacts, error) {
+	fixed := !strings.HasPrefix(t.version, "$")
+	p.mu.Lock()
+	f, ok := p.templates[t.key()]
+	p.mu.Unlock()
+	if ok && fixed {
+		return f, nil
+	}
+	in := &ec2.DescribeLaunchTemplateVersionsInput{Versions: []string{t.version}}
+	if t.id != "" {
+		in.LaunchTemplateId = aws.String(t.id)
+	} else {
+		in.LaunchTemplateName = aws.String(t.name)
+	}
+	resp, err := p.ec2.DescribeLaunchTemplateVersions(ctx, in)
+	if err != nil {
+		return templateFacts{}, fmt.Errorf("describing launch template %s%s version %s: %w", t.id, t.name, t.version, mapError("", err))
+	}
+	if len(resp.LaunchTemplateVersions) == 0 || resp.LaunchTemplateVersions[0].LaunchTemplateData == nil {
+		return templateFacts{}, fmt.Errorf("launch template %s%s has no version %s", t.id, t.name, t.version)
+	}
+	d := resp.LaunchTemplateVersions[0].LaunchTemplateData
+	f = templateFacts{instanceType: string(d.InstanceType)}
+	if d.InstanceMarketOptions != nil && d.InstanceMarketOptions.MarketType == ec2types.MarketTypeSpot {
+		f.spot = true
+	}
+	p.mu.Lock()
+	p.templates[t.key()] = f
+	p.mu.Unlock()
+	return f, nil
+}
+
+// ID implements cloud.NodeGroup: the group's name.
+func (g *NodeGroup) ID() string { return g.name }
+
+// Spot implements cloud.NodeGroup.
+func (g *NodeGroup) Spot() bool { return g.spot }
+
+// MinSize implements cloud.NodeGroup.
+func (g *NodeGroup) MinSize() int { return g.min }
+
+// MaxSize implements cloud.NodeGroup.
+func (g *NodeGroup) MaxSize() int { return g.max }
+
+// current reads the group now: its desired capacity and instances.
+func (g *NodeGroup) current(ctx context.Context) (astypes.AutoScalingGroup, error) {
+	groups, err := g.p.describeGroups(ctx, []string{g.name})
+	if err != nil {
+		return astypes.AutoScalingGroup{}, err
+	}
+	if len(groups) == 0 {
+		return astypes.AutoScalingGroup{}, cloud.NewNotFoundError(fmt.Errorf("Auto Scaling group %s", g.name))
+	}
+	return groups[0], nil
+}
+
+// TargetSize implements cloud.NodeGroup: the desired capacity.
+func (g *NodeGroup) TargetSize(ctx context.Context) (int, error) {
+	cur, err := g.current(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return int(aws.ToInt32(cur.DesiredCapacity)), nil
+}
+
+// instanceType is the type of the group's instances: the launch template's,
+// else the first override's.
+func (g *NodeGroup) instanceType(ctx context.Context) (string, error) {
+	if g.template.key() != (launchTemplate{}).key() {
+		f, err := g.p.launchTemplate(ctx, g.template)
+		if err != nil {
+			return "", err
+		}
+		if f.instanceType != "" {
+			return f.instanceType, nil
+		}
+	}
+	if len(g.overrides) > 0 {
+		return g.overrides[0], nil
+	}
+	return "", fmt.Errorf("Auto Scaling group %s: neither its launch template nor its overrides name an instance type", g.name)
+}
+
+// PricePerHour implements cloud.NodeGroup: the on-demand price of its
+// instance type, or the spot price in its first zone as last read.
+func (g *NodeGroup) PricePerHour() (float64, bool) {
+	g.p.mu.Lock()
+	f, ok := g.p.templates[g.template.key()]
+	g.p.mu.Unlock()
+	typ := f.instanceType
+	if !ok || typ == "" {
+		if len(g.overrides) == 0 {
+			return 0, false
+		}
+		typ = g.overrides[0]
+	}
+	zone := ""
+	if len(g.zones) > 0 {
+		zone = g.zones[0]
+	}
+	g.p.mu.Lock()
+	defer g.p.mu.Unlock()
+	return g.p.priceLocked(typ, zone, g.spot)
+}
+
+// IncreaseSize implements cloud.NodeGroup: SetDesiredCapacity.
+func (g *NodeGroup) IncreaseSize(ctx context.Context, delta int) error {
+	if delta <= 0 {
+		return fmt.Errorf("increase of %d: %w", delta, cloud.ErrInvalidDelta)
+	}
+	cur, err := g.current(ctx)
+	if err != nil {
+		return err
+	}
+	want := int(aws.ToInt32(cur.DesiredCapacity)) + delta
+	if want > int(aws.ToInt32(cur.MaxSize)) {
+		return fmt.Errorf("Auto Scaling group %s: %d more would make %d, above its maximum %d: %w", g.name, delta, want, aws.ToInt32(cur.MaxSize), cloud.ErrAboveMaxSize)
+	}
+	return g.setDesired(ctx, want)
+}
+
+func (g *NodeGroup) setDesired(ctx context.Context, n int) error {
+	defer g.p.invalidate()
+	_, err := g.p.asg.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{
+		AutoScalingGroupName: aws.String(g.name), DesiredCapacity: aws.Int32(int32(n)), HonorCooldown: aws.Bool(false)})
+	if err != nil {
+		return fmt.Errorf("setting the desired capacity of Auto Scaling group %s to %d: %w", g.name, n, mapError(g.name, err))
+	}
+	return nil
+}
+
+// live is the instances of a group that count towards its desired capacity:
+// not terminating or terminated.
+func live(cur astypes.AutoScalingGroup) []astypes.Instance {
+	var out []astypes.Instance
+	for _, i := range cur.Instances {
+		s := string(i.LifecycleState)
+		if strings.HasPrefix(s, "Terminat") || strings.HasPrefix(s, "Detach") || s == "Standby" {
+			continue
+		}
+		out = append(out, i)
+	}
+	return out
+}
+
+// DecreaseTargetSize implements cloud.NodeGroup: it lowers the desired
+// capacity only by capacity not yet launched.
+func (g *NodeGroup) DecreaseTargetSize(ctx context.Context, delta int) error {
+	if delta <= 0 {
+		return fmt.Errorf("decrease of %d: %w", delta, cloud.ErrInvalidDelta)
+	}
+	cur, err := g.current(ctx)
+	if err != nil {
+		return err
+	}
+	desired := int(aws.ToInt32(cur.DesiredCapacity))
+	unlaunched := desired - len(live(cur))
+	switch {
+	case delta > unlaunched:
+		return fmt.Errorf("Auto Scaling group %s has %d instance(s) not yet launched, asked to cancel %d: %w", g.name, max(unlaunched, 0), delta, cloud.ErrNotUnfulfilled)
+	case desired-delta < int(aws.ToInt32(cur.MinSize)):
+		return fmt.Errorf("Auto Scaling group %s: %d fewer would make %d, below its minimum %d: %w", g.name, delta, desired-delta, aws.ToInt32(cur.MinSize), cloud.ErrBelowMinSize)
+	}
+	return g.setDesired(ctx, desired-delta)
+}
+
+// DeleteNodes implements cloud.NodeGroup: it checks every node first, then
+// terminates each instance through the group, lowering the desired capacity,
+// and deletes the Node objects.
+func (g *NodeGroup) DeleteNodes(ctx context.Context, nodes []*corev1.Node) error {
+	cur, err := g.current(ctx)
+	if err != nil {
+		return err
+	}
+	in := map[string]bool{}
+	for _, i := range live(cur) {
+		in[aws.ToString(i.InstanceId)] = true
+	}
+	ids := make([]string, len(nodes))
+	for i, n := range nodes {
+		if err := cloud.CheckDeletable(n); err != nil {
+			return err
+		}
+		ids[i] = InstanceID(n)
+		if !in[ids[i]] {
+			return fmt.Errorf("node %s (instance %q) in Auto Scaling group %s: %w", n.Name, ids[i], g.name, cloud.ErrNotInNodeGroup)
+		}
+	}
+	if left := int(aws.ToInt32(cur.DesiredCapacity)) - len(nodes); left < int(aws.ToInt32(cur.MinSize)) {
+		return fmt.Errorf("Auto Scaling group %s: deleting %d node(s) would leave %d, below its minimum %d: %w", g.name, len(nodes), left, aws.ToInt32(cur.MinSize), cloud.ErrBelowMinSize)
+	}
+	defer g.p.invalidate()
+	for i, n := range nodes {
+		_, err := g.p.asg.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+			InstanceId: aws.String(ids[i]), ShouldDecrementDesiredCapacity: aws.Bool(true)})
+		if err != nil {
+			return fmt.Errorf("terminating instance %s of node %s in Auto Scaling group %s: %w", ids[i], n.Name, g.name, mapError(g.name, err))
+		}
+		g.p.forget(ids[i])
+		if err := g.p.deleteNode(ctx, n.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Nodes implements cloud.NodeGroup: the group's instances, with their Node
+// names, and one InstanceCreating per unit of desired capacity not yet
+// launched, whose Err is the group's last failed launch, if any.
+func (g *NodeGroup) Nodes(ctx context.Context) ([]cloud.Instance, error) {
+	cur, err := g.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	running := live(cur)
+	byID := map[string]string{}
+	if g.p.kube != nil && len(running) > 0 {
+		list, err := g.p.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("listing Nodes: %w", cloud.FromAPIError(err))
+		}
+		for i := range list.Items {
+			if id := InstanceID(&list.Items[i]); id != "" {
+				byID[id] = list.Items[i].Name
+			}
+		}
+	}
+	out := make([]cloud.Instance, 0, len(running))
+	for _, i := range running {
+		id := aws.ToString(i.InstanceId)
+		inst := cloud.Instance{ID: providerID(aws.ToString(i.AvailabilityZone), id), NodeName: byID[id], NodeGroup: g.name, Spot: g.spot,
+			InstanceType: aws.ToString(i.InstanceType), Zone: aws.ToString(i.AvailabilityZone), State: cloud.InstanceRunning}
+		if strings.HasPrefix(string(i.LifecycleState), "Pending") {
+			inst.State = cloud.InstanceCreating
+		}
+		out = append(out, inst)
+	}
+	if waiting := int(aws.ToInt32(cur.DesiredCapacity)) - len(running); waiting > 0 {
+		late, err := g.lastFailure(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for range waiting {
+			out = append(out, cloud.Instance{NodeGroup: g.name, Spot: g.spot, State: cloud.InstanceCreating, Err: late})
+		}
+	}
+	return out, nil
+}
+
+// lastFailure reads the group's latest scaling activity and, when it failed,
+// returns why, typed (a *cloud.CapacityUnavailableError for a shortage).
+func (g *NodeGroup) lastFailure(ctx context.Context) (error, error) {
+	resp, err := g.p.asg.DescribeScalingActivities(ctx, &autoscaling.DescribeScalingActivitiesInput{AutoScalingGroupName: aws.String(g.name), MaxRecords: aws.Int32(1)})
+	if err != nil {
+		return nil, fmt.Errorf("describing the scaling activities of Auto Scaling group %s: %w", g.name, mapError(g.name, err))
+	}
+	if len(resp.Activities) == 0 || resp.Activities[0].StatusCode != astypes.ScalingActivityStatusCodeFailed {
+		return nil, nil
+	}
+	msg := aws.ToString(resp.Activities[0].StatusMessage)
+	cause := errors.New(msg)
+	for c := range capacityCodes {
+		if strings.Contains(msg, c) {
+			return cloud.NewCapacityUnavailableError(g.name, cause), nil
+		}
+	}
+	return cause, nil
+}
+
+// TemplateNode implements cloud.NodeGroup: a node of the group's instance
+// type (CPU and memory from DescribeInstanceTypes), in its first zone, with
+// the labels, taints and resources of its node-template tags and the EKS
+// capacity-type label.
+func (g *NodeGroup) TemplateNode(ctx context.Context) (*corev1.Node, error) {
+	typ, err := g.instanceType(ctx)
+	if err != nil {
+		return nil, err
+	}
+	size, err := g.p.instanceTypeSize(ctx, typ)
+	if err != nil {
+		return nil, err
+	}
+	zone := ""
+	if len(g.zones) > 0 {
+		zone = g.zones[0]
+	}
+	name := "template-" + g.name
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewQuantity(int64(size.cpu), resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(size.memMiB<<20, resource.BinarySI),
+		corev1.ResourcePods:   *resource.NewQuantity(110, resource.DecimalSI),
+	}
+	capType := "ON_DEMAND"
+	if g.spot {
+		capType = "SPOT"
+	}
+	labels := map[string]string{corev1.LabelHostname: name, corev1.LabelInstanceTypeStable: typ, corev1.LabelTopologyZone: zone,
+		corev1.LabelOSStable: "linux", CapacityTypeLabel: capType}
+	var taints []corev1.Taint
+	keys := make([]string, 0, len(g.tags))
+	for k := range g.tags {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		v := g.tags[k]
+		rest, ok := strings.CutPrefix(k, NodeTemplateTagPrefix)
+		if !ok {
+			continue
+		}
+		switch kind, key, _ := strings.Cut(rest, "/"); kind {
+		case "label":
+			labels[key] = v
+		case "taint":
+			value, effect, found := strings.Cut(v, ":")
+			if !found {
+				return nil, fmt.Errorf("Auto Scaling group %s: tag %s=%q: a taint tag's value is value:effect", g.name, k, v)
+			}
+			taints = append(taints, corev1.Taint{Key: key, Value: value, Effect: corev1.TaintEffect(effect)})
+		case "resources":
+			q, err := resource.ParseQuantity(v)
+			if err != nil {
+				return nil, fmt.Errorf("Auto Scaling group %s: tag %s=%q: %w", g.name, k, v, err)
+			}
+			capacity[corev1.ResourceName(key)] = q
+		}
+	}
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec:       corev1.NodeSpec{Taints: taints},
+		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity.DeepCopy(),
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
+	}
+	return node, nil
+}
+
+// instanceTypeSize reads an instance type's vCPUs and memory, cached.
+func (p *Provider) instanceTypeSize(ctx context.Context, typ string) (typeFacts, error) {
+	p.mu.Lock()
+	f, ok := p.types[typ]
+	p.mu.Unlock()
+	if ok {
+		return f, nil
+	}
+	resp, err := p.ec2.DescribeInstanceTypes(ctx, &ec2.DescribeInstanceTypesInput{InstanceTypes: []ec2types.InstanceType{ec2types.InstanceType(typ)}})
+	if err != nil {
+		return typeFacts{}, fmt.Errorf("describing instance type %s: %w", typ, mapError("", err))
+	}
+	if len(resp.InstanceTypes) == 0 || resp.InstanceTypes[0].VCpuInfo == nil || resp.InstanceTypes[0].MemoryInfo == nil {
+		return typeFacts{}, fmt.Errorf("instance type %s: EC2 does not describe it", typ)
+	}
+	it := resp.InstanceTypes[0]
+	f = typeFacts{cpu: aws.ToInt32(it.VCpuInfo.DefaultVCpus), memMiB: aws.ToInt64(it.MemoryInfo.SizeInMiB)}
+	p.mu.Lock()
+	p.types[typ] = f
+	p.mu.Unlock()
+	return f, nil
+}
+
+// RefreshPrices reads the current spot prices of the given instance types
+// (Linux/UNIX) whose prices are older than PriceTTL, in one paged
+// DescribeSpotPriceHistory.
+func (p *Provider) RefreshPrices(ctx context.Context, types []string) error {
+	now := p.clock.Now()
+	p.mu.Lock()
+	var stale []ec2types.InstanceType
+	for _, t := range types {
+		if at, ok := p.pricesAt[t]; !ok || now.Sub(at) >= p.opts.PriceTTL {
+			stale = append(stale, ec2types.InstanceType(t))
+		}
+	}
+	p.mu.Unlock()
+	if len(stale) == 0 {
+		return nil
+	}
+	in := &ec2.DescribeSpotPriceHistoryInput{InstanceTypes: stale, ProductDescriptions: []string{"Linux/UNIX"}, StartTime: aws.Time(now)}
+	latest := map[string]time.Time{}
+	prices := map[string]float64{}
+	for {
+		resp, err := p.ec2.DescribeSpotPriceHistory(ctx, in)
+		if err != nil {
+			return fmt.Errorf("describing spot prices: %w", mapError("", err))
+		}
+		for _, sp := range resp.SpotPriceHistory {
+			k := string(sp.InstanceType) + "/" + aws.ToString(sp.AvailabilityZone)
+			v, err := strconv.ParseFloat(aws.ToString(sp.SpotPrice), 64)
+			if err != nil {
+				continue
+			}
+			if at := aws.ToTime(sp.Timestamp); at.After(latest[k]) || latest[k].IsZero() {
+				latest[k], prices[k] = at, v
+			}
+		}
+		if resp.NextToken == nil || *resp.NextToken == "" {
+			break
+		}
+		in.NextToken = resp.NextToken
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, v := range prices {
+		p.prices[k] = v
+	}
+	for _, t := range stale {
+		p.pricesAt[string(t)] = now
+	}
+	return nil
+}
+
+// priceLocked is an instance's hourly price: spot from the last spot price
+// read for its type and zone (else the configured spot price), on-demand from
+// the configuration. p.mu is held.
+func (p *Provider) priceLocked(typ, zone string, spot bool) (float64, bool) {
+	conf, configured := p.opts.Pricing.InstanceTypes[typ]
+	if spot {
+		if v, ok := p.prices[typ+"/"+zone]; ok {
+			return v, true
+		}
+		return conf.Spot, configured && conf.Spot > 0
+	}
+	return conf.OnDemand, configured && conf.OnDemand > 0
+}

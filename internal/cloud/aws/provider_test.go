@@ -1,0 +1,343 @@
+package aws
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"spotter.dev/spotter/internal/cloud"
+	"spotter.dev/spotter/internal/emulator/awsapi"
+	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
+)
+
+// lab is the EC2 and Auto Scaling emulator with the provider on it, built
+// from Spotter's configuration through the SDK's standard chain (the
+// environment here), as in production.
+type lab struct {
+	emu   *awsapi.Server
+	clock *testingclock.FakeClock
+	kube  *fake.Clientset
+	p     *Provider
+}
+
+var epoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func newLab(t *testing.T, cfg v1alpha1.AWSConfig) *lab {
+	t.Helper()
+	clk := testingclock.NewFakeClock(epoch)
+	emu := awsapi.New(awsapi.Options{Clock: clk})
+	srv := httptest.NewServer(emu)
+	t.Cleanup(srv.Close)
+	for k, v := range map[string]string{
+		"AWS_ENDPOINT_URL": srv.URL, "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret",
+		"AWS_MAX_ATTEMPTS": "1", "AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+	} {
+		t.Setenv(k, v)
+	}
+	kube := fake.NewClientset()
+	pricing := v1alpha1.PricingConfig{Currency: "USD", InstanceTypes: map[string]v1alpha1.InstancePrice{"m5.xlarge": {OnDemand: 0.192, Spot: 0.07}}}
+	p, err := FromConfig(context.Background(), kube, clk, cfg, pricing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &lab{emu: emu, clock: clk, kube: kube, p: p}
+}
+
+// groups creates, for cluster prod, an on-demand group (launch template),
+// a spot group (mixed instances, all spot), a group whose launch template asks
+// for spot, and a group of another cluster.
+func (l *lab) groups(t *testing.T) {
+	t.Helper()
+	od, err := l.emu.CreateLaunchTemplate("od", awsapi.LaunchTemplateData{InstanceType: "m5.xlarge"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spotLT, err := l.emu.CreateLaunchTemplate("spot-market", awsapi.LaunchTemplateData{InstanceType: "m5.xlarge", Spot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tags := func(cluster string, extra ...string) map[string]string {
+		m := map[string]string{EnabledTag: "true", ClusterTagPrefix + cluster: "owned"}
+		for i := 0; i+1 < len(extra); i += 2 {
+			m[extra[i]] = extra[i+1]
+		}
+		return m
+	}
+	for _, g := range []awsapi.Group{
+		{Name: "od", MinSize: 1, MaxSize: 10, DesiredCapacity: 2, AvailabilityZones: []string{"us-east-1a"}, Tags: tags("prod"),
+			LaunchTemplate: &awsapi.LaunchTemplateRef{ID: od}},
+		{Name: "spot", MinSize: 0, MaxSize: 5, DesiredCapacity: 0, AvailabilityZones: []string{"us-east-1a", "us-east-1b"},
+			Tags: tags("prod", NodeTemplateTagPrefix+"label/pool", "spot", NodeTemplateTagPrefix+"taint/spot", "true:NoSchedule",
+				NodeTemplateTagPrefix+"resources/ephemeral-storage", "100Gi"),
+			MixedInstancesPolicy: &awsapi.MixedInstancesPolicy{LaunchTemplate: awsapi.LaunchTemplateRef{ID: od}, InstanceTypes: []string{"m5.xlarge", "m5a.xlarge"},
+				InstancesDistribution: awsapi.InstancesDistribution{OnDemandBaseCapacity: 0, OnDemandPercentageAboveBaseCapacity: 0}}},
+		{Name: "spot-market", MinSize: 0, MaxSize: 5, AvailabilityZones: []string{"us-east-1a"}, Tags: tags("prod"),
+			LaunchTemplate: &awsapi.LaunchTemplateRef{ID: spotLT}},
+		{Name: "mixed", MinSize: 0, MaxSize: 5, AvailabilityZones: []string{"us-east-1a"}, Tags: tags("prod"),
+			MixedInstancesPolicy: &awsapi.MixedInstancesPolicy{LaunchTemplate: awsapi.LaunchTemplateRef{ID: od},
+				InstancesDistribution: awsapi.InstancesDistribution{OnDemandBaseCapacity: 1, OnDemandPercentageAboveBaseCapacity: 50}}},
+		{Name: "staging", MinSize: 0, MaxSize: 5, DesiredCapacity: 1, AvailabilityZones: []string{"us-east-1a"}, Tags: tags("staging"),
+			LaunchTemplate: &awsapi.LaunchTemplateRef{ID: od}},
+	} {
+		if err := l.emu.CreateGroup(g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.emu.Step()
+}
+
+// nodes creates a Node for every running instance of the emulator and
+// returns them.
+func (l *lab) nodes(t *testing.T) []*corev1.Node {
+	t.Helper()
+	var out []*corev1.Node
+	for _, i := range l.emu.Instances() {
+		if i.State == awsapi.StateTerminated || i.State == awsapi.StateShuttingDown {
+			continue
+		}
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "ip-" + i.ID}, Spec: corev1.NodeSpec{ProviderID: providerID(i.AvailabilityZone, i.ID)}}
+		if _, err := l.kube.CoreV1().Nodes().Get(context.Background(), n.Name, metav1.GetOptions{}); err != nil {
+			if _, err := l.kube.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+func TestDiscoveryAndSpot(t *testing.T) {
+	l := newLab(t, v1alpha1.AWSConfig{ClusterName: "prod"})
+	l.groups(t)
+	ctx := context.Background()
+	groups, err := l.p.NodeGroups(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ""
+	for _, g := range groups {
+		got += fmt.Sprintf("%s:%v:%d-%d ", g.ID(), g.Spot(), g.MinSize(), g.MaxSize())
+	}
+	if want := "mixed:false:0-5 od:false:1-10 spot:true:0-5 spot-market:true:0-5 "; got != want {
+		t.Errorf("groups %q, want %q (the staging cluster's group is not ours)", got, want)
+	}
+	// Read once, then served from the cache until GroupTTL passes.
+	calls := l.emu.Calls("DescribeAutoScalingGroups")
+	if _, err := l.p.NodeGroups(ctx); err != nil || l.emu.Calls("DescribeAutoScalingGroups") != calls {
+		t.Errorf("a second read within GroupTTL asked AWS again: %v", err)
+	}
+
+	// Named groups instead of discovery.
+	named := newLab(t, v1alpha1.AWSConfig{AutoScalingGroups: []string{"staging"}})
+	named.groups(t)
+	groups, err = named.p.NodeGroups(ctx)
+	if err != nil || len(groups) != 1 || groups[0].ID() != "staging" {
+		t.Errorf("named groups: %v %v", groups, err)
+	}
+}
+
+// Instances: one DescribeInstances per 1,000 unknown instances, then the
+// cache; instances EC2 no longer knows are left out.
+func TestInstancesBatchedAndCached(t *testing.T) {
+	l := newLab(t, v1alpha1.AWSConfig{ClusterName: "prod"})
+	l.groups(t)
+	ctx := context.Background()
+	if err := l.emu.UpdateGroupSize("od", 1, 3000, 2500); err != nil {
+		t.Fatal(err)
+	}
+	l.emu.Step()
+	nodes := l.nodes(t)
+	gone := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gone"}, Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/i-0000000000deadbee"}}
+	nodes = append(nodes, gone, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "not-aws"}, Spec: corev1.NodeSpec{ProviderID: "kwok://x/y"}})
+	l.emu.ResetCalls()
+	got, err := l.p.Instances(ctx, nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2501 { // 2,500 of od, 1 of staging
+		t.Errorf("%d instances, want 2501", len(got))
+	}
+	// Three batches, and one more for the batch that named a missing ID.
+	if n := l.emu.Calls("DescribeInstances"); n < 3 || n > 4 {
+		t.Errorf("%d DescribeInstances calls for 2,503 nodes, want 3 (4 with the retry without the missing ID)", n)
+	}
+	inst := got[nodes[0].Name]
+	if inst.Spot || inst.InstanceType != "m5.xlarge" || inst.Zone != "us-east-1a" || !inst.PriceKnown || inst.PricePerHour != 0.192 {
+		t.Errorf("instance %+v", inst)
+	}
+	l.emu.ResetCalls()
+	if _, err := l.p.Instances(ctx, nodes); err != nil || l.emu.Calls("DescribeInstances") != 0 {
+		t.Errorf("known instances asked about again: %d calls, %v", l.emu.Calls("DescribeInstances"), err)
+	}
+}
+
+func TestSizes(t *testing.T) {
+	l := newLab(t, v1alpha1.AWSConfig{ClusterName: "prod"})
+	l.groups(t)
+	ctx := context.Background()
+	g, err := l.p.group(ctx, "spot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.IncreaseSize(ctx, 6); !errors.Is(err, cloud.ErrAboveMaxSize) {
+		t.Errorf("above max: %v", err)
+	}
+	if err := g.IncreaseSize(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := g.TargetSize(ctx); err != nil || n != 2 {
+		t.Errorf("target %d %v", n, err)
+	}
+	// Not launched yet: both may be cancelled, not three.
+	if err := g.DecreaseTargetSize(ctx, 3); !errors.Is(err, cloud.ErrNotUnfulfilled) {
+		t.Errorf("cancel 3 of 2: %v", err)
+	}
+	if err := g.DecreaseTargetSize(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	l.emu.Step()
+	// Launched: nothing left to cancel.
+	if err := g.DecreaseTargetSize(ctx, 1); !errors.Is(err, cloud.ErrNotUnfulfilled) {
+		t.Errorf("cancel a launched instance: %v", err)
+	}
+	insts, err := g.Nodes(ctx)
+	if err != nil || len(insts) != 1 || insts[0].State != cloud.InstanceRunning || !insts[0].Spot {
+		t.Errorf("nodes %+v %v", insts, err)
+	}
+}
+
+// A spot shortage: the launch fails, and Nodes says so on the request that
+// waits, as a *cloud.CapacityUnavailableError.
+func TestCapacityShortage(t *testing.T) {
+	l := newLab(t, v1alpha1.AWSConfig{ClusterName: "prod"})
+	l.groups(t)
+	ctx := context.Background()
+	g, _ := l.p.group(ctx, "spot")
+	l.emu.SetCapacityShortage("spot", true)
+	if err := g.IncreaseSize(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	l.emu.Step()
+	insts, err := g.Nodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(insts) != 1 || insts[0].State != cloud.InstanceCreating || !cloud.IsCapacityUnavailable(insts[0].Err) {
+		t.Fatalf("nodes %+v, want one request waiting for capacity", insts)
+	}
+	if err := g.DecreaseTargetSize(ctx, 1); err != nil {
+		t.Errorf("cancelling the request that cannot be met: %v", err)
+	}
+}
+
+func TestDeleteNodes(t *testing.T) {
+	l := newLab(t, v1alpha1.AWSConfig{ClusterName: "prod"})
+	l.groups(t)
+	ctx := context.Background()
+	nodes := l.nodes(t)
+	byGroup := map[string][]*corev1.Node{}
+	for _, n := range nodes {
+		i, _ := l.emu.Instance(InstanceID(n))
+		byGroup[i.Group] = append(byGroup[i.Group], n)
+	}
+	g, _ := l.p.group(ctx, "od")
+	if err := g.DeleteNodes(ctx, byGroup["staging"]); !errors.Is(err, cloud.ErrNotInNodeGroup) {
+		t.Errorf("a node of another group: %v", err)
+	}
+	if err := g.DeleteNodes(ctx, byGroup["od"]); !errors.Is(err, cloud.ErrBelowMinSize) {
+		t.Errorf("below the minimum of 1: %v", err)
+	}
+	cp := byGroup["od"][0].DeepCopy()
+	cp.Labels = map[string]string{"node-role.kubernetes.io/control-plane": ""}
+	if err := g.DeleteNodes(ctx, []*corev1.Node{cp}); !cloud.IsControlPlane(err) {
+		t.Errorf("a control-plane node: %v", err)
+	}
+	victim := byGroup["od"][0]
+	if err := l.p.DeleteInstance(ctx, victim); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := l.emu.GroupStatus("od")
+	if st.DesiredCapacity != 1 {
+		t.Errorf("desired %d after deleting one of 2, want 1", st.DesiredCapacity)
+	}
+	if i, _ := l.emu.Instance(InstanceID(victim)); i.State != awsapi.StateShuttingDown && i.State != awsapi.StateTerminated {
+		t.Errorf("instance %s is %s", i.ID, i.State)
+	}
+	if _, err := l.kube.CoreV1().Nodes().Get(ctx, victim.Name, metav1.GetOptions{}); err == nil {
+		t.Error("the Node object was not deleted")
+	}
+	if err := l.p.DeleteInstance(ctx, victim); !cloud.IsNotFound(err) {
+		t.Errorf("deleting it again: %v", err)
+	}
+	if got, err := l.p.NodeGroupForNode(ctx, byGroup["od"][1]); err != nil || got.ID() != "od" {
+		t.Errorf("group of a node: %v %v", got, err)
+	}
+	if _, err := l.p.NodeGroupForNode(ctx, byGroup["staging"][0]); !cloud.IsNotFound(err) {
+		t.Errorf("group of another cluster's node: %v", err)
+	}
+}
+
+func TestTemplateNode(t *testing.T) {
+	l := newLab(t, v1alpha1.AWSConfig{ClusterName: "prod"})
+	l.groups(t)
+	ctx := context.Background()
+	g, _ := l.p.group(ctx, "spot")
+	n, err := g.TemplateNode(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Labels[CapacityTypeLabel] != "SPOT" || n.Labels["pool"] != "spot" || n.Labels[corev1.LabelInstanceTypeStable] != "m5.xlarge" ||
+		n.Labels[corev1.LabelTopologyZone] != "us-east-1a" {
+		t.Errorf("labels %v", n.Labels)
+	}
+	if len(n.Spec.Taints) != 1 || n.Spec.Taints[0] != (corev1.Taint{Key: "spot", Value: "true", Effect: corev1.TaintEffectNoSchedule}) {
+		t.Errorf("taints %v", n.Spec.Taints)
+	}
+	alloc := n.Status.Allocatable
+	if alloc.Cpu().Value() != 4 || alloc.Memory().Value() != 16<<30 || alloc.StorageEphemeral().String() != "100Gi" {
+		t.Errorf("allocatable %v", alloc)
+	}
+	if err := cloud.ValidateNodeGroup(ctx, g); err != nil {
+		t.Errorf("a worker group refused: %v", err)
+	}
+}
+
+func TestThrottledAndPrices(t *testing.T) {
+	l := newLab(t, v1alpha1.AWSConfig{ClusterName: "prod"})
+	l.groups(t)
+	ctx := context.Background()
+	nodes := l.nodes(t)
+	l.emu.ThrottleNext(awsapi.EC2, 1)
+	if _, err := l.p.Instances(ctx, nodes); !cloud.IsThrottled(err) {
+		t.Errorf("throttled DescribeInstances: %v", err)
+	}
+	l.emu.ThrottleNext(awsapi.AutoScaling, 1)
+	if _, err := l.p.NodeGroups(ctx); !cloud.IsThrottled(err) {
+		t.Errorf("throttled DescribeAutoScalingGroups: %v", err)
+	}
+	// Spot prices from EC2's history, read once per PriceTTL.
+	l.emu.SetSpotPrice("m5.xlarge", "us-east-1a", 0.0612, epoch.Add(-time.Hour))
+	if err := l.p.RefreshPrices(ctx, []string{"m5.xlarge"}); err != nil {
+		t.Fatal(err)
+	}
+	calls := l.emu.Calls("DescribeSpotPriceHistory")
+	if err := l.p.RefreshPrices(ctx, []string{"m5.xlarge"}); err != nil || l.emu.Calls("DescribeSpotPriceHistory") != calls {
+		t.Errorf("prices read again within PriceTTL: %v", err)
+	}
+	g, _ := l.p.group(ctx, "spot")
+	if price, ok := g.PricePerHour(); !ok || price != 0.0612 {
+		t.Errorf("spot group price %v %v, want EC2's 0.0612", price, ok)
+	}
+	od, _ := l.p.group(ctx, "od")
+	if price, ok := od.PricePerHour(); !ok || price != 0.192 {
+		t.Errorf("on-demand group price %v %v, want the configured 0.192", price, ok)
+	}
+}
