@@ -12,8 +12,9 @@
 //     exclude selector.
 //  3. configured spot and on-demand selectors (matching both is a conflict:
 //     unknown).
-//  4. the Cluster API label cluster.x-k8s.io/interruptible=true, when Cluster
-//     API (or anyone but Spotter) put it there: the node is spot, whatever other
+//  4. the Cluster API label cluster.x-k8s.io/interruptible (Cluster API writes
+//     it with an empty value; any value but "false" counts), when Cluster API
+//     (or anyone but Spotter) put it there: the node is spot, whatever other
 //     label it has. Cluster API sets it from the infrastructure machine's
 //     status.interruptible, and Spotter must never fight it over the label.
 //  5. well-known labels (WellKnownLabels); when several speak and disagree, the
@@ -176,7 +177,7 @@ func (c *Classifier) Classify(node *corev1.Node) Result {
 	}
 
 	if foreignInterruptible(node) {
-		return Result{Class: Spot, Reason: fmt.Sprintf(labelReasonFormat, InterruptibleLabel, "true")}
+		return Result{Class: Spot, Reason: fmt.Sprintf(labelReasonFormat, InterruptibleLabel, node.Labels[InterruptibleLabel])}
 	}
 	if r, ok := c.fromLabels(node); ok {
 		return r
@@ -249,7 +250,7 @@ func (c *Classifier) spotEvidence(node *corev1.Node, set labels.Set) string {
 		return "label " + SpotWorkerRoleLabel
 	}
 	if foreignInterruptible(node) || ourInterruptible(node) && !c.IgnoreInterruptibleLabel {
-		return fmt.Sprintf(labelReasonFormat, InterruptibleLabel, "true")
+		return fmt.Sprintf(labelReasonFormat, InterruptibleLabel, node.Labels[InterruptibleLabel])
 	}
 	return ""
 }
@@ -261,9 +262,11 @@ func ourInterruptible(node *corev1.Node) bool {
 }
 
 // foreignInterruptible reports whether the node carries the interruptible
-// label, written by someone other than Spotter: Cluster API.
+// label, written by someone other than Spotter: Cluster API, which writes it
+// with an empty value. Only "false" says no.
 func foreignInterruptible(node *corev1.Node) bool {
-	return node.Labels[InterruptibleLabel] == "true" && node.Annotations[LabeledByUsAnnotation] != "true"
+	v, ok := node.Labels[InterruptibleLabel]
+	return ok && v != "false" && node.Annotations[LabeledByUsAnnotation] != "true"
 }
 
 // controlPlane reports whether the node is part of the control plane.

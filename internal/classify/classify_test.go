@@ -74,6 +74,7 @@ func TestClassify(t *testing.T) {
 		// other label the node has (the worker role, even a capacity label).
 		{"Cluster API's interruptible label beats the worker role", node(label(InterruptibleLabel, "true"), label(WorkerRoleLabel, "")), nil, Spot, "label cluster.x-k8s.io/interruptible=true", ""},
 		{"Cluster API's interruptible label beats a capacity label", node(label(InterruptibleLabel, "true"), label(KarpenterCapacityLabel, "on-demand")), nil, Spot, "label cluster.x-k8s.io/interruptible=true", ""},
+		{"Cluster API writes the label with an empty value", node(label(InterruptibleLabel, ""), label(WorkerRoleLabel, "")), nil, Spot, "label cluster.x-k8s.io/interruptible=", ""},
 		{"interruptible=false says nothing", node(label(InterruptibleLabel, "false"), label(WorkerRoleLabel, "")), nil, OnDemand, "label node-role.kubernetes.io/worker", ""},
 		{"control plane marked interruptible warns", node(label(ControlPlaneLabel, ""), label(InterruptibleLabel, "true")), nil, ControlPlane, "label node-role.kubernetes.io/control-plane",
 			"control-plane node looks like spot (label cluster.x-k8s.io/interruptible=true); Spotter never uses it as spot"},

@@ -32,7 +32,7 @@ func TestLabelerAsProcess(t *testing.T) {
 		lab.NodeSpec{Name: "cp-spot", Class: lab.ClassControlPlane, Labels: map[string]string{lab.CapacityTypeLabel: "spot"}},
 		// A worker that Cluster API marked interruptible: spot, and its label is
 		// Cluster API's, never removed.
-		lab.NodeSpec{Name: "capi-1", Labels: map[string]string{"cluster.x-k8s.io/interruptible": "true", "node-role.kubernetes.io/worker": ""}},
+		lab.NodeSpec{Name: "capi-1", Labels: map[string]string{"cluster.x-k8s.io/interruptible": "", "node-role.kubernetes.io/worker": ""}},
 	)
 	config := filepath.Join(t.TempDir(), "spotter.yaml")
 	if err := os.WriteFile(config, []byte("apiVersion: spotter.dev/v1alpha1\nkind: SpotterConfiguration\nlabeler:\n  preferSpotTaint: true\n"), 0o644); err != nil {
@@ -75,7 +75,7 @@ func TestLabelerAsProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if capi.Labels["cluster.x-k8s.io/interruptible"] != "true" || len(capi.Spec.Taints) > 0 && capi.Spec.Taints[0].Key == "spotter.dev/on-demand" {
+	if v, ok := capi.Labels["cluster.x-k8s.io/interruptible"]; !ok || v != "" || len(capi.Spec.Taints) > 0 && capi.Spec.Taints[0].Key == "spotter.dev/on-demand" {
 		t.Errorf("the labeler fought Cluster API over capi-1: labels %v taints %v", capi.Labels, capi.Spec.Taints)
 	}
 

@@ -119,7 +119,7 @@ func (c *Controller) desired(node *corev1.Node, class classify.Class) (*corev1.N
 	ours := node.Annotations[classify.LabeledByUsAnnotation] == "true"
 	_, labelled := node.Labels[InterruptibleLabel]
 	switch {
-	case c.opts.InterruptibleLabel && class == classify.Spot && node.Labels[InterruptibleLabel] != "true":
+	case c.opts.InterruptibleLabel && class == classify.Spot && !labelled:
 		if out.Labels == nil {
 			out.Labels = map[string]string{}
 		}

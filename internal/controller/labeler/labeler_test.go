@@ -30,6 +30,7 @@ func TestDesired(t *testing.T) {
 		{"spot already labelled", Options{InterruptibleLabel: true}, tu.Node("n", tu.NodeLabel(InterruptibleLabel, "true")), classify.Spot, nil},
 		{"label switched off", Options{}, tu.Node("n"), classify.Spot, nil},
 		{"on-demand loses the label the labeler wrote", Options{InterruptibleLabel: true}, tu.Node("n", tu.NodeLabel(InterruptibleLabel, "true"), ours), classify.OnDemand, []string{"remove label cluster.x-k8s.io/interruptible"}},
+		{"spot keeps Cluster API's empty value", Options{InterruptibleLabel: true}, tu.Node("n", tu.NodeLabel(InterruptibleLabel, "")), classify.Spot, nil},
 		{"on-demand keeps the label Cluster API wrote", Options{InterruptibleLabel: true}, tu.Node("n", tu.NodeLabel(InterruptibleLabel, "true")), classify.OnDemand, nil},
 		{"the mark goes with a label removed by hand", Options{InterruptibleLabel: true}, tu.Node("n", ours), classify.OnDemand, []string{"remove annotation spotter.dev/interruptible-labeled"}},
 		{"unknown keeps a label others wrote", Options{InterruptibleLabel: true}, tu.Node("n", tu.NodeLabel(InterruptibleLabel, "true")), classify.Unknown, nil},
