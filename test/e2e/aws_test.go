@@ -1,0 +1,233 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	awsprovider "spotter.dev/spotter/internal/cloud/aws"
+	"spotter.dev/spotter/internal/controller/migrator"
+	"spotter.dev/spotter/internal/drain"
+	"spotter.dev/spotter/internal/emulator/awsapi"
+	"spotter.dev/spotter/internal/lab"
+	"spotter.dev/spotter/internal/testenv"
+	tu "spotter.dev/spotter/internal/testutil"
+)
+
+// awsLab is the lab with the EC2 and Auto Scaling emulator behind it: each
+// instance the emulator launches becomes a kwok Node with the instance's
+// providerID and labels, and goes when the instance terminates. Two groups of
+// cluster "lab": od (3 on-demand m5.xlarge) and spot (empty, all spot).
+type awsLab struct {
+	env *testenv.Env
+	emu *awsapi.Server
+	dir string
+}
+
+func startAWSLab(t *testing.T) *awsLab {
+	t.Helper()
+	env := testenv.StartLab(t)
+	ctx := testenv.Context(t, 5*time.Minute)
+	emu := awsapi.New(awsapi.Options{LaunchDelay: 2 * time.Second, TerminateDelay: time.Second})
+	srv := httptest.NewServer(emu)
+	t.Cleanup(srv.Close)
+	emu.OnLaunch(func(i awsapi.Instance) {
+		capType := "ON_DEMAND"
+		if i.Spot {
+			capType = "SPOT"
+		}
+		err := lab.CreateNodes(ctx, env.Client, lab.NodeSpec{Name: nodeName(i.ID), CPU: "4", Memory: "16Gi", Zone: i.AvailabilityZone,
+			InstanceType: i.InstanceType, ProviderID: "aws:///" + i.AvailabilityZone + "/" + i.ID,
+			Labels: map[string]string{awsprovider.CapacityTypeLabel: capType}})
+		if err != nil && ctx.Err() == nil {
+			t.Errorf("creating the Node of instance %s: %v", i.ID, err)
+		}
+	})
+	emu.OnTerminate(func(i awsapi.Instance) {
+		_ = env.Client.CoreV1().Nodes().Delete(ctx, nodeName(i.ID), metav1.DeleteOptions{})
+	})
+	go emu.Run(ctx, 200*time.Millisecond)
+
+	od, err := emu.CreateLaunchTemplate("od", awsapi.LaunchTemplateData{InstanceType: "m5.xlarge"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spot, err := emu.CreateLaunchTemplate("spot", awsapi.LaunchTemplateData{InstanceType: "m5.xlarge", Spot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tags := map[string]string{awsprovider.EnabledTag: "true", awsprovider.ClusterTagPrefix + "lab": "owned"}
+	for _, g := range []awsapi.Group{
+		{Name: "od", MaxSize: 3, DesiredCapacity: 3, AvailabilityZones: []string{"us-east-1a"}, Tags: tags, LaunchTemplate: &awsapi.LaunchTemplateRef{ID: od}},
+		{Name: "spot", MaxSize: 6, AvailabilityZones: []string{"us-east-1a"}, Tags: tags, LaunchTemplate: &awsapi.LaunchTemplateRef{ID: spot}},
+	} {
+		if err := emu.CreateGroup(g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := &awsLab{env: env, emu: emu, dir: t.TempDir()}
+	testenv.Eventually(t, time.Minute, "three on-demand nodes Ready", func(ctx context.Context) (bool, string, error) {
+		n := l.readyNodes(ctx, t, "ON_DEMAND")
+		return n == 3, fmt.Sprintf("%d ready", n), nil
+	})
+	for _, w := range []string{"web", "api"} {
+		d := tu.Deployment(w, 3, tu.CPU("1500m"), tu.GracePeriod(1), tu.AntiAffinity(w, "kubernetes.io/hostname"))
+		if _, err := env.Client.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := env.Client.PolicyV1().PodDisruptionBudgets("default").Create(ctx, tu.PDB("web", "web", tu.MaxUnavailable(1)), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitForPodsRunning("default", "app=web", 3, time.Minute)
+	env.WaitForPodsRunning("default", "app=api", 3, time.Minute)
+	waitPDBsComputed(ctx, t, env)
+
+	// The controller finds AWS through the SDK's standard variables.
+	for k, v := range map[string]string{
+		"AWS_ENDPOINT_URL": srv.URL, "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret",
+		"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+	} {
+		t.Setenv(k, v)
+	}
+	return l
+}
+
+func nodeName(instanceID string) string { return "ip-" + strings.TrimPrefix(instanceID, "i-") }
+
+// readyNodes counts the Ready nodes of a capacity type (SPOT or ON_DEMAND).
+func (l *awsLab) readyNodes(ctx context.Context, t *testing.T, capType string) int {
+	t.Helper()
+	nodes, err := l.env.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: awsprovider.CapacityTypeLabel + "=" + capType})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := 0
+	for _, n := range nodes.Items {
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				ready++
+			}
+		}
+	}
+	return ready
+}
+
+// start runs `spotter controller` with the migrator on the aws provider.
+func (l *awsLab) start(t *testing.T) {
+	t.Helper()
+	config := filepath.Join(l.dir, "spotter.yaml")
+	body := `apiVersion: spotter.dev/v1alpha1
+kind: SpotterConfiguration
+cloud:
+  provider: aws
+  aws:
+    clusterName: lab
+migrator:
+  enabled: true
+  schedule: "@every 5s"
+  nodeReadyTimeout: 20s
+  spotUnavailableBackoff: 1m
+rescheduler:
+  enabled: false
+drain:
+  evictionBackoff: 200ms
+  maxEvictionBackoff: 1s
+pricing:
+  currency: USD
+  instanceTypes:
+    m5.xlarge: {onDemand: 0.192, spot: 0.07}
+`
+	if err := os.WriteFile(config, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testenv.StartSpotter(t, "controller", "controller", "--config", config, "--kubeconfig", l.env.Kubeconfig,
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--leader-elect=false")
+}
+
+// The migrator replaces the on-demand Auto Scaling group's instances by spot
+// ones, make-before-break, through the AWS SDK against the emulator: every pod
+// ends on spot, the on-demand group is at 0 and its instances terminated, the
+// budget held, and no node is left marked.
+func TestAWSMigratorReplacesOnDemandBySpot(t *testing.T) {
+	l := startAWSLab(t)
+	lm := &migratorLab{env: l.env}
+	stopWatch := lm.watch(t)
+	l.start(t)
+	testenv.Eventually(t, 3*time.Minute, "every pod Running on spot, the on-demand group empty", func(ctx context.Context) (bool, string, error) {
+		pods, err := l.env.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		onSpot := 0
+		for _, p := range pods.Items {
+			if strings.HasPrefix(p.Spec.NodeName, "ip-") && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				if n, err := l.env.Client.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{}); err == nil && n.Labels[awsprovider.CapacityTypeLabel] == "SPOT" {
+					onSpot++
+				}
+			}
+		}
+		od, _ := l.emu.GroupStatus("od")
+		sp, _ := l.emu.GroupStatus("spot")
+		return onSpot == 6 && od.DesiredCapacity == 0 && len(od.Instances) == 0,
+			fmt.Sprintf("%d pods on spot; od desired %d with %d instances, spot desired %d; %s", onSpot, od.DesiredCapacity, len(od.Instances), sp.DesiredCapacity, podsByNode(ctx, t, l.env)), nil
+	})
+	worst, _ := stopWatch()
+	if worst > 1 {
+		t.Errorf("%d web pods unavailable at once; the PDB allows 1", worst)
+	}
+	if sp, _ := l.emu.GroupStatus("spot"); sp.DesiredCapacity != 3 {
+		t.Errorf("spot group desired %d, want 3 (one per replaced node)", sp.DesiredCapacity)
+	}
+	if n := l.emu.Calls("DescribeInstances"); n > 20 {
+		t.Errorf("%d DescribeInstances calls: instances must be looked up in batches and cached", n)
+	}
+	assertNoMarks(t, l.env)
+}
+
+// A spot shortage: the request for spot capacity fails in the emulator, the
+// migrator cancels it and backs off, and nothing is drained.
+func TestAWSSpotShortageDrainsNothing(t *testing.T) {
+	l := startAWSLab(t)
+	l.emu.SetCapacityShortage("spot", true)
+	l.start(t)
+	waitEventReason(t, l.env, migrator.ReasonSpotUnavailable)
+	testenv.Eventually(t, 30*time.Second, "the request cancelled", func(context.Context) (bool, string, error) {
+		sp, _ := l.emu.GroupStatus("spot")
+		return sp.DesiredCapacity == 0, fmt.Sprintf("spot desired %d", sp.DesiredCapacity), nil
+	})
+	ctx := testenv.Context(t, time.Minute)
+	if n := l.readyNodes(ctx, t, "ON_DEMAND"); n != 3 {
+		t.Errorf("%d on-demand nodes, want the 3 untouched", n)
+	}
+	if od, _ := l.emu.GroupStatus("od"); od.DesiredCapacity != 3 {
+		t.Errorf("od desired %d, want 3", od.DesiredCapacity)
+	}
+	assertNoMarks(t, l.env)
+}
+
+// assertNoMarks fails when a node is left marked by a drain or cordoned.
+func assertNoMarks(t *testing.T, env *testenv.Env) {
+	t.Helper()
+	testenv.Eventually(t, 30*time.Second, "no node marked or cordoned", func(ctx context.Context) (bool, string, error) {
+		nodes, err := env.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		var marked []string
+		for _, n := range nodes.Items {
+			if _, m, _ := drain.MarkOf(&n); m || n.Spec.Unschedulable {
+				marked = append(marked, n.Name)
+			}
+		}
+		return len(marked) == 0, fmt.Sprint(marked), nil
+	})
+}
