@@ -341,3 +341,53 @@ func TestThrottledAndPrices(t *testing.T) {
 		t.Errorf("on-demand group price %v %v, want the configured 0.192", price, ok)
 	}
 }
+
+// Instance lookups for 5,000 nodes against the emulator, through the SDK:
+// cold (every instance unknown) and warm (all cached).
+//
+//	go test ./internal/cloud/aws -run '^$' -bench Instances -benchtime 3x
+func BenchmarkInstances5000(b *testing.B) {
+	clk := testingclock.NewFakeClock(epoch)
+	emu := awsapi.New(awsapi.Options{Clock: clk})
+	srv := httptest.NewServer(emu)
+	b.Cleanup(srv.Close)
+	for k, v := range map[string]string{
+		"AWS_ENDPOINT_URL": srv.URL, "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret",
+		"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+	} {
+		b.Setenv(k, v)
+	}
+	var nodes []*corev1.Node
+	for i := range 5000 {
+		id, err := emu.AddInstance(awsapi.Instance{InstanceType: "m5.xlarge", AvailabilityZone: "us-east-1a", State: awsapi.StateRunning, Spot: i%2 == 0})
+		if err != nil {
+			b.Fatal(err)
+		}
+		nodes = append(nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("n", i)}, Spec: corev1.NodeSpec{ProviderID: providerID("us-east-1a", id)}})
+	}
+	ctx := context.Background()
+	var cold, warm time.Duration
+	var calls int
+	for b.Loop() {
+		p, err := FromConfig(ctx, nil, clk, v1alpha1.AWSConfig{ClusterName: "bench"}, v1alpha1.PricingConfig{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		emu.ResetCalls()
+		start := time.Now()
+		got, err := p.Instances(ctx, nodes)
+		if err != nil || len(got) != len(nodes) {
+			b.Fatalf("%d instances, %v", len(got), err)
+		}
+		cold += time.Since(start)
+		calls = emu.Calls("DescribeInstances")
+		start = time.Now()
+		if _, err := p.Instances(ctx, nodes); err != nil {
+			b.Fatal(err)
+		}
+		warm += time.Since(start)
+	}
+	b.ReportMetric(float64(calls), "calls-cold")
+	b.ReportMetric(float64(cold.Milliseconds())/float64(b.N), "ms-cold")
+	b.ReportMetric(float64(warm.Microseconds())/float64(b.N), "µs-warm")
+}
