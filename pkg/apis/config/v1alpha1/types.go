@@ -221,14 +221,40 @@ type MigratorConfig struct {
 type CloudConfig struct {
 	// Provider is kubernetes (labels only: no node groups, deleting an instance
 	// deletes its Node object), aws (EC2 instances and Auto Scaling groups, see
-	// docs/cloud-aws.md) or kwok (node groups of kwok Nodes, for the lab and
-	// tests). Default kubernetes. GCP, Azure and Cluster API come later.
+	// docs/cloud-aws.md), clusterapi (Cluster API MachineDeployments and
+	// MachineSets that carry the cluster autoscaler's min and max size
+	// annotations) or kwok (node groups of kwok Nodes, for the lab and tests).
+	// Default kubernetes. GCP and Azure come later.
 	Provider CloudProvider `json:"provider"`
 	// KwokConfigFile is the kwok provider's node groups (see
 	// internal/cloud/kwok.Config). Required with provider kwok.
 	KwokConfigFile string `json:"kwokConfigFile"`
 	// AWS configures provider aws.
 	AWS AWSConfig `json:"aws"`
+	// ClusterAPI configures provider clusterapi.
+	ClusterAPI ClusterAPIConfig `json:"clusterAPI"`
+}
+
+// ClusterAPIConfig configures the clusterapi provider. Its node groups are the
+// MachineDeployments, and the MachineSets no MachineDeployment owns, annotated
+// cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size and
+// cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size, as for the
+// cluster autoscaler's clusterapi provider; the fields below narrow them down.
+type ClusterAPIConfig struct {
+	// ManagementKubeconfig is the path of a kubeconfig for the management
+	// cluster, where the Cluster API objects live. Empty (the default): they
+	// live in the cluster Spotter runs in.
+	ManagementKubeconfig string `json:"managementKubeconfig"`
+	// ClusterName keeps the node groups of the Cluster of this name
+	// (spec.clusterName). Empty: every Cluster's.
+	ClusterName string `json:"clusterName"`
+	// Namespace keeps the node groups of this namespace of the management
+	// cluster. Empty: every namespace.
+	Namespace string `json:"namespace"`
+	// LabelSelector keeps the MachineDeployments and MachineSets whose labels
+	// it selects (Kubernetes label selector syntax, e.g.
+	// "spotter.dev/managed=true,tier!=gpu"). Empty: all.
+	LabelSelector string `json:"labelSelector"`
 }
 
 // AWSConfig configures the aws provider. Credentials and the region come from
@@ -254,6 +280,7 @@ const (
 	ProviderKubernetes CloudProvider = "kubernetes"
 	ProviderKwok       CloudProvider = "kwok"
 	ProviderAWS        CloudProvider = "aws"
+	ProviderClusterAPI CloudProvider = "clusterapi"
 )
 
 // MigrationMode is the order in which the migrator replaces a node.

@@ -114,7 +114,7 @@ func validateClassification(c *ClassificationConfig, p *field.Path) field.ErrorL
 }
 
 func validateCloud(c *CloudConfig, p *field.Path) field.ErrorList {
-	errs := oneOf(p.Child("provider"), c.Provider, ProviderKubernetes, ProviderAWS, ProviderKwok)
+	errs := oneOf(p.Child("provider"), c.Provider, ProviderKubernetes, ProviderAWS, ProviderKwok, ProviderClusterAPI)
 	if c.Provider == ProviderKwok && c.KwokConfigFile == "" {
 		errs = append(errs, field.Required(p.Child("kwokConfigFile"), "the kwok provider needs its node groups file"))
 	}
@@ -127,6 +127,33 @@ func validateCloud(c *CloudConfig, p *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(p.Child("aws", "autoScalingGroups").Index(i), name, "an Auto Scaling group name has 1 to 255 characters"))
 		}
 	}
+	errs = append(errs, validateClusterAPI(&c.ClusterAPI, p.Child("clusterAPI"))...)
+	return errs
+}
+
+// validateClusterAPI checks the clusterapi provider's scope: names Kubernetes
+// accepts and a selector that parses.
+func validateClusterAPI(c *ClusterAPIConfig, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if c.ManagementKubeconfig != "" && strings.TrimSpace(c.ManagementKubeconfig) == "" {
+		errs = append(errs, field.Invalid(p.Child("managementKubeconfig"), c.ManagementKubeconfig,
+			"a path to the management cluster's kubeconfig, or empty for the cluster Spotter runs in"))
+	}
+	if c.ClusterName != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(c.ClusterName) {
+			errs = append(errs, field.Invalid(p.Child("clusterName"), c.ClusterName, "the name of a Cluster API Cluster: "+msg))
+		}
+	}
+	if c.Namespace != "" {
+		for _, msg := range validation.IsDNS1123Label(c.Namespace) {
+			errs = append(errs, field.Invalid(p.Child("namespace"), c.Namespace, "a namespace of the management cluster: "+msg))
+		}
+	}
+	if c.LabelSelector != "" {
+		if _, err := labels.Parse(c.LabelSelector); err != nil {
+			errs = append(errs, field.Invalid(p.Child("labelSelector"), c.LabelSelector, "a label selector of MachineDeployments and MachineSets: "+err.Error()))
+		}
+	}
 	return errs
 }
 
@@ -136,7 +163,7 @@ func Warnings(c *SpotterConfiguration) []string {
 	var out []string
 	if c.Migrator.Enabled != nil && *c.Migrator.Enabled && c.Cloud.Provider == ProviderKubernetes {
 		out = append(out, "migrator.enabled is true but cloud.provider is kubernetes, which has no node groups: "+
-			"the migrator can never replace a node; set cloud.provider to aws (or kwok in the lab)")
+			"the migrator can never replace a node; set cloud.provider to aws or clusterapi (or kwok in the lab)")
 	}
 	return out
 }
