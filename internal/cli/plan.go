@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/url"
+	"slices"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -16,9 +19,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/yaml"
 
 	"spotter.dev/spotter/internal/classify"
+	"spotter.dev/spotter/internal/cloud"
+	awsprovider "spotter.dev/spotter/internal/cloud/aws"
 	"spotter.dev/spotter/internal/plan"
 	"spotter.dev/spotter/internal/snapshot"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
@@ -100,10 +106,14 @@ func runPlan(ctx context.Context, o *planOptions, out, errOut io.Writer) error {
 		for _, w := range snap.Warnings {
 			fmt.Fprintf(errOut, "warning: %s\n", w)
 		}
-	} else {
-		if snap, err = readCluster(ctx, o); err != nil {
+	}
+	var instances map[string]cloud.Instance
+	if o.snapshotFile == "" {
+		var client kubernetes.Interface
+		if snap, client, err = readCluster(ctx, o); err != nil {
 			return err
 		}
+		instances = cloudInstances(ctx, cfg, client, snap, errOut)
 	}
 	loaded := time.Since(start)
 
@@ -112,6 +122,7 @@ func runPlan(ctx context.Context, o *planOptions, out, errOut io.Writer) error {
 		Rules:      plan.Rules{AllowUnreplicated: cfg.Planner.AllowUnreplicatedPods, AllowLocalStorage: cfg.Planner.AllowLocalStorage},
 		Classifier: classifier,
 		Pricing:    cfg.Pricing,
+		Instances:  instances,
 	}).Plan(ctx, snap)
 	if err != nil {
 		return err
@@ -143,20 +154,52 @@ func parseBytes(s string) (int64, error) {
 	return q.Value(), nil
 }
 
-// readCluster lists the objects the planner needs. Connection and permission
-// problems become one line that says what to fix.
-func readCluster(ctx context.Context, o *planOptions) (*snapshot.Snapshot, error) {
+// cloudInstances asks the configured cloud provider (aws) about the nodes of
+// snap, with current spot prices, for the plan's group, instance type and
+// price columns. A provider that cannot answer is a warning: the plan goes on
+// without it.
+func cloudInstances(ctx context.Context, cfg *v1alpha1.SpotterConfiguration, client kubernetes.Interface, snap *snapshot.Snapshot, errOut io.Writer) map[string]cloud.Instance {
+	if cfg.Cloud.Provider != v1alpha1.ProviderAWS {
+		return nil
+	}
+	p, err := awsprovider.FromConfig(ctx, client, clock.RealClock{}, cfg.Cloud.AWS, cfg.Pricing)
+	if err == nil {
+		var instances map[string]cloud.Instance
+		if instances, err = p.Instances(ctx, snap.Nodes); err == nil {
+			types := map[string]bool{}
+			for _, inst := range instances {
+				if inst.Spot && inst.InstanceType != "" {
+					types[inst.InstanceType] = true
+				}
+			}
+			if err = p.RefreshPrices(ctx, slices.Sorted(maps.Keys(types))); err == nil {
+				// Known instances are cached: this asks EC2 nothing more.
+				instances, err = p.Instances(ctx, snap.Nodes)
+			}
+			if err == nil {
+				return instances
+			}
+		}
+	}
+	fmt.Fprintf(errOut, "warning: cloud provider %s: %v; the plan shows no node groups and only configured prices\n", cfg.Cloud.Provider, err)
+	return nil
+}
+
+// readCluster lists the objects the planner needs, and returns the client it
+// used. Connection and permission problems become one line that says what to
+// fix.
+func readCluster(ctx context.Context, o *planOptions) (*snapshot.Snapshot, kubernetes.Interface, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = o.kubeconfig
 	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.context})
 	rc, err := loader.ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("loading kubeconfig: %w", err)
+		return nil, nil, fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	rc.QPS, rc.Burst = 50, 100
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -171,15 +214,15 @@ func readCluster(ctx context.Context, o *planOptions) (*snapshot.Snapshot, error
 		var urlErr *url.Error
 		switch {
 		case apierrors.IsForbidden(err):
-			return nil, &exitError{code: 1, msg: fmt.Sprintf("error: not allowed to list %s at %s: spotter plan needs get and list on nodes, pods, poddisruptionbudgets, namespaces, services, replicationcontrollers, replicasets, statefulsets, persistentvolumes, persistentvolumeclaims, storageclasses and csinodes (%v)", resource, rc.Host, apierrors.ReasonForError(err))}
+			return nil, nil, &exitError{code: 1, msg: fmt.Sprintf("error: not allowed to list %s at %s: spotter plan needs get and list on nodes, pods, poddisruptionbudgets, namespaces, services, replicationcontrollers, replicasets, statefulsets, persistentvolumes, persistentvolumeclaims, storageclasses and csinodes (%v)", resource, rc.Host, apierrors.ReasonForError(err))}
 		case apierrors.IsUnauthorized(err):
-			return nil, &exitError{code: 1, msg: fmt.Sprintf("error: the API server at %s did not accept the credentials of the kubeconfig: %v", rc.Host, err)}
+			return nil, nil, &exitError{code: 1, msg: fmt.Sprintf("error: the API server at %s did not accept the credentials of the kubeconfig: %v", rc.Host, err)}
 		case errors.As(err, &urlErr) || errors.As(err, &netErr):
-			return nil, &exitError{code: 1, msg: fmt.Sprintf("error: cannot reach the API server at %s: %v", rc.Host, rootCause(err))}
+			return nil, nil, &exitError{code: 1, msg: fmt.Sprintf("error: cannot reach the API server at %s: %v", rc.Host, rootCause(err))}
 		}
-		return nil, err
+		return nil, nil, err
 	}
-	return s, nil
+	return s, client, nil
 }
 
 func rootCause(err error) error {
@@ -194,7 +237,7 @@ func rootCause(err error) error {
 
 func printPlanTable(out io.Writer, p *plan.Plan) error {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "NODE\tCLASS\tPODS\tCPU\tMEMORY\tDRAINABLE\tWAVES\tREASON")
+	fmt.Fprintln(w, "NODE\tCLASS\tTYPE\tGROUP\tPRICE/H\tPODS\tCPU\tMEMORY\tDRAINABLE\tWAVES\tREASON")
 	for _, n := range p.Nodes {
 		drainable, waves := "-", "-"
 		if n.Class == classify.OnDemand {
@@ -210,8 +253,12 @@ func printPlanTable(out io.Writer, p *plan.Plan) error {
 		if n.Warning != "" {
 			reason = "WARNING: " + n.Warning
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.Class, n.PodCount, percent(n.CPURequested, n.CPUAllocatable),
-			percent(n.MemoryRequested, n.MemoryAllocatable), drainable, waves, reason)
+		price := "-"
+		if n.HourlyPrice > 0 {
+			price = strconv.FormatFloat(n.HourlyPrice, 'f', -1, 64)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.Class, or(n.InstanceType, "-"), or(n.NodeGroup, "-"), price,
+			n.PodCount, percent(n.CPURequested, n.CPUAllocatable), percent(n.MemoryRequested, n.MemoryAllocatable), drainable, waves, reason)
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -230,6 +277,14 @@ func printPlanTable(out io.Writer, p *plan.Plan) error {
 		fmt.Fprintf(out, "WARNING: %s\n", warning)
 	}
 	return nil
+}
+
+// or returns s, or def when s is empty.
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 func percent(a, b int64) string {

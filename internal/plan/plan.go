@@ -43,6 +43,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"spotter.dev/spotter/internal/classify"
+	"spotter.dev/spotter/internal/cloud"
 	"spotter.dev/spotter/internal/snapshot"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
@@ -58,6 +59,10 @@ type Options struct {
 	Classifier *classify.Classifier
 	// Pricing, when it has prices, lets the plan estimate the hourly saving.
 	Pricing v1alpha1.PricingConfig
+	// Instances, when set, is the cloud provider's answer for the nodes, by
+	// name: each node's group, and its instance type and price where the
+	// provider knows them (they win over the node's label and Pricing).
+	Instances map[string]cloud.Instance
 }
 
 // Plan is the planner's answer. Its JSON form is a contract (`spotter plan -o
@@ -102,13 +107,16 @@ type NodePlan struct {
 	Pods []PodPlan `json:"pods"`
 	// Waves is the number of waves the drain of a drainable node takes (see
 	// PodPlan.Wave): 1 unless a PodDisruptionBudget spreads its pods.
-	Waves             int     `json:"waves,omitempty"`
-	CPURequested      int64   `json:"cpuRequestedMilli"`
-	CPUAllocatable    int64   `json:"cpuAllocatableMilli"`
-	MemoryRequested   int64   `json:"memoryRequestedBytes"`
-	MemoryAllocatable int64   `json:"memoryAllocatableBytes"`
-	InstanceType      string  `json:"instanceType,omitempty"`
-	HourlyPrice       float64 `json:"hourlyPrice,omitempty"`
+	Waves             int    `json:"waves,omitempty"`
+	CPURequested      int64  `json:"cpuRequestedMilli"`
+	CPUAllocatable    int64  `json:"cpuAllocatableMilli"`
+	MemoryRequested   int64  `json:"memoryRequestedBytes"`
+	MemoryAllocatable int64  `json:"memoryAllocatableBytes"`
+	InstanceType      string `json:"instanceType,omitempty"`
+	// NodeGroup is the node group of the node's instance, when the
+	// configuration names a cloud provider that knows it.
+	NodeGroup   string  `json:"nodeGroup,omitempty"`
+	HourlyPrice float64 `json:"hourlyPrice,omitempty"`
 }
 
 // PodWaves returns the wave of each pod the plan moves off the node, by
@@ -243,10 +251,20 @@ func (p *Planner) Plan(ctx context.Context, s *snapshot.Snapshot) (*Plan, error)
 			MemoryAllocatable: node.Status.Allocatable.Memory().Value(),
 			InstanceType:      node.Labels[InstanceTypeLabel],
 		}
+		inst, known := p.opts.Instances[node.Name]
+		if known && inst.InstanceType != "" {
+			np.InstanceType = inst.InstanceType
+		}
 		if price, ok := p.opts.Pricing.InstanceTypes[np.InstanceType]; ok {
 			np.HourlyPrice = price.OnDemand
 			if c.Class == classify.Spot {
 				np.HourlyPrice = price.Spot
+			}
+		}
+		if known {
+			np.NodeGroup = inst.NodeGroup
+			if inst.PriceKnown {
+				np.HourlyPrice = inst.PricePerHour
 			}
 		}
 		np.PodCount = len(g.byNode[i])

@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http/httptest"
 	"os"
@@ -13,11 +15,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"spotter.dev/spotter/internal/cli"
 	awsprovider "spotter.dev/spotter/internal/cloud/aws"
 	"spotter.dev/spotter/internal/controller/migrator"
 	"spotter.dev/spotter/internal/drain"
 	"spotter.dev/spotter/internal/emulator/awsapi"
 	"spotter.dev/spotter/internal/lab"
+	"spotter.dev/spotter/internal/plan"
 	"spotter.dev/spotter/internal/testenv"
 	tu "spotter.dev/spotter/internal/testutil"
 )
@@ -212,6 +216,25 @@ func TestAWSSpotShortageDrainsNothing(t *testing.T) {
 		t.Errorf("od desired %d, want 3", od.DesiredCapacity)
 	}
 	assertNoMarks(t, l.env)
+
+	// spotter plan with the same configuration names each node's group,
+	// instance type and price, from EC2.
+	var out, errOut bytes.Buffer
+	code := cli.Main([]string{"plan", "--kubeconfig", l.env.Kubeconfig, "--config", filepath.Join(l.dir, "spotter.yaml"), "-o", "json"},
+		cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errOut})
+	var p plan.Plan
+	if code != 0 || json.Unmarshal(out.Bytes(), &p) != nil {
+		t.Fatalf("spotter plan: exit %d\n%s\n%s", code, out.String(), errOut.String())
+	}
+	groups := 0
+	for _, n := range p.Nodes {
+		if n.NodeGroup == "od" && n.InstanceType == "m5.xlarge" && n.HourlyPrice == 0.192 {
+			groups++
+		}
+	}
+	if groups != 3 {
+		t.Errorf("%d nodes of group od with type and price in the plan, want 3:\n%s%s", groups, out.String(), errOut.String())
+	}
 }
 
 // assertNoMarks fails when a node is left marked by a drain or cordoned.
