@@ -19,6 +19,7 @@ import (
 	"spotter.dev/spotter/internal/classify"
 	"spotter.dev/spotter/internal/cloud"
 	awsprovider "spotter.dev/spotter/internal/cloud/aws"
+	"spotter.dev/spotter/internal/cloud/clusterapi"
 	kubeprovider "spotter.dev/spotter/internal/cloud/kubernetes"
 	"spotter.dev/spotter/internal/cloud/kwok"
 	cloudmetrics "spotter.dev/spotter/internal/cloud/metrics"
@@ -154,6 +155,12 @@ func newProvider(mgr ctrl.Manager, kube kubernetes.Interface, clk clock.Clock, c
 	switch cfg.Cloud.Provider {
 	case v1alpha1.ProviderAWS:
 		p, err := awsprovider.FromConfig(context.TODO(), kube, clk, cfg.Cloud.AWS, cfg.Pricing)
+		if err != nil {
+			return nil, nil, err
+		}
+		return cloudmetrics.Decorate(p), nil, nil
+	case v1alpha1.ProviderClusterAPI:
+		p, err := clusterapi.FromConfig(mgr.GetConfig(), kube, clk, cfg.Cloud.ClusterAPI, cfg.Pricing)
 		if err != nil {
 			return nil, nil, err
 		}

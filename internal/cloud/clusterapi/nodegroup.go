@@ -1,0 +1,311 @@
+package clusterapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+
+	"spotter.dev/spotter/internal/cloud"
+)
+
+// NodeGroup is a MachineDeployment, or a MachineSet no MachineDeployment owns,
+// as of one read of the Cluster API objects. Its methods read again (or use a
+// read younger than the TTL) for what changes.
+type NodeGroup struct {
+	p                         *Provider
+	kind, namespace, name, id string
+	min, max, replicas        int
+	spot                      bool
+	failureDomain             string
+	annotations               map[string]string
+	templateLabels            map[string]string
+	templateRef               templateRef
+	template                  templateFacts
+	machines                  []*machine
+}
+
+// ID implements cloud.NodeGroup: <kind>/<namespace>/<name>, as the cluster
+// autoscaler names Cluster API node groups.
+func (g *NodeGroup) ID() string { return g.id }
+
+// Spot implements cloud.NodeGroup: its infrastructure machine template asks
+// for spot capacity.
+func (g *NodeGroup) Spot() bool { return g.spot }
+
+// MinSize implements cloud.NodeGroup: the min size annotation.
+func (g *NodeGroup) MinSize() int { return g.min }
+
+// MaxSize implements cloud.NodeGroup: the max size annotation.
+func (g *NodeGroup) MaxSize() int { return g.max }
+
+// PricePerHour implements cloud.NodeGroup: the configured price of its
+// template's instance type.
+func (g *NodeGroup) PricePerHour() (float64, bool) {
+	return g.p.price(g.template.instanceType, g.spot)
+}
+
+// fresh returns the group as the provider's current read has it, or a
+// *cloud.NotFoundError when it is no node group any more.
+func (g *NodeGroup) fresh(ctx context.Context) (*NodeGroup, error) {
+	s, err := g.p.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cur, ok := s.byID[g.id]
+	if !ok {
+		return nil, cloud.NewNotFoundError(fmt.Errorf("node group %s: gone, or without its size annotations", g.id))
+	}
+	return cur, nil
+}
+
+// reread drops the provider's read and returns the group as it is now: writes
+// decide on what is current, not on a read up to a TTL old.
+func (g *NodeGroup) reread(ctx context.Context) (*NodeGroup, error) {
+	g.p.invalidate()
+	return g.fresh(ctx)
+}
+
+// TargetSize implements cloud.NodeGroup: spec.replicas.
+func (g *NodeGroup) TargetSize(ctx context.Context) (int, error) {
+	cur, err := g.fresh(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return cur.replicas, nil
+}
+
+func (g *NodeGroup) gvr() schema.GroupVersionResource {
+	if g.kind == KindMachineSet {
+		return MachineSetsGVR
+	}
+	return MachineDeploymentsGVR
+}
+
+// scale reads the group's scale subresource: its replicas and the
+// resourceVersion a write must carry.
+func (g *NodeGroup) scale(ctx context.Context) (*unstructured.Unstructured, int, error) {
+	s, err := g.p.dyn.Resource(g.gvr()).Namespace(g.namespace).Get(ctx, g.name, metav1.GetOptions{}, "scale")
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading the scale of %s: %w", g.id, cloud.FromAPIError(err))
+	}
+	r, found, err := unstructured.NestedInt64(s.Object, "spec", "replicas")
+	if err != nil || !found {
+		return nil, 0, fmt.Errorf("%s: %w", g.id, errNoScale)
+	}
+	return s, int(r), nil
+}
+
+// setScale writes replicas through the scale subresource read as s. The
+// resourceVersion of s goes with it: when anyone changed the group since, the
+// write fails with a conflict instead of overwriting their change.
+func (g *NodeGroup) setScale(ctx context.Context, s *unstructured.Unstructured, replicas int) error {
+	defer g.p.invalidate()
+	if err := unstructured.SetNestedField(s.Object, int64(replicas), "spec", "replicas"); err != nil {
+		return err
+	}
+	_, err := g.p.dyn.Resource(g.gvr()).Namespace(g.namespace).Update(ctx, s, metav1.UpdateOptions{}, "scale")
+	if err != nil && !apierrors.IsConflict(err) {
+		err = cloud.FromAPIError(err)
+	}
+	if err != nil {
+		return fmt.Errorf("setting the replicas of %s to %d: %w", g.id, replicas, err)
+	}
+	return nil
+}
+
+// IncreaseSize implements cloud.NodeGroup: spec.replicas goes up by delta
+// through the scale subresource; Cluster API creates the Machines.
+func (g *NodeGroup) IncreaseSize(ctx context.Context, delta int) error {
+	if delta <= 0 {
+		return fmt.Errorf("increase of %d: %w", delta, cloud.ErrInvalidDelta)
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := g.reread(ctx)
+		if err != nil {
+			return err
+		}
+		s, replicas, err := g.scale(ctx)
+		if err != nil {
+			return err
+		}
+		if want := replicas + delta; want > cur.max {
+			return fmt.Errorf("%s: %d more would make %d, above its maximum %d: %w", g.id, delta, want, cur.max, cloud.ErrAboveMaxSize)
+		}
+		return g.setScale(ctx, s, replicas+delta)
+	})
+}
+
+// DecreaseTargetSize implements cloud.NodeGroup: it cancels Machines that have
+// no Node yet (still provisioning), newest first: it annotates exactly those
+// for deletion and lowers spec.replicas by delta in one write. Replicas that
+// Cluster API has not made Machines for yet count as unfulfilled too.
+func (g *NodeGroup) DecreaseTargetSize(ctx context.Context, delta int) error {
+	if delta <= 0 {
+		return fmt.Errorf("decrease of %d: %w", delta, cloud.ErrInvalidDelta)
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := g.reread(ctx)
+		if err != nil {
+			return err
+		}
+		s, replicas, err := g.scale(ctx)
+		if err != nil {
+			return err
+		}
+		var registered int
+		var provisioning []*machine
+		for _, m := range cur.machines {
+			switch {
+			case m.deleting:
+			case m.nodeName != "":
+				registered++
+			default:
+				provisioning = append(provisioning, m)
+			}
+		}
+		switch unfulfilled := replicas - registered; {
+		case delta > unfulfilled:
+			return fmt.Errorf("%s has %d Machine(s) without a Node yet, asked to cancel %d: %w", g.id, max(unfulfilled, 0), delta, cloud.ErrNotUnfulfilled)
+		case replicas-delta < cur.min:
+			return fmt.Errorf("%s: %d fewer would make %d, below its minimum %d: %w", g.id, delta, replicas-delta, cur.min, cloud.ErrBelowMinSize)
+		}
+		slices.SortFunc(provisioning, func(a, b *machine) int { return b.created.Compare(a.created) })
+		return g.deleteMachines(ctx, s, replicas-delta, provisioning[:min(delta, len(provisioning))])
+	})
+}
+
+// DeleteNodes implements cloud.NodeGroup: it checks every node first (its
+// Machine is in the group, not control plane, the group stays at or above its
+// minimum), then annotates their Machines for deletion and lowers
+// spec.replicas by as many in one write, carrying the resourceVersion read,
+// so that Cluster API deletes exactly those Machines and, with them, their
+// Nodes. A node whose Machine is already being deleted needs nothing more.
+func (g *NodeGroup) DeleteNodes(ctx context.Context, nodes []*corev1.Node) error {
+	for _, n := range nodes {
+		if err := cloud.CheckDeletable(n); err != nil {
+			return err
+		}
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := g.reread(ctx)
+		if err != nil {
+			return err
+		}
+		s, err := g.p.read(ctx)
+		if err != nil {
+			return err
+		}
+		var doomed []*machine
+		for _, n := range nodes {
+			m := s.machineOf(n)
+			switch {
+			case m != nil && m.controlPlane:
+				return &cloud.ControlPlaneError{Kind: "node", Name: n.Name,
+					Reason: fmt.Sprintf("its Machine %s/%s has label %s; Spotter never deletes it", m.namespace, m.name, ControlPlaneLabel)}
+			case m == nil || m.group == nil || m.group.id != g.id:
+				return fmt.Errorf("node %s in %s: %w", n.Name, g.id, cloud.ErrNotInNodeGroup)
+			case m.deleting || slices.Contains(doomed, m):
+				continue
+			}
+			doomed = append(doomed, m)
+		}
+		if len(doomed) == 0 {
+			return nil
+		}
+		scale, replicas, err := g.scale(ctx)
+		if err != nil {
+			return err
+		}
+		if left := replicas - len(doomed); left < cur.min {
+			return fmt.Errorf("%s: deleting %d node(s) would leave %d, below its minimum %d: %w", g.id, len(doomed), left, cur.min, cloud.ErrBelowMinSize)
+		}
+		return g.deleteMachines(ctx, scale, replicas-len(doomed), doomed)
+	})
+}
+
+// deleteMachines annotates machines for deletion, then writes replicas with
+// the resourceVersion of scale. When the write fails, the annotations it added
+// are taken off again, so that no later scale-down picks those Machines.
+func (g *NodeGroup) deleteMachines(ctx context.Context, scale *unstructured.Unstructured, replicas int, machines []*machine) error {
+	logger := klog.FromContext(ctx)
+	var added []*machine
+	undo := func() {
+		// A fresh context: the annotations must go even when ctx ended.
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		for _, m := range added {
+			if err := g.annotate(uctx, m, nil); err != nil {
+				logger.Error(err, "Removing the delete-machine annotation after a failed scale-down", "machine", klog.KRef(m.namespace, m.name))
+			}
+		}
+	}
+	at := g.p.clock.Now().UTC().Format(time.RFC3339)
+	for _, m := range machines {
+		if m.markedForDelete {
+			continue
+		}
+		if err := g.annotate(ctx, m, &at); err != nil {
+			undo()
+			return err
+		}
+		added = append(added, m)
+	}
+	if err := g.setScale(ctx, scale, replicas); err != nil {
+		undo()
+		return err
+	}
+	names := make([]string, len(machines))
+	for i, m := range machines {
+		names[i] = m.name
+	}
+	logger.Info("Scaled a Cluster API node group down", "group", g.id, "replicas", replicas, "machines", names)
+	return nil
+}
+
+// annotate sets (value non-nil) or removes the delete-machine annotation of a
+// Machine.
+func (g *NodeGroup) annotate(ctx context.Context, m *machine, value *string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{DeleteMachineAnnotation: value}}})
+	if err != nil {
+		return err
+	}
+	_, err = g.p.dyn.Resource(MachinesGVR).Namespace(m.namespace).Patch(ctx, m.name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return fmt.Errorf("annotating Machine %s/%s %s: %w", m.namespace, m.name, DeleteMachineAnnotation, cloud.FromAPIError(err))
+	}
+	return nil
+}
+
+// Nodes implements cloud.NodeGroup: the group's Machines (Creating until they
+// have a Node, Deleting once being deleted, with the Machine's failure as Err),
+// and one Creating instance without ID per replica Cluster API has not made a
+// Machine for yet.
+func (g *NodeGroup) Nodes(ctx context.Context) ([]cloud.Instance, error) {
+	cur, err := g.fresh(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]cloud.Instance, 0, max(cur.replicas, len(cur.machines)))
+	live := 0
+	for _, m := range cur.machines {
+		out = append(out, m.instance(g.p))
+		if !m.deleting {
+			live++
+		}
+	}
+	for range cur.replicas - live {
+		out = append(out, cloud.Instance{NodeGroup: g.id, Spot: cur.spot, InstanceType: cur.template.instanceType, State: cloud.InstanceCreating})
+	}
+	return out, nil
+}

@@ -1,0 +1,345 @@
+package clusterapi
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/klog/v2"
+
+	"spotter.dev/spotter/internal/cloud"
+)
+
+// Capacity annotations of the cluster autoscaler's clusterapi provider, for
+// scale from zero, on a MachineDeployment or MachineSet.
+const (
+	CapacityCPUAnnotation           = "capacity.cluster-autoscaler.kubernetes.io/cpu"
+	CapacityMemoryAnnotation        = "capacity.cluster-autoscaler.kubernetes.io/memory"
+	CapacityEphemeralDiskAnnotation = "capacity.cluster-autoscaler.kubernetes.io/ephemeral-disk"
+	CapacityMaxPodsAnnotation       = "capacity.cluster-autoscaler.kubernetes.io/maxPods"
+	CapacityGPUTypeAnnotation       = "capacity.cluster-autoscaler.kubernetes.io/gpu-type"
+	CapacityGPUCountAnnotation      = "capacity.cluster-autoscaler.kubernetes.io/gpu-count"
+	// CapacityLabelsAnnotation is "key=value,key=value".
+	CapacityLabelsAnnotation = "capacity.cluster-autoscaler.kubernetes.io/labels"
+	// CapacityTaintsAnnotation is "key=value:Effect,key:Effect".
+	CapacityTaintsAnnotation = "capacity.cluster-autoscaler.kubernetes.io/taints"
+)
+
+// Defaults of a template node where nothing says otherwise, as the cluster
+// autoscaler's.
+const (
+	defaultMaxPods = 110
+	defaultGPUType = "nvidia.com/gpu"
+	defaultArch    = "amd64"
+	defaultOS      = "linux"
+)
+
+// syncedLabelPrefixes are the prefixes of the Machine labels Cluster API copies
+// onto the Node (besides those of its --additional-sync-machine-labels).
+var syncedLabelPrefixes = []string{"node-role.kubernetes.io/", "node-restriction.kubernetes.io/", "node.cluster.x-k8s.io/"}
+
+// templateRef names a group's infrastructure machine template.
+type templateRef struct{ group, kind, namespace, name string }
+
+// templateFacts is what the provider reads of an infrastructure machine
+// template.
+type templateFacts struct {
+	found        bool
+	spot         bool
+	instanceType string
+	// capacity and nodeInfo are status.capacity and status.nodeInfo of
+	// Cluster API's opt-in autoscaling from zero contract.
+	capacity       corev1.ResourceList
+	arch, os       string
+	capacityReason string // why capacity is unusable, when it is
+}
+
+// readTemplates lists the infrastructure machine templates the groups use, one
+// List per kind, and sets each group's facts.
+func (p *Provider) readTemplates(ctx context.Context, groups []*NodeGroup) error {
+	kinds := map[schema.GroupKind]bool{}
+	for _, g := range groups {
+		if g.templateRef.kind != "" {
+			kinds[schema.GroupKind{Group: g.templateRef.group, Kind: g.templateRef.kind}] = true
+		}
+	}
+	facts := map[templateRef]templateFacts{}
+	for gk := range kinds {
+		mapping, err := p.mapper.RESTMapping(gk)
+		if meta.IsNoMatchError(err) {
+			// A kind installed since discovery was cached.
+			p.mapper.Reset()
+			mapping, err = p.mapper.RESTMapping(gk)
+		}
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Infrastructure machine templates of this kind cannot be read: their groups count as on-demand", "kind", gk.String())
+			continue
+		}
+		items, err := p.list(ctx, mapping.Resource)
+		if err != nil {
+			return err
+		}
+		for i := range items {
+			t := &items[i]
+			facts[templateRef{group: gk.Group, kind: gk.Kind, namespace: t.GetNamespace(), name: t.GetName()}] = readTemplate(t)
+		}
+	}
+	for _, g := range groups {
+		g.template = facts[g.templateRef]
+		g.spot = g.template.spot
+	}
+	return nil
+}
+
+// readTemplate reads the facts of an infrastructure machine template, whatever
+// its provider: the fields of the known providers that ask for spot capacity
+// and name the machine type.
+func readTemplate(t *unstructured.Unstructured) templateFacts {
+	f := templateFacts{found: true}
+	spec, _, _ := unstructured.NestedMap(t.Object, "spec", "template", "spec")
+	has := func(k string) bool { v, ok := spec[k]; return ok && v != nil }
+	preemptible, _ := spec["preemptible"].(bool)
+	model, _ := spec["provisioningModel"].(string)
+	f.spot = has("spotMarketOptions") || has("spotVMOptions") || preemptible || strings.EqualFold(model, "Spot")
+	for _, k := range []string{"instanceType", "vmSize", "machineType"} {
+		if s, ok := spec[k].(string); ok && s != "" {
+			f.instanceType = s
+			break
+		}
+	}
+	if c, ok, _ := unstructured.NestedMap(t.Object, "status", "capacity"); ok {
+		f.capacity = corev1.ResourceList{}
+		for k, v := range c {
+			q, err := resource.ParseQuantity(fmt.Sprint(v))
+			if err != nil {
+				f.capacityReason = fmt.Sprintf("status.capacity.%s=%v: %v", k, v, err)
+				f.capacity = nil
+				break
+			}
+			f.capacity[corev1.ResourceName(k)] = q
+		}
+	}
+	f.arch, _, _ = unstructured.NestedString(t.Object, "status", "nodeInfo", "architecture")
+	f.os, _, _ = unstructured.NestedString(t.Object, "status", "nodeInfo", "operatingSystem")
+	return f
+}
+
+// TemplateNode implements cloud.NodeGroup. A group with a Node copies it (its
+// labels, taints and capacity), as the cluster autoscaler does; a group
+// without one builds it from the capacity annotations, else from the
+// infrastructure machine template's status.capacity. Without either, it
+// returns an error that says which annotations to add.
+func (g *NodeGroup) TemplateNode(ctx context.Context) (*corev1.Node, error) {
+	cur, err := g.fresh(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range cur.machines {
+		if m.nodeName == "" || m.deleting {
+			continue
+		}
+		node, err := g.p.kube.CoreV1().Nodes().Get(ctx, m.nodeName, metav1.GetOptions{})
+		if err != nil {
+			if cloud.IsNotFound(cloud.FromAPIError(err)) {
+				continue
+			}
+			return nil, fmt.Errorf("reading Node %s of node group %s: %w", m.nodeName, g.id, cloud.FromAPIError(err))
+		}
+		return cur.fromNode(node), nil
+	}
+	return cur.fromAnnotations()
+}
+
+// templateName is the name of the group's template node.
+func (g *NodeGroup) templateName() string {
+	return "template-" + strings.ToLower(g.kind) + "-" + g.namespace + "-" + g.name
+}
+
+// fromNode is a template of the group copied from one of its Nodes: what
+// belongs to that node alone (name, provider ID, cordon, the taints of a node
+// on its way out or not ready) is dropped.
+func (g *NodeGroup) fromNode(node *corev1.Node) *corev1.Node {
+	name := g.templateName()
+	out := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}}
+	for k, v := range node.Labels {
+		out.Labels[k] = v
+	}
+	out.Labels[corev1.LabelHostname] = name
+	g.markCapacityType(out.Labels)
+	for _, t := range node.Spec.Taints {
+		if strings.HasPrefix(t.Key, "node.kubernetes.io/") || t.Key == "ToBeDeletedByClusterAutoscaler" || t.Key == "DeletionCandidateOfClusterAutoscaler" {
+			continue
+		}
+		out.Spec.Taints = append(out.Spec.Taints, t)
+	}
+	out.Status.Capacity = node.Status.Capacity.DeepCopy()
+	out.Status.Allocatable = node.Status.Allocatable.DeepCopy()
+	if len(out.Status.Allocatable) == 0 {
+		out.Status.Allocatable = out.Status.Capacity.DeepCopy()
+	}
+	out.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	return out
+}
+
+// markCapacityType labels a template node spot or on-demand, as the group is.
+func (g *NodeGroup) markCapacityType(labels map[string]string) {
+	if g.spot {
+		labels[CapacityTypeLabel] = "spot"
+		if _, ok := labels[InterruptibleLabel]; !ok {
+			labels[InterruptibleLabel] = ""
+		}
+		return
+	}
+	labels[CapacityTypeLabel] = "on-demand"
+	delete(labels, InterruptibleLabel)
+}
+
+// fromAnnotations builds the template of a group without Nodes.
+func (g *NodeGroup) fromAnnotations() (*corev1.Node, error) {
+	capacity, err := capacityFromAnnotations(g.annotations)
+	if err != nil {
+		return nil, fmt.Errorf("node group %s: %w", g.id, err)
+	}
+	if capacity == nil && g.template.capacity != nil {
+		capacity = g.template.capacity.DeepCopy()
+		if _, ok := capacity[corev1.ResourcePods]; !ok {
+			capacity[corev1.ResourcePods] = *resource.NewQuantity(defaultMaxPods, resource.DecimalSI)
+		}
+	}
+	if capacity.Cpu().IsZero() || capacity.Memory().IsZero() {
+		why := ""
+		if g.template.capacityReason != "" {
+			why = " (its template's " + g.template.capacityReason + ")"
+		}
+		return nil, fmt.Errorf("node group %s has no nodes and no capacity to plan a new one with%s: annotate the %s with %s and %s "+
+			"(and, as needed, %s, %s, %s, %s, %s, %s), or have its infrastructure machine template report status.capacity",
+			g.id, why, g.kind, CapacityCPUAnnotation, CapacityMemoryAnnotation, CapacityEphemeralDiskAnnotation, CapacityMaxPodsAnnotation,
+			CapacityGPUTypeAnnotation, CapacityGPUCountAnnotation, CapacityLabelsAnnotation, CapacityTaintsAnnotation)
+	}
+	name := g.templateName()
+	lbls := map[string]string{
+		corev1.LabelHostname:   name,
+		corev1.LabelArchStable: or(g.template.arch, defaultArch),
+		corev1.LabelOSStable:   or(g.template.os, defaultOS),
+	}
+	if g.template.instanceType != "" {
+		lbls[corev1.LabelInstanceTypeStable] = g.template.instanceType
+	}
+	if g.failureDomain != "" {
+		lbls[corev1.LabelTopologyZone] = g.failureDomain
+	}
+	for k, v := range g.templateLabels {
+		for _, prefix := range syncedLabelPrefixes {
+			if strings.HasPrefix(k, prefix) {
+				lbls[k] = v
+			}
+		}
+	}
+	extra, err := parseLabels(g.annotations[CapacityLabelsAnnotation])
+	if err != nil {
+		return nil, fmt.Errorf("node group %s: %w", g.id, err)
+	}
+	for k, v := range extra {
+		lbls[k] = v
+	}
+	g.markCapacityType(lbls)
+	taints, err := parseTaints(g.annotations[CapacityTaintsAnnotation])
+	if err != nil {
+		return nil, fmt.Errorf("node group %s: %w", g.id, err)
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbls},
+		Spec:       corev1.NodeSpec{Taints: taints},
+		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity.DeepCopy(),
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
+	}, nil
+}
+
+func or(v, d string) string {
+	if v == "" {
+		return d
+	}
+	return v
+}
+
+// capacityFromAnnotations reads the capacity annotations; nil when there are
+// none.
+func capacityFromAnnotations(a map[string]string) (corev1.ResourceList, error) {
+	out := corev1.ResourceList{}
+	for key, name := range map[string]corev1.ResourceName{
+		CapacityCPUAnnotation:           corev1.ResourceCPU,
+		CapacityMemoryAnnotation:        corev1.ResourceMemory,
+		CapacityEphemeralDiskAnnotation: corev1.ResourceEphemeralStorage,
+		CapacityMaxPodsAnnotation:       corev1.ResourcePods,
+	} {
+		v, ok := a[key]
+		if !ok {
+			continue
+		}
+		q, err := resource.ParseQuantity(strings.TrimSpace(v))
+		if err != nil || q.Sign() < 0 {
+			return nil, fmt.Errorf("annotation %s=%q is not a quantity >= 0", key, v)
+		}
+		out[name] = q
+	}
+	if v, ok := a[CapacityGPUCountAnnotation]; ok {
+		q, err := resource.ParseQuantity(strings.TrimSpace(v))
+		if err != nil || q.Sign() < 0 {
+			return nil, fmt.Errorf("annotation %s=%q is not a count >= 0", CapacityGPUCountAnnotation, v)
+		}
+		out[corev1.ResourceName(or(strings.TrimSpace(a[CapacityGPUTypeAnnotation]), defaultGPUType))] = q
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	if _, ok := out[corev1.ResourcePods]; !ok {
+		out[corev1.ResourcePods] = *resource.NewQuantity(defaultMaxPods, resource.DecimalSI)
+	}
+	return out, nil
+}
+
+// parseLabels reads "key=value,key=value".
+func parseLabels(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(item, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, fmt.Errorf("annotation %s: %q is not key=value", CapacityLabelsAnnotation, item)
+		}
+		out[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	return out, nil
+}
+
+// parseTaints reads "key=value:Effect,key:Effect".
+func parseTaints(s string) ([]corev1.Taint, error) {
+	var out []corev1.Taint
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		kv, effect, ok := strings.Cut(item, ":")
+		e := corev1.TaintEffect(strings.TrimSpace(effect))
+		if !ok || !slices.Contains([]corev1.TaintEffect{corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute}, e) {
+			return nil, fmt.Errorf("annotation %s: %q is not key=value:Effect or key:Effect (Effect NoSchedule, PreferNoSchedule or NoExecute)", CapacityTaintsAnnotation, item)
+		}
+		k, v, _ := strings.Cut(kv, "=")
+		if strings.TrimSpace(k) == "" {
+			return nil, fmt.Errorf("annotation %s: %q has no key", CapacityTaintsAnnotation, item)
+		}
+		out = append(out, corev1.Taint{Key: strings.TrimSpace(k), Value: strings.TrimSpace(v), Effect: e})
+	}
+	return out, nil
+}
