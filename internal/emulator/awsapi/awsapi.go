@@ -21,6 +21,9 @@
 // injected clock. Faults can be injected: throttling, capacity shortages,
 // slow launches and arbitrary errors for the next call of an action.
 //
+// SDK clients pointed at the emulator should use HTTPClient as their HTTP
+// client (see there why).
+//
 // Not emulated: request signatures (any or none is accepted), any action not
 // listed above, launch configurations, warm pools, lifecycle hooks, weighted
 // capacity, instance refresh, health checks other than EC2 state, subnets and

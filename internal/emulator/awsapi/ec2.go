@@ -132,7 +132,6 @@ type ec2Instance struct {
 type ec2Reservation struct {
 	ReservationID string                `xml:"reservationId"`
 	OwnerID       string                `xml:"ownerId"`
-	RequesterID   string                `xml:"requesterId,omitempty"`
 	GroupSet      struct{}              `xml:"groupSet"`
 	InstancesSet  itemList[ec2Instance] `xml:"instancesSet"`
 }
@@ -252,19 +251,10 @@ func (s *Server) describeInstances(q query) (any, *APIError) {
 		out.ReservationSet.Items = append(out.ReservationSet.Items, ec2Reservation{
 			ReservationID: "r-" + strings.TrimPrefix(i.ID, "i-"),
 			OwnerID:       s.accountID,
-			RequesterID:   requesterID(i),
 			InstancesSet:  itemList[ec2Instance]{Items: []ec2Instance{s.wireInstance(i)}},
 		})
 	}
 	return out, nil
-}
-
-func requesterID(i *instance) string {
-	if i.Group != "" {
-		// The Auto Scaling service launches group instances.
-		return "940372691376"
-	}
-	return ""
 }
 
 func all[T any](preds []func(T) bool, v T) bool {

@@ -14,10 +14,7 @@ const maxActivities = 10000
 // Step is one pass of the Auto Scaling and EC2 control loops, at the
 // emulator clock's now:
 //
-//  1. Instances shutting down for TerminateDelay become terminated and leave
-//     their group; terminated ones older than TerminatedRetention are
-//     forgotten.
-//  2. Each group with fewer Pending and InService instances than its desired
+//  1. Each group with fewer Pending and InService instances than its desired
 //     capacity launches the difference, one scaling activity per instance.
 //     The purchase option follows the launch template's market type, or the
 //     mixed instances policy's distribution (on-demand base, then the
@@ -27,10 +24,13 @@ const maxActivities = 10000
 //     allocation. When no pool has capacity (see SetCapacityShortage), one
 //     Failed activity is recorded and the group tries again at the next
 //     Step.
-//  3. Each group with more than its desired capacity terminates the excess,
+//  2. Each group with more than its desired capacity terminates the excess,
 //     skipping instances protected from scale-in: from the zone with the
 //     most instances, preferring the purchase option above its share, then
-//     the oldest.
+//     the oldest. Members that EC2 shut down get their termination activity.
+//  3. Instances shutting down for TerminateDelay (none by default: at once)
+//     become terminated and leave their group; terminated ones older than
+//     TerminatedRetention are forgotten.
 //  4. Pending instances launched LaunchDelay ago become running and
 //     InService.
 //
@@ -48,7 +48,15 @@ func (s *Server) Step() time.Duration {
 		}
 	}
 
-	// 1. Terminations.
+	// 1 and 2. Scaling.
+	for _, name := range sortedKeys(s.groups) {
+		g := s.groups[name]
+		s.noteOutsideTerminations(g, now)
+		s.scaleOut(g, now)
+		s.scaleIn(g, now)
+	}
+
+	// 3. Terminations that are due.
 	kept := s.instanceOrder[:0]
 	for _, id := range s.instanceOrder {
 		i := s.instances[id]
@@ -74,14 +82,6 @@ func (s *Server) Step() time.Duration {
 		kept = append(kept, id)
 	}
 	s.instanceOrder = kept
-
-	// 2 and 3. Scaling.
-	for _, name := range sortedKeys(s.groups) {
-		g := s.groups[name]
-		s.noteOutsideTerminations(g, now)
-		s.scaleOut(g, now)
-		s.scaleIn(g, now)
-	}
 
 	// 4. Launches that are due.
 	for _, id := range s.instanceOrder {

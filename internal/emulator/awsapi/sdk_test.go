@@ -55,6 +55,9 @@ func sdkConfig(t *testing.T, url string, retryer func() aws.Retryer) aws.Config 
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Set after loading: the loader wants its own client type when the
+	// environment names a CA bundle, and the emulator serves plain HTTP.
+	cfg.HTTPClient = NewHTTPClient()
 	return cfg
 }
 
