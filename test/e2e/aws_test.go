@@ -18,7 +18,6 @@ import (
 	"spotter.dev/spotter/internal/cli"
 	awsprovider "spotter.dev/spotter/internal/cloud/aws"
 	"spotter.dev/spotter/internal/controller/migrator"
-	"spotter.dev/spotter/internal/drain"
 	"spotter.dev/spotter/internal/emulator/awsapi"
 	"spotter.dev/spotter/internal/lab"
 	"spotter.dev/spotter/internal/plan"
@@ -235,22 +234,4 @@ func TestAWSSpotShortageDrainsNothing(t *testing.T) {
 	if groups != 3 {
 		t.Errorf("%d nodes of group od with type and price in the plan, want 3:\n%s%s", groups, out.String(), errOut.String())
 	}
-}
-
-// assertNoMarks fails when a node is left marked by a drain or cordoned.
-func assertNoMarks(t *testing.T, env *testenv.Env) {
-	t.Helper()
-	testenv.Eventually(t, 30*time.Second, "no node marked or cordoned", func(ctx context.Context) (bool, string, error) {
-		nodes, err := env.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, "", err
-		}
-		var marked []string
-		for _, n := range nodes.Items {
-			if _, m, _ := drain.MarkOf(&n); m || n.Spec.Unschedulable {
-				marked = append(marked, n.Name)
-			}
-		}
-		return len(marked) == 0, fmt.Sprint(marked), nil
-	})
 }

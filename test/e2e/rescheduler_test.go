@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,26 +61,8 @@ func TestReschedulerMovesPodsToSpot(t *testing.T) {
 	waitPDBsComputed(ctx, t, env)
 
 	// The watch: ready web pods, polled all along.
-	var worst atomic.Int32
-	watchCtx, stopWatch := context.WithCancel(ctx)
+	stopWatch := watchUnavailable(env, map[string]int{"web": 3})
 	defer stopWatch()
-	go func() {
-		for watchCtx.Err() == nil {
-			list, err := env.Client.CoreV1().Pods("default").List(watchCtx, metav1.ListOptions{LabelSelector: "app=web"})
-			if err == nil {
-				ready := 0
-				for _, p := range list.Items {
-					if p.DeletionTimestamp == nil && podReady(p) {
-						ready++
-					}
-				}
-				if u := int32(3 - ready); u > worst.Load() {
-					worst.Store(u)
-				}
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}()
 
 	config := filepath.Join(t.TempDir(), "spotter.yaml")
 	body := `apiVersion: spotter.dev/v1alpha1
@@ -115,8 +96,7 @@ drain:
 		}
 		return onSpot == 3 && len(list.Items) == 3, fmt.Sprint(where), nil
 	})
-	stopWatch()
-	if w := worst.Load(); w > 1 {
+	if w := stopWatch()["web"]; w > 1 {
 		t.Errorf("the watch saw %d web pods unavailable at once; the PDB allows 1", w)
 	}
 
@@ -145,6 +125,22 @@ drain:
 	})
 
 	// No Spotter mark is left on any node once the last drain has finished.
+	assertNoMarks(t, env)
+}
+
+func podReady(p corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// assertNoMarks waits until no node carries a drain's mark or taint, or is
+// cordoned, and fails if one still does after 30 s.
+func assertNoMarks(t *testing.T, env *testenv.Env) {
+	t.Helper()
 	testenv.Eventually(t, 30*time.Second, "no node marked, tainted or cordoned by Spotter", func(ctx context.Context) (bool, string, error) {
 		nodes, err := env.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -163,13 +159,4 @@ drain:
 		}
 		return len(marked) == 0, fmt.Sprint(marked), nil
 	})
-}
-
-func podReady(p corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

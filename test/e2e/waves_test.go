@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,33 +87,9 @@ func TestReschedulerDrainsInWaves(t *testing.T) {
 		}
 	}
 
-	// The watch: unavailable pods of each workload (6 minus the Ready ones
-	// not terminating), polled all along.
-	var mu sync.Mutex
-	worst := map[string]int{}
-	watchCtx, stopWatch := context.WithCancel(ctx)
+	// The watch: unavailable pods of each workload, polled all along.
+	stopWatch := watchUnavailable(env, map[string]int{"web": 6, "api": 6, "db": 6})
 	defer stopWatch()
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		for watchCtx.Err() == nil {
-			list, err := env.Client.CoreV1().Pods("default").List(watchCtx, metav1.ListOptions{LabelSelector: "app in (web,api,db)"})
-			if err == nil {
-				ready := map[string]int{}
-				for _, p := range list.Items {
-					if p.DeletionTimestamp == nil && podReady(p) {
-						ready[p.Labels["app"]]++
-					}
-				}
-				mu.Lock()
-				for _, app := range apps {
-					worst[app] = max(worst[app], 6-ready[app])
-				}
-				mu.Unlock()
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}()
 
 	config := filepath.Join(t.TempDir(), "spotter.yaml")
 	body := `apiVersion: spotter.dev/v1alpha1
@@ -144,8 +121,7 @@ drain:
 		}
 		return onSpot == 18 && len(list.Items) == 18, podsByNode(ctx, t, env), nil
 	})
-	stopWatch()
-	<-watched
+	worst := stopWatch()
 	for _, app := range apps {
 		if worst[app] > 1 {
 			t.Errorf("the watch saw %d %s pods unavailable at once; its budget allows 1", worst[app], app)
@@ -159,19 +135,7 @@ drain:
 		waitEventNote(t, env, node, drain.ReasonDrainStarted, "in 3 waves")
 		waitEventNote(t, env, node, drain.ReasonDrainWave, "wave 3 of 3")
 	}
-	testenv.Eventually(t, 30*time.Second, "no node marked or cordoned by Spotter", func(ctx context.Context) (bool, string, error) {
-		nodes, err := env.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, "", err
-		}
-		var marked []string
-		for _, n := range nodes.Items {
-			if _, m, _ := drain.MarkOf(&n); m || n.Spec.Unschedulable {
-				marked = append(marked, n.Name)
-			}
-		}
-		return len(marked) == 0, fmt.Sprint(marked), nil
-	})
+	assertNoMarks(t, env)
 }
 
 // waitEventNote waits for an Event on the node with the reason whose note
@@ -194,4 +158,46 @@ func waitEventNote(t *testing.T, env *testenv.Env, node, reason, note string) {
 		}
 		return false, fmt.Sprint(notes), nil
 	})
+}
+
+// watchUnavailable polls, every 50 ms until the returned stop is called, how
+// many pods of each app (label app, with its replica count) are not Ready or
+// terminating; stop returns the most seen at once per app. Stopping twice is
+// harmless.
+func watchUnavailable(env *testenv.Env, replicas map[string]int) (stop func() map[string]int) {
+	var mu sync.Mutex
+	worst := map[string]int{}
+	apps := make([]string, 0, len(replicas))
+	for app := range replicas {
+		apps = append(apps, app)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			list, err := env.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app in (" + strings.Join(apps, ",") + ")"})
+			if err == nil {
+				ready := map[string]int{}
+				for _, p := range list.Items {
+					if p.DeletionTimestamp == nil && podReady(p) {
+						ready[p.Labels["app"]]++
+					}
+				}
+				mu.Lock()
+				for app, n := range replicas {
+					worst[app] = max(worst[app], n-ready[app])
+				}
+				mu.Unlock()
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	return func() map[string]int {
+		cancel()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(worst)
+	}
 }

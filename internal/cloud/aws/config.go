@@ -3,7 +3,10 @@ package aws
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -27,9 +30,33 @@ func FromConfig(ctx context.Context, kube kubernetes.Interface, clk clock.Clock,
 	if err != nil {
 		return nil, fmt.Errorf("cloud.aws: loading the AWS SDK configuration: %w", err)
 	}
+	sdk.HTTPClient = readOnlyBodies{sdk.HTTPClient}
 	if sdk.Region == "" {
 		return nil, fmt.Errorf("cloud.aws: no region: set cloud.aws.region or AWS_REGION, or run where the instance metadata service answers")
 	}
 	return New(ec2.NewFromConfig(sdk), autoscaling.NewFromConfig(sdk), kube, clk,
 		Options{ClusterName: cfg.ClusterName, GroupNames: cfg.AutoScalingGroups, Pricing: pricing})
 }
+
+// readOnlyBodies sends requests with their bodies reduced to Read and Close.
+// The SDK closes a request's body once the response headers arrive, and the
+// closed body answers WriteTo with io.EOF as an error; net/http, checking for
+// extra bytes after a body of known length, prefers WriteTo, and when the
+// answer came first (a server that answers at once, such as a local
+// endpoint) it takes that io.EOF for a failed write and closes the connection
+// under the response being read. Read on a closed body is a clean end.
+type readOnlyBodies struct{ next aws.HTTPClient }
+
+// Do implements aws.HTTPClient.
+func (c readOnlyBodies) Do(r *http.Request) (*http.Response, error) {
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = readCloser{r.Body}
+	}
+	return c.next.Do(r)
+}
+
+// readCloser exposes only Read and Close of a body.
+type readCloser struct{ rc io.ReadCloser }
+
+func (b readCloser) Read(p []byte) (int, error) { return b.rc.Read(p) }
+func (b readCloser) Close() error               { return b.rc.Close() }
