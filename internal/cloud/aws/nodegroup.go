@@ -415,6 +415,11 @@ func (g *NodeGroup) lastFailure(ctx context.Context) (error, error) {
 	}
 	msg := aws.ToString(resp.Activities[0].StatusMessage)
 	cause := errors.New(msg)
+	// A spot launch's message names the code; an on-demand one says it in
+	// words.
+	if strings.Contains(msg, "do not have sufficient") {
+		return cloud.NewCapacityUnavailableError(g.name, cause), nil
+	}
 	for c := range capacityCodes {
 		if strings.Contains(msg, c) {
 			return cloud.NewCapacityUnavailableError(g.name, cause), nil

@@ -236,6 +236,27 @@ func TestCapacityShortage(t *testing.T) {
 	if err := g.DecreaseTargetSize(ctx, 1); err != nil {
 		t.Errorf("cancelling the request that cannot be met: %v", err)
 	}
+
+	// On-demand capacity runs short too, and says so in words.
+	od, _ := l.p.group(ctx, "od")
+	l.emu.SetCapacityShortage("od", true)
+	if err := od.IncreaseSize(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	l.emu.Step()
+	insts, err = od.Nodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := 0
+	for _, i := range insts {
+		if i.State == cloud.InstanceCreating && cloud.IsCapacityUnavailable(i.Err) {
+			late++
+		}
+	}
+	if late != 1 {
+		t.Errorf("on-demand shortage: %+v, want one request waiting for capacity", insts)
+	}
 }
 
 func TestDeleteNodes(t *testing.T) {
