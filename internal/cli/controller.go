@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"crypto/tls"
+	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -31,6 +34,7 @@ import (
 func newControllerCommand() *cobra.Command {
 	var o configOptions
 	var kubeconfig string
+	var logs logOptions
 	cmd := &cobra.Command{
 		Use:   "controller [--config F] [--kubeconfig K] [flags]",
 		Short: "Run Spotter's controllers in the cluster",
@@ -46,16 +50,46 @@ SIGINT stops it gracefully.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return runController(ctx, cfg, kubeconfig)
+			logger, err := logs.logger(cmd.Flags().Changed("zap-log-level"))
+			if err != nil {
+				return err
+			}
+			return runController(ctx, cfg, kubeconfig, logger)
 		},
 	}
 	o.addFlags(cmd.Flags())
+	logs.addFlags(cmd.Flags())
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster configuration when empty")
 	return cmd
 }
 
-func runController(ctx context.Context, cfg *v1alpha1.SpotterConfiguration, kubeconfig string) error {
-	logger := zap.New(zap.UseDevMode(false))
+// logOptions are the logging flags of the ecosystem's controllers:
+// controller-runtime's --zap-* flags, and -v as klog has it.
+type logOptions struct {
+	zap       zap.Options
+	verbosity int
+}
+
+func (l *logOptions) addFlags(fs *pflag.FlagSet) {
+	goFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
+	l.zap.BindFlags(goFlags)
+	fs.AddGoFlagSet(goFlags)
+	fs.IntVarP(&l.verbosity, "v", "v", 0, "log verbosity: 0 logs what an operator reads, 1 and more add detail (the same as --zap-log-level=N; JSON lines by default, --zap-encoder=console for text)")
+}
+
+// logger builds the logger: JSON lines on stderr unless --zap-encoder=console
+// or --zap-devel; -v N raises the verbosity unless --zap-log-level was given.
+func (l *logOptions) logger(levelSet bool) (logr.Logger, error) {
+	if l.verbosity < 0 {
+		return logr.Logger{}, fmt.Errorf("-v %d: verbosity is 0 or more", l.verbosity)
+	}
+	if !levelSet && l.verbosity > 0 {
+		l.zap.Level = zapcore.Level(-l.verbosity)
+	}
+	return zap.New(zap.UseFlagOptions(&l.zap)), nil
+}
+
+func runController(ctx context.Context, cfg *v1alpha1.SpotterConfiguration, kubeconfig string, logger logr.Logger) error {
 	ctrl.SetLogger(logger)
 	klog.SetLogger(logger)
 

@@ -10,12 +10,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 
+	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
 
 	"spotter.dev/spotter/internal/agent/internal/watch"
 	"spotter.dev/spotter/internal/version"
@@ -34,6 +38,10 @@ type Options struct {
 	MetricsBindAddress string
 	Check              bool
 	Version            bool
+	// Verbosity is -v: 0 logs what an operator reads, more adds detail.
+	Verbosity int
+	// LogFormat is text (klog's lines) or json (one JSON object a line).
+	LogFormat string
 
 	set map[string]bool // flags given on the command line
 }
@@ -52,11 +60,19 @@ func ParseFlags(args []string, stderr io.Writer) (*Options, error) {
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", "", `where Prometheus metrics are served, host:port, "0" for none (overrides agent.metricsBindAddress; default ":9102")`)
 	fs.BoolVar(&o.Check, "check", false, "check the configuration, API access and the node, then exit")
 	fs.BoolVar(&o.Version, "version", false, "print the version and exit")
+	fs.IntVar(&o.Verbosity, "v", 0, "log verbosity: 0 logs what an operator reads, 1 and more add detail")
+	fs.StringVar(&o.LogFormat, "log-format", "text", "log output: text (klog lines) or json (one JSON object a line)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q: spotter-agent takes flags only", fs.Args())
+	}
+	if o.Verbosity < 0 {
+		return nil, fmt.Errorf("-v %d: verbosity is 0 or more", o.Verbosity)
+	}
+	if o.LogFormat != "text" && o.LogFormat != "json" {
+		return nil, fmt.Errorf("--log-format %q: use text or json", o.LogFormat)
 	}
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
 	return o, nil
@@ -136,7 +152,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if err == nil {
-		err = run(ctx, o, stdout)
+		logger := newLogger(o, stderr)
+		klog.SetLogger(logger)
+		err = run(klog.NewContext(ctx, logger), o, stdout)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "spotter-agent: %v\n", err)
@@ -207,4 +225,13 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 		return nil, fmt.Errorf("reading kubeconfig %s: %w", kubeconfig, err)
 	}
 	return c, nil
+}
+
+// newLogger returns the agent's logger on w: klog's text lines, or JSON lines
+// (log/slog's handler, no other dependency), at the verbosity of -v.
+func newLogger(o *Options, w io.Writer) logr.Logger {
+	if o.LogFormat == "json" {
+		return logr.FromSlogHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.Level(-o.Verbosity)}))
+	}
+	return textlogger.NewLogger(textlogger.NewConfig(textlogger.Verbosity(o.Verbosity), textlogger.Output(w)))
 }

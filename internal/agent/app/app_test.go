@@ -3,6 +3,8 @@ package app
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -175,5 +177,42 @@ func TestBadFlagValuesNameTheFlag(t *testing.T) {
 				t.Errorf("the file's problem is put on a flag:\n%v", err)
 			}
 		})
+	}
+}
+
+// -log-format json writes one JSON object a line; -v decides which V levels
+// are written.
+func TestLogFormatAndVerbosity(t *testing.T) {
+	for _, tc := range []struct {
+		args       []string
+		json, v1ok bool
+	}{
+		{nil, false, false},
+		{[]string{"-v", "1"}, false, true},
+		{[]string{"-log-format", "json"}, true, false},
+		{[]string{"-log-format", "json", "-v", "2"}, true, true},
+	} {
+		o, err := ParseFlags(tc.args, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		logger := newLogger(o, &buf)
+		logger.Info("notice", "node", "n1")
+		logger.V(1).Info("detail")
+		lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+		if want := map[bool]int{false: 1, true: 2}[tc.v1ok]; len(lines) != want {
+			t.Errorf("%v: %d lines, want %d:\n%s", tc.args, len(lines), want, buf.String())
+		}
+		var obj map[string]any
+		isJSON := json.Unmarshal([]byte(lines[0]), &obj) == nil
+		if isJSON != tc.json || tc.json && (obj["msg"] != "notice" || obj["node"] != "n1") {
+			t.Errorf("%v: first line %q, JSON %v", tc.args, lines[0], isJSON)
+		}
+	}
+	for _, bad := range [][]string{{"-log-format", "xml"}, {"-v", "-1"}} {
+		if _, err := ParseFlags(bad, io.Discard); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
 	}
 }
