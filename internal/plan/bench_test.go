@@ -2,25 +2,24 @@ package plan
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"testing"
 	"time"
 
+	"spotter.dev/spotter/internal/gencluster"
 	"spotter.dev/spotter/internal/snapshot"
 )
 
-// Benchmarks on the synthetic clusters of ../shared/tools/gencluster, generated
-// at benchmark time (and cached in the temp directory by their flags):
+// Benchmarks on the synthetic clusters of internal/gencluster, generated at
+// benchmark time (and cached in the temp directory by their flags, the flags
+// of go run ./hack/gencluster):
 //
 //	go test ./internal/plan -run '^$' -bench Plan -benchtime 5x
-//
-// SPOTTER_GENCLUSTER points at the gencluster directory when the checkout does
-// not sit beside shared/.
 func BenchmarkPlan1000(b *testing.B)      { benchPlan(b, "-nodes", "1000") }
 func BenchmarkPlan1000Dense(b *testing.B) { benchPlan(b, "-nodes", "1000", "-spot-fill", "0.85") }
 func BenchmarkPlan5000(b *testing.B)      { benchPlan(b, "-nodes", "5000") }
@@ -122,14 +121,17 @@ func benchPlan(b *testing.B, args ...string) {
 	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MiB")
 }
 
+// loadGenerated loads the cluster that go run ./hack/gencluster writes for
+// args, generating it in-process into the temp directory the first time. The
+// cached file is named after the flags only: delete the spotter-gencluster_*
+// files there when the generator's output changes.
 func loadGenerated(b *testing.B, args ...string) *snapshot.Snapshot {
 	b.Helper()
-	dir := os.Getenv("SPOTTER_GENCLUSTER")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "shared", "tools", "gencluster")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "main.go")); err != nil {
-		b.Skipf("gencluster not found at %s (set SPOTTER_GENCLUSTER): %v", dir, err)
+	opts := gencluster.DefaultOptions()
+	flags := flag.NewFlagSet("gencluster", flag.ContinueOnError)
+	opts.BindFlags(flags)
+	if err := flags.Parse(args); err != nil {
+		b.Fatal(err)
 	}
 	name := "spotter-gencluster"
 	for _, a := range args {
@@ -137,12 +139,11 @@ func loadGenerated(b *testing.B, args ...string) *snapshot.Snapshot {
 	}
 	path := filepath.Join(os.TempDir(), name+".yaml")
 	if _, err := os.Stat(path); err != nil {
-		cmd := exec.Command("go", append([]string{"run", ".", "-o", path + ".tmp"}, args...)...)
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("gencluster %v: %v\n%s", args, err, out)
+		c, err := gencluster.Generate(opts)
+		if err != nil {
+			b.Fatal(err)
 		}
-		if err := os.Rename(path+".tmp", path); err != nil {
+		if _, err := c.WriteFile(path); err != nil {
 			b.Fatal(err)
 		}
 	}
