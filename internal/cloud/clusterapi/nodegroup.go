@@ -99,9 +99,10 @@ func (g *NodeGroup) scale(ctx context.Context) (*unstructured.Unstructured, int,
 	if err != nil {
 		return nil, 0, fmt.Errorf("reading the scale of %s: %w", g.id, cloud.FromAPIError(err))
 	}
-	r, found, err := unstructured.NestedInt64(s.Object, "spec", "replicas")
-	if err != nil || !found {
-		return nil, 0, fmt.Errorf("%s: %w", g.id, errNoScale)
+	// Scale's spec.replicas is omitted when 0.
+	r, _, err := unstructured.NestedInt64(s.Object, "spec", "replicas")
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: %w: %w", g.id, errBadScale, err)
 	}
 	return s, int(r), nil
 }

@@ -315,5 +315,5 @@ func (p *Provider) NodeGroupForNode(ctx context.Context, node *corev1.Node) (clo
 // errNoMachine says that a node has no Machine.
 var errNoMachine = errors.New("no Cluster API Machine")
 
-// errNoScale is returned when a scale subresource has no spec.replicas.
-var errNoScale = errors.New("scale subresource without spec.replicas")
+// errBadScale is returned when a scale subresource cannot be read.
+var errBadScale = errors.New("unreadable scale subresource")
