@@ -37,6 +37,6 @@
 // in a row find no room at all.
 //
 // For equal flags the output is byte for byte that of the gencluster tool the
-// benchmarks used before this package (the tests check it when that tool sits
-// beside the checkout).
+// benchmarks used before this package, but for the pods' image, which names no
+// registry here (the tests check it when that tool sits beside the checkout).
 package gencluster

@@ -26,7 +26,7 @@ const (
 	region       = "synthetic-1"
 	instanceType = "synthetic.8x32"
 	// podImage is the pause image: the pods never run.
-	podImage = "registry.k8s.io/pause:3.10"
+	podImage = "pause:3.10"
 )
 
 // created is every object's creation time, and every condition's.
