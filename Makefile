@@ -5,7 +5,7 @@ LINT := $(GO) tool -modfile=hack/tools/lint/go.mod golangci-lint
 # Modules whose go.mod/go.sum `go mod tidy` must leave unchanged.
 MODULES := . hack/tools/kube hack/tools/etcd hack/tools/capi hack/tools/lint
 
-.PHONY: all build kube-bin capi-bin chromium test unit verify fmt lint tidy golden lab lab-down clean simulate
+.PHONY: all build kube-bin capi-bin chromium test unit verify fmt lint tidy golden lab lab-down clean simulate image
 
 all: build
 
@@ -47,6 +47,14 @@ lab: build kube-bin ## Start a local lab (real control plane, kwok nodes).
 
 lab-down: build ## Stop the lab started by `make lab`.
 	bin/spotter lab down
+
+# `make image`: IMAGE_SOURCE is the images' org.opencontainers.image.source label
+# (default: the git remote, else the module path); VERSION overrides git describe;
+# SOURCE_DATE_EPOCH (from the environment) overrides the commit time.
+IMAGE_SOURCE ?= $(shell git remote get-url origin 2>/dev/null || $(GO) list -m)
+
+image: ## Build the OCI images of spotter and spotter-agent (linux/amd64 and linux/arm64) into bin/oci, without a container engine; PUSH=REPO pushes them to REPO/spotter and REPO/spotter-agent.
+	$(GO) run ./hack/image --source '$(IMAGE_SOURCE)' $(if $(VERSION),--version '$(VERSION)') $(if $(PUSH),--push '$(PUSH)')
 
 simulate: ## Run spotter simulate on the built-in scenario (report in spotter-report/).
 	$(GO) run ./cmd/spotter simulate
