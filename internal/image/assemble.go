@@ -61,7 +61,8 @@ func Assemble(o Options) ([]Index, error) {
 	return out, nil
 }
 
-// labels are the image labels (and index annotations) of binary name.
+// labels are the image labels (and index annotations) of binary name. There is
+// no org.opencontainers.image.licenses: the repository has no LICENSE yet.
 func (o *Options) labels(name string) map[string]string {
 	l := map[string]string{
 		LabelVersion:  o.Version,
