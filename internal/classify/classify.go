@@ -51,14 +51,14 @@ const (
 
 // Labels, annotations and taints that classification reads.
 const (
-	ExcludeLabel            = "spotter.dev/exclude"
-	ScaleDownDisabledAnnot  = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
-	ControlPlaneLabel       = "node-role.kubernetes.io/control-plane"
-	MasterLabel             = "node-role.kubernetes.io/master"
-	InterruptibleLabel      = "cluster.x-k8s.io/interruptible"
+	ExcludeLabel           = "spotter.dev/exclude"
+	ScaleDownDisabledAnnot = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+	ControlPlaneLabel      = "node-role.kubernetes.io/control-plane"
+	MasterLabel            = "node-role.kubernetes.io/master"
+	InterruptibleLabel     = "cluster.x-k8s.io/interruptible"
 	// LabeledByUsAnnotation marks an interruptible label that Spotter's
 	// labeler wrote: the labeler removes only those.
-	LabeledByUsAnnotation = "spotter.dev/interruptible-labeled"
+	LabeledByUsAnnotation   = "spotter.dev/interruptible-labeled"
 	KarpenterCapacityLabel  = "karpenter.sh/capacity-type"
 	EKSCapacityLabel        = "eks.amazonaws.com/capacityType"
 	GKESpotLabel            = "cloud.google.com/gke-spot"

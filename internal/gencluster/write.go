@@ -18,7 +18,8 @@ import (
 func (c *Cluster) WriteTo(w io.Writer) (int64, error) {
 	cw := &countingWriter{w: w}
 	lw := &listWriter{out: bufio.NewWriterSize(cw, 1<<20)}
-	lw.out.WriteString("apiVersion: v1\nkind: List\nmetadata: {}\nitems:\n")
+	// A bufio.Writer keeps its first error; the final Flush reports it.
+	_, _ = lw.out.WriteString("apiVersion: v1\nkind: List\nmetadata: {}\nitems:\n")
 	for i := range c.nodes {
 		lw.item(c.nodeObject(i))
 	}
@@ -56,11 +57,12 @@ func (l *listWriter) item(obj any) {
 		l.err = fmt.Errorf("marshalling %T: %w", obj, err)
 		return
 	}
-	l.out.WriteString("- ")
+	// A bufio.Writer keeps its first error: the last write below returns it.
+	_, _ = l.out.WriteString("- ")
 	for line := range bytes.Lines(bytes.TrimSuffix(b, []byte("\n"))) {
-		l.out.Write(line)
+		_, _ = l.out.Write(line)
 		if line[len(line)-1] == '\n' {
-			l.out.WriteString("  ")
+			_, _ = l.out.WriteString("  ")
 		}
 	}
 	_, l.err = l.out.WriteString("\n")

@@ -8,9 +8,9 @@ package reference
 
 import (
 	"spotter.dev/spotter/internal/agent/interrupt"
+	"spotter.dev/spotter/internal/classify"
 	awsprovider "spotter.dev/spotter/internal/cloud/aws"
 	"spotter.dev/spotter/internal/cloud/kwok"
-	"spotter.dev/spotter/internal/classify"
 	"spotter.dev/spotter/internal/controller/labeler"
 	"spotter.dev/spotter/internal/controller/migrator"
 	"spotter.dev/spotter/internal/drain"
@@ -39,7 +39,8 @@ type Key struct {
 	Meaning string
 }
 
-// Keys, grouped: Spotter's own first, then those of other tools it honours.
+// Keys lists the keys, grouped: Spotter's own first, then those of other
+// tools it honours.
 var Keys = []Key{
 	{drain.DrainingAnnotation, Annotation, "Node", "reads, writes", "rescheduler, migrator, agent",
 		"a drain in progress: JSON with who drains, why, since when and whether the drain cordoned the node; the only state of a drain, so that a restart resumes or rolls it back"},

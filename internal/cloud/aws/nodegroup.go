@@ -143,7 +143,7 @@ func (p *Provider) nodeGroup(ctx context.Context, g astypes.AutoScalingGroup) (*
 		}
 		tf, err := p.launchTemplate(ctx, ng.template)
 		if err != nil {
-			return nil, fmt.Errorf("Auto Scaling group %s: %w", ng.name, err)
+			return nil, fmt.Errorf("the Auto Scaling group %s: %w", ng.name, err)
 		}
 		if g.MixedInstancesPolicy == nil && tf.spot {
 			ng.spot = true
@@ -205,7 +205,7 @@ func (g *NodeGroup) current(ctx context.Context) (astypes.AutoScalingGroup, erro
 		return astypes.AutoScalingGroup{}, err
 	}
 	if len(groups) == 0 {
-		return astypes.AutoScalingGroup{}, cloud.NewNotFoundError(fmt.Errorf("Auto Scaling group %s", g.name))
+		return astypes.AutoScalingGroup{}, cloud.NewNotFoundError(fmt.Errorf("the Auto Scaling group %s", g.name))
 	}
 	return groups[0], nil
 }
@@ -234,7 +234,7 @@ func (g *NodeGroup) instanceType(ctx context.Context) (string, error) {
 	if len(g.overrides) > 0 {
 		return g.overrides[0], nil
 	}
-	return "", fmt.Errorf("Auto Scaling group %s: neither its launch template nor its overrides name an instance type", g.name)
+	return "", fmt.Errorf("the Auto Scaling group %s: neither its launch template nor its overrides name an instance type", g.name)
 }
 
 // PricePerHour implements cloud.NodeGroup: the on-demand price of its
@@ -270,7 +270,7 @@ func (g *NodeGroup) IncreaseSize(ctx context.Context, delta int) error {
 	}
 	want := int(aws.ToInt32(cur.DesiredCapacity)) + delta
 	if want > int(aws.ToInt32(cur.MaxSize)) {
-		return fmt.Errorf("Auto Scaling group %s: %d more would make %d, above its maximum %d: %w", g.name, delta, want, aws.ToInt32(cur.MaxSize), cloud.ErrAboveMaxSize)
+		return fmt.Errorf("the Auto Scaling group %s: %d more would make %d, above its maximum %d: %w", g.name, delta, want, aws.ToInt32(cur.MaxSize), cloud.ErrAboveMaxSize)
 	}
 	return g.setDesired(ctx, want)
 }
@@ -313,9 +313,9 @@ func (g *NodeGroup) DecreaseTargetSize(ctx context.Context, delta int) error {
 	unlaunched := desired - len(live(cur))
 	switch {
 	case delta > unlaunched:
-		return fmt.Errorf("Auto Scaling group %s has %d instance(s) not yet launched, asked to cancel %d: %w", g.name, max(unlaunched, 0), delta, cloud.ErrNotUnfulfilled)
+		return fmt.Errorf("the Auto Scaling group %s has %d instance(s) not yet launched, asked to cancel %d: %w", g.name, max(unlaunched, 0), delta, cloud.ErrNotUnfulfilled)
 	case desired-delta < int(aws.ToInt32(cur.MinSize)):
-		return fmt.Errorf("Auto Scaling group %s: %d fewer would make %d, below its minimum %d: %w", g.name, delta, desired-delta, aws.ToInt32(cur.MinSize), cloud.ErrBelowMinSize)
+		return fmt.Errorf("the Auto Scaling group %s: %d fewer would make %d, below its minimum %d: %w", g.name, delta, desired-delta, aws.ToInt32(cur.MinSize), cloud.ErrBelowMinSize)
 	}
 	return g.setDesired(ctx, desired-delta)
 }
@@ -343,7 +343,7 @@ func (g *NodeGroup) DeleteNodes(ctx context.Context, nodes []*corev1.Node) error
 		}
 	}
 	if left := int(aws.ToInt32(cur.DesiredCapacity)) - len(nodes); left < int(aws.ToInt32(cur.MinSize)) {
-		return fmt.Errorf("Auto Scaling group %s: deleting %d node(s) would leave %d, below its minimum %d: %w", g.name, len(nodes), left, aws.ToInt32(cur.MinSize), cloud.ErrBelowMinSize)
+		return fmt.Errorf("the Auto Scaling group %s: deleting %d node(s) would leave %d, below its minimum %d: %w", g.name, len(nodes), left, aws.ToInt32(cur.MinSize), cloud.ErrBelowMinSize)
 	}
 	defer g.p.invalidate()
 	for i, n := range nodes {
@@ -475,13 +475,13 @@ func (g *NodeGroup) TemplateNode(ctx context.Context) (*corev1.Node, error) {
 		case "taint":
 			value, effect, found := strings.Cut(v, ":")
 			if !found {
-				return nil, fmt.Errorf("Auto Scaling group %s: tag %s=%q: a taint tag's value is value:effect", g.name, k, v)
+				return nil, fmt.Errorf("the Auto Scaling group %s: tag %s=%q: a taint tag's value is value:effect", g.name, k, v)
 			}
 			taints = append(taints, corev1.Taint{Key: key, Value: value, Effect: corev1.TaintEffect(effect)})
 		case "resources":
 			q, err := resource.ParseQuantity(v)
 			if err != nil {
-				return nil, fmt.Errorf("Auto Scaling group %s: tag %s=%q: %w", g.name, k, v, err)
+				return nil, fmt.Errorf("the Auto Scaling group %s: tag %s=%q: %w", g.name, k, v, err)
 			}
 			capacity[corev1.ResourceName(key)] = q
 		}

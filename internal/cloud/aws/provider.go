@@ -413,7 +413,7 @@ func (p *Provider) group(ctx context.Context, name string) (*NodeGroup, error) {
 			return g, nil
 		}
 	}
-	return nil, cloud.NewNotFoundError(fmt.Errorf("Auto Scaling group %s is not one of Spotter's (tags %s and %s%s, or autoScalingGroups)",
+	return nil, cloud.NewNotFoundError(fmt.Errorf("the Auto Scaling group %s is not one of Spotter's (tags %s and %s%s, or autoScalingGroups)",
 		name, EnabledTag, ClusterTagPrefix, p.opts.ClusterName))
 }
 

@@ -200,7 +200,6 @@ func TestTerminateInstanceInAutoScalingGroup(t *testing.T) {
 	}
 
 	// Decrementing below the minimum is refused.
-	live = ids()
 	if _, err := e.as.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String("g"), DesiredCapacity: aws.Int32(1)}); err != nil {
 		t.Fatal(err)
 	}

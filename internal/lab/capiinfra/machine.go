@@ -3,6 +3,7 @@ package capiinfra
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -36,7 +37,7 @@ func (r *machineReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		if err := r.client.Patch(ctx, lm, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 			if apierrors.IsConflict(err) {
 				// Cluster API labels and owns the LabMachine right after making it.
-				return reconcile.Result{Requeue: true}, nil
+				return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, nil
 			}
 			return reconcile.Result{}, fmt.Errorf("adding the finalizer to LabMachine %s: %w", req, err)
 		}
