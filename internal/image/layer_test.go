@@ -3,11 +3,15 @@ package image
 import (
 	"archive/tar"
 	"bytes"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 )
 
 var testCreated = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
@@ -28,7 +32,7 @@ func layerFiles(t *testing.T, r io.Reader) (map[string]*tar.Header, map[string][
 	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return hs, data
 		}
 		if err != nil {
@@ -131,6 +135,57 @@ func TestCleanSource(t *testing.T) {
 	} {
 		if got := CleanSource(tc.in); got != tc.want {
 			t.Errorf("CleanSource(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// Assemble puts one image per platform of Platforms in each binary's index,
+// each with its platform's binary: checked with stand-in binaries, so that
+// `make test` need not cross-compile (the integration test builds this
+// machine's platform only; `make image` builds them all).
+func TestAssembleEveryPlatform(t *testing.T) {
+	o := Options{WorkDir: t.TempDir(), Version: "v1", Commit: "c", Created: time.Unix(1, 0), CACerts: writeCA(t)}
+	if err := o.setDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range o.Platforms {
+		for _, b := range o.Binaries {
+			path := o.binaryPath(p, b)
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, []byte(b+" for "+p.String()), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	idxs, err := Assemble(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(idxs) != len(Binaries) {
+		t.Fatalf("%d indexes", len(idxs))
+	}
+	for _, ix := range idxs {
+		im, err := ix.Index.IndexManifest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(im.Manifests) != len(Platforms) {
+			t.Fatalf("%s: %d manifests, want %d", ix.Name, len(im.Manifests), len(Platforms))
+		}
+		for i, desc := range im.Manifests {
+			if desc.Platform == nil || desc.Platform.String() != Platforms[i].String() {
+				t.Errorf("%s: manifest %d for %v, want %s", ix.Name, i, desc.Platform, Platforms[i])
+			}
+			img, err := ix.Index.Image(desc.Digest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, files := layerFiles(t, mutate.Extract(img))
+			if got, want := string(files[strings.TrimPrefix(BinDir, "/")+"/"+ix.Name]), ix.Name+" for "+Platforms[i].String(); got != want {
+				t.Errorf("%s on %s: binary %q, want %q", ix.Name, Platforms[i], got, want)
+			}
 		}
 	}
 }
