@@ -40,7 +40,7 @@ tidy:
 	done
 
 golden: ## Rewrite golden files from the code.
-	UPDATE_GOLDEN=1 $(GO) test ./pkg/apis/config/... ./internal/sim/...
+	UPDATE_GOLDEN=1 $(GO) test ./pkg/apis/config/... ./internal/sim/... ./internal/reference/...
 
 lab: build kube-bin ## Start a local lab (real control plane, kwok nodes).
 	SPOTTER_KUBE_BIN_DIR=$$(bash hack/kube-bin.sh --dir) bin/spotter lab up
