@@ -64,22 +64,7 @@ func TestReschedulerMovesPodsToSpot(t *testing.T) {
 	stopWatch := watchUnavailable(env, map[string]int{"web": 3})
 	defer stopWatch()
 
-	config := filepath.Join(t.TempDir(), "spotter.yaml")
-	body := `apiVersion: spotter.dev/v1alpha1
-kind: SpotterConfiguration
-rescheduler:
-  interval: 10s
-  drainDelay: 0s
-  replacementTimeout: 30s
-drain:
-  evictionBackoff: 200ms
-  maxEvictionBackoff: 1s
-`
-	if err := os.WriteFile(config, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	testenv.StartSpotter(t, "controller", "controller", "--config", config, "--kubeconfig", env.Kubeconfig,
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--leader-elect=false")
+	startRescheduler(t, env)
 
 	testenv.Eventually(t, 2*time.Minute, "every web pod Running on a spot node", func(ctx context.Context) (bool, string, error) {
 		list, err := env.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
@@ -159,4 +144,26 @@ func assertNoMarks(t *testing.T, env *testenv.Env) {
 		}
 		return len(marked) == 0, fmt.Sprint(marked), nil
 	})
+}
+
+// startRescheduler runs `spotter controller` with the rescheduler planning
+// every 10 s, no pause between drains and quick eviction retries.
+func startRescheduler(t *testing.T, env *testenv.Env) {
+	t.Helper()
+	config := filepath.Join(t.TempDir(), "spotter.yaml")
+	body := `apiVersion: spotter.dev/v1alpha1
+kind: SpotterConfiguration
+rescheduler:
+  interval: 10s
+  drainDelay: 0s
+  replacementTimeout: 30s
+drain:
+  evictionBackoff: 200ms
+  maxEvictionBackoff: 1s
+`
+	if err := os.WriteFile(config, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testenv.StartSpotter(t, "controller", "controller", "--config", config, "--kubeconfig", env.Kubeconfig,
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--leader-elect=false")
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -91,22 +89,7 @@ func TestReschedulerDrainsInWaves(t *testing.T) {
 	stopWatch := watchUnavailable(env, map[string]int{"web": 6, "api": 6, "db": 6})
 	defer stopWatch()
 
-	config := filepath.Join(t.TempDir(), "spotter.yaml")
-	body := `apiVersion: spotter.dev/v1alpha1
-kind: SpotterConfiguration
-rescheduler:
-  interval: 10s
-  drainDelay: 0s
-  replacementTimeout: 30s
-drain:
-  evictionBackoff: 200ms
-  maxEvictionBackoff: 1s
-`
-	if err := os.WriteFile(config, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	testenv.StartSpotter(t, "controller", "controller", "--config", config, "--kubeconfig", env.Kubeconfig,
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--leader-elect=false")
+	startRescheduler(t, env)
 
 	testenv.Eventually(t, 3*time.Minute, "every pod Running on a spot node, both on-demand nodes empty", func(ctx context.Context) (bool, string, error) {
 		list, err := env.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app in (web,api,db)"})
