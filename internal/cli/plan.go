@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/yaml"
@@ -25,6 +26,7 @@ import (
 	"spotter.dev/spotter/internal/classify"
 	"spotter.dev/spotter/internal/cloud"
 	awsprovider "spotter.dev/spotter/internal/cloud/aws"
+	"spotter.dev/spotter/internal/cloud/clusterapi"
 	"spotter.dev/spotter/internal/plan"
 	"spotter.dev/spotter/internal/snapshot"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
@@ -109,11 +111,12 @@ func runPlan(ctx context.Context, o *planOptions, out, errOut io.Writer) error {
 	}
 	var instances map[string]cloud.Instance
 	if o.snapshotFile == "" {
+		var rc *rest.Config
 		var client kubernetes.Interface
-		if snap, client, err = readCluster(ctx, o); err != nil {
+		if snap, rc, client, err = readCluster(ctx, o); err != nil {
 			return err
 		}
-		instances = cloudInstances(ctx, cfg, client, snap, errOut)
+		instances = cloudInstances(ctx, cfg, rc, client, snap, errOut)
 	}
 	loaded := time.Since(start)
 
@@ -154,26 +157,38 @@ func parseBytes(s string) (int64, error) {
 	return q.Value(), nil
 }
 
-// cloudInstances asks the configured cloud provider (aws) about the nodes of
-// snap, with current spot prices, for the plan's group, instance type and
-// price columns. A provider that cannot answer is a warning: the plan goes on
-// without it.
-func cloudInstances(ctx context.Context, cfg *v1alpha1.SpotterConfiguration, client kubernetes.Interface, snap *snapshot.Snapshot, errOut io.Writer) map[string]cloud.Instance {
-	if cfg.Cloud.Provider != v1alpha1.ProviderAWS {
+// cloudInstances asks the configured cloud provider (aws or clusterapi) about
+// the nodes of snap, with current spot prices where the provider reads them,
+// for the plan's group, instance type and price columns. A provider that
+// cannot answer is a warning: the plan goes on without it.
+func cloudInstances(ctx context.Context, cfg *v1alpha1.SpotterConfiguration, rc *rest.Config, client kubernetes.Interface, snap *snapshot.Snapshot, errOut io.Writer) map[string]cloud.Instance {
+	var p cloud.Provider
+	var err error
+	switch cfg.Cloud.Provider {
+	case v1alpha1.ProviderAWS:
+		p, err = awsprovider.FromConfig(ctx, client, clock.RealClock{}, cfg.Cloud.AWS, cfg.Pricing)
+	case v1alpha1.ProviderClusterAPI:
+		p, err = clusterapi.FromConfig(rc, client, clock.RealClock{}, cfg.Cloud.ClusterAPI, cfg.Pricing)
+	default:
 		return nil
 	}
-	p, err := awsprovider.FromConfig(ctx, client, clock.RealClock{}, cfg.Cloud.AWS, cfg.Pricing)
 	if err == nil {
 		var instances map[string]cloud.Instance
 		if instances, err = p.Instances(ctx, snap.Nodes); err == nil {
+			pricer, ok := p.(interface {
+				RefreshPrices(context.Context, []string) error
+			})
+			if !ok {
+				return instances
+			}
 			types := map[string]bool{}
 			for _, inst := range instances {
 				if inst.Spot && inst.InstanceType != "" {
 					types[inst.InstanceType] = true
 				}
 			}
-			if err = p.RefreshPrices(ctx, slices.Sorted(maps.Keys(types))); err == nil {
-				// Known instances are cached: this asks EC2 nothing more.
+			if err = pricer.RefreshPrices(ctx, slices.Sorted(maps.Keys(types))); err == nil {
+				// Known instances are cached: this asks the cloud nothing more.
 				instances, err = p.Instances(ctx, snap.Nodes)
 			}
 			if err == nil {
@@ -185,21 +200,21 @@ func cloudInstances(ctx context.Context, cfg *v1alpha1.SpotterConfiguration, cli
 	return nil
 }
 
-// readCluster lists the objects the planner needs, and returns the client it
-// used. Connection and permission problems become one line that says what to
-// fix.
-func readCluster(ctx context.Context, o *planOptions) (*snapshot.Snapshot, kubernetes.Interface, error) {
+// readCluster lists the objects the planner needs, and returns the REST
+// configuration and client it used. Connection and permission problems become
+// one line that says what to fix.
+func readCluster(ctx context.Context, o *planOptions) (*snapshot.Snapshot, *rest.Config, kubernetes.Interface, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = o.kubeconfig
 	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.context})
 	rc, err := loader.ClientConfig()
 	if err != nil {
-		return nil, nil, fmt.Errorf("loading kubeconfig: %w", err)
+		return nil, nil, nil, fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	rc.QPS, rc.Burst = 50, 100
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -214,15 +229,15 @@ func readCluster(ctx context.Context, o *planOptions) (*snapshot.Snapshot, kuber
 		var urlErr *url.Error
 		switch {
 		case apierrors.IsForbidden(err):
-			return nil, nil, &exitError{code: 1, msg: fmt.Sprintf("error: not allowed to list %s at %s: spotter plan needs get and list on nodes, pods, poddisruptionbudgets, namespaces, services, replicationcontrollers, replicasets, statefulsets, persistentvolumes, persistentvolumeclaims, storageclasses and csinodes (%v)", resource, rc.Host, apierrors.ReasonForError(err))}
+			return nil, nil, nil, &exitError{code: 1, msg: fmt.Sprintf("error: not allowed to list %s at %s: spotter plan needs get and list on nodes, pods, poddisruptionbudgets, namespaces, services, replicationcontrollers, replicasets, statefulsets, persistentvolumes, persistentvolumeclaims, storageclasses and csinodes (%v)", resource, rc.Host, apierrors.ReasonForError(err))}
 		case apierrors.IsUnauthorized(err):
-			return nil, nil, &exitError{code: 1, msg: fmt.Sprintf("error: the API server at %s did not accept the credentials of the kubeconfig: %v", rc.Host, err)}
+			return nil, nil, nil, &exitError{code: 1, msg: fmt.Sprintf("error: the API server at %s did not accept the credentials of the kubeconfig: %v", rc.Host, err)}
 		case errors.As(err, &urlErr) || errors.As(err, &netErr):
-			return nil, nil, &exitError{code: 1, msg: fmt.Sprintf("error: cannot reach the API server at %s: %v", rc.Host, rootCause(err))}
+			return nil, nil, nil, &exitError{code: 1, msg: fmt.Sprintf("error: cannot reach the API server at %s: %v", rc.Host, rootCause(err))}
 		}
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return s, client, nil
+	return s, rc, client, nil
 }
 
 func rootCause(err error) error {

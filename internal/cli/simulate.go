@@ -88,7 +88,7 @@ func runSimulate(ctx context.Context, o *simulateOptions, out, errOut io.Writer)
 		if o.scenario != "" {
 			return errors.New("--from-cluster and --scenario exclude each other: the cluster is the scenario")
 		}
-		snap, _, err := readCluster(ctx, &o.plan)
+		snap, _, _, err := readCluster(ctx, &o.plan)
 		if err != nil {
 			return err
 		}

@@ -1,11 +1,14 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,11 +19,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
+	"spotter.dev/spotter/internal/cli"
 	"spotter.dev/spotter/internal/cloud/clusterapi"
 	"spotter.dev/spotter/internal/controller/migrator"
 	"spotter.dev/spotter/internal/drain"
 	"spotter.dev/spotter/internal/lab"
 	"spotter.dev/spotter/internal/lab/capiinfra"
+	"spotter.dev/spotter/internal/plan"
 	"spotter.dev/spotter/internal/testenv"
 	tu "spotter.dev/spotter/internal/testutil"
 )
@@ -191,6 +196,24 @@ drain:
 		if _, ok := m.GetAnnotations()[clusterapi.DeleteMachineAnnotation]; ok {
 			t.Errorf("Machine %s left marked %s", m.GetName(), clusterapi.DeleteMachineAnnotation)
 		}
+	}
+
+	// spotter plan with the same configuration names each spot node's group.
+	var out, errOut bytes.Buffer
+	code := cli.Main([]string{"plan", "--kubeconfig", env.Kubeconfig, "--config", config, "-o", "json"},
+		cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errOut})
+	var p plan.Plan
+	if code != 0 || json.Unmarshal(out.Bytes(), &p) != nil {
+		t.Fatalf("spotter plan: exit %d\n%s\n%s", code, out.String(), errOut.String())
+	}
+	inSpotGroup := 0
+	for _, n := range p.Nodes {
+		if n.NodeGroup == "MachineDeployment/"+ns+"/spot" {
+			inSpotGroup++
+		}
+	}
+	if inSpotGroup != 2 {
+		t.Errorf("%d nodes of group MachineDeployment/%s/spot in the plan, want 2:\n%s%s", inSpotGroup, ns, out.String(), errOut.String())
 	}
 }
 
