@@ -95,23 +95,34 @@ func notAttempted(res *Result, waves [][]*corev1.Pod, reason string) {
 // evicting all of them at once, polling every PollInterval, and returns an
 // error that says which budgets fell short when ctx ends first.
 func (d *Drainer) waitForBudgets(ctx context.Context, pods []*corev1.Pod) error {
+	// lastShort is the last shortfall read: a read that time cut short
+	// says nothing new.
+	var lastShort string
+	var lastErr error
 	for {
 		short, err := d.budgetsShort(ctx, pods)
 		if err == nil && short == "" {
 			return nil
 		}
 		if err != nil && ctx.Err() == nil {
+			lastErr = err
 			klog.FromContext(ctx).V(1).Info("Reading PodDisruptionBudgets", "err", err.Error())
 		}
 		if short != "" {
+			lastShort = short
 			klog.FromContext(ctx).V(1).Info("Waiting for PodDisruptionBudgets before the next wave", "budgets", short)
 		}
 		select {
 		case <-ctx.Done():
-			if short == "" {
-				short = fmt.Sprintf("reading PodDisruptionBudgets: %v", err)
+			why := lastShort
+			switch {
+			case why != "":
+			case lastErr != nil:
+				why = fmt.Sprintf("reading PodDisruptionBudgets: %v", lastErr)
+			default:
+				why = "the PodDisruptionBudgets could not be read before time ran out"
 			}
-			return fmt.Errorf("%s (the replacements of the pods evicted so far are not Ready): %w", short, context.Cause(ctx))
+			return fmt.Errorf("%s (the replacements of the pods evicted so far are not Ready): %w", why, context.Cause(ctx))
 		case <-d.clock.After(d.opts.PollInterval):
 		}
 	}
