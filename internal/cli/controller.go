@@ -136,7 +136,7 @@ func runController(ctx context.Context, cfg *v1alpha1.SpotterConfiguration, kube
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	started, err := controller.Setup(mgr, cfg)
+	started, err := controller.Setup(ctx, mgr, cfg)
 	if err != nil {
 		return err
 	}

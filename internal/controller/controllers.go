@@ -32,13 +32,14 @@ import (
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
 
-// Setup builds every enabled controller from the configuration, registers it
+// Setup builds every enabled controller from the configuration (ctx bounds
+// what building them asks of a cloud, such as the AWS region), registers it
 // with the manager and returns the names of those it started.
 //
 // They are the migrator (off by default: it needs node groups from a cloud
 // provider), the rescheduler and the labeler; the migrator and the rescheduler
 // share one disruption budget.
-func Setup(mgr ctrl.Manager, cfg *v1alpha1.SpotterConfiguration) ([]string, error) {
+func Setup(ctx context.Context, mgr ctrl.Manager, cfg *v1alpha1.SpotterConfiguration) ([]string, error) {
 	// The one clock of every controller, the drains and the kwok provider:
 	// none reads the time any other way.
 	clk := clock.RealClock{}
@@ -59,7 +60,7 @@ func Setup(mgr ctrl.Manager, cfg *v1alpha1.SpotterConfiguration) ([]string, erro
 	}
 	var started []string
 	if *cfg.Migrator.Enabled {
-		provider, synced, err := newProvider(mgr, kube, clk, cfg)
+		provider, synced, err := newProvider(ctx, mgr, kube, clk, cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -151,10 +152,10 @@ func newDrainer(kube kubernetes.Interface, clk clock.Clock, recorder events.Even
 // newProvider builds the configured cloud provider, with its metrics, and a
 // channel closed once it knows its instances (nil when it needs no start). The
 // kwok provider runs as a Runnable of the manager, on the leader only.
-func newProvider(mgr ctrl.Manager, kube kubernetes.Interface, clk clock.Clock, cfg *v1alpha1.SpotterConfiguration) (cloud.Provider, <-chan struct{}, error) {
+func newProvider(ctx context.Context, mgr ctrl.Manager, kube kubernetes.Interface, clk clock.Clock, cfg *v1alpha1.SpotterConfiguration) (cloud.Provider, <-chan struct{}, error) {
 	switch cfg.Cloud.Provider {
 	case v1alpha1.ProviderAWS:
-		p, err := awsprovider.FromConfig(context.TODO(), kube, clk, cfg.Cloud.AWS, cfg.Pricing)
+		p, err := awsprovider.FromConfig(ctx, kube, clk, cfg.Cloud.AWS, cfg.Pricing)
 		if err != nil {
 			return nil, nil, err
 		}
