@@ -382,7 +382,7 @@ func (d *Drainer) evictWithRetry(ctx context.Context, req Request, p *corev1.Pod
 	var refused error // the last refusal, reported if time runs out mid-request
 	for {
 		err := d.client.CoreV1().Pods(p.Namespace).EvictV1(ctx, &policyv1.Eviction{
-			ObjectMeta:    metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
+			ObjectMeta:    metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: map[string]string{EvictedByLabel: d.opts.Component}},
 			DeleteOptions: &metav1.DeleteOptions{GracePeriodSeconds: grace, Preconditions: &metav1.Preconditions{UID: &p.UID}},
 		})
 		switch {

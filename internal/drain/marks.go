@@ -20,6 +20,11 @@ const (
 	// DrainingTaintKey is the key of the NoSchedule taint that keeps new pods
 	// off a draining node.
 	DrainingTaintKey = "spotter.dev/draining"
+	// EvictedByLabel, on each Eviction a drain asks for, names the component
+	// (the value of Options.Component). The chart's admission policy holds the
+	// agent's evictions to its own node by it: an eviction names its pod, not
+	// the pod's node.
+	EvictedByLabel = "spotter.dev/evicted-by"
 )
 
 // Mark records who drains a node, why and since when.
