@@ -3,9 +3,9 @@ SHELL := /usr/bin/env bash -o pipefail
 GO ?= go
 LINT := $(GO) tool -modfile=hack/tools/lint/go.mod golangci-lint
 # Modules whose go.mod/go.sum `go mod tidy` must leave unchanged.
-MODULES := . hack/tools/kube hack/tools/etcd hack/tools/capi hack/tools/lint
+MODULES := . hack/tools/kube hack/tools/etcd hack/tools/capi hack/tools/helm hack/tools/lint
 
-.PHONY: all build kube-bin capi-bin chromium test unit verify fmt lint tidy golden lab lab-down clean simulate image
+.PHONY: all build kube-bin capi-bin helm-bin chromium test unit verify fmt lint tidy golden lab lab-down clean simulate image
 
 all: build
 
@@ -18,11 +18,14 @@ kube-bin: ## Build the Kubernetes binaries the tests use (cached; see hack/kube-
 capi-bin: ## Build the Cluster API manager and CRDs the lab's Cluster API tests use (cached; see hack/capi-bin.sh).
 	bash hack/capi-bin.sh >/dev/null
 
+helm-bin: ## Build the helm command the chart tests use, from Helm's Go module (cached; see hack/helm-bin.sh).
+	bash hack/helm-bin.sh >/dev/null
+
 chromium: ## Install Debian's chromium for the report test of spotter simulate, if missing.
 	bash hack/chromium.sh >/dev/null
 
-test: kube-bin capi-bin chromium ## Unit, integration and e2e tests, on real Kubernetes binaries and a headless browser.
-	SPOTTER_KUBE_BIN_DIR=$$(bash hack/kube-bin.sh --dir) SPOTTER_CAPI_BIN_DIR=$$(bash hack/capi-bin.sh --dir) $(GO) test -count=1 -timeout 20m ./...
+test: kube-bin capi-bin helm-bin chromium ## Unit, integration and e2e tests, on real Kubernetes binaries and a headless browser.
+	SPOTTER_KUBE_BIN_DIR=$$(bash hack/kube-bin.sh --dir) SPOTTER_CAPI_BIN_DIR=$$(bash hack/capi-bin.sh --dir) SPOTTER_HELM_BIN_DIR=$$(bash hack/helm-bin.sh --dir) $(GO) test -count=1 -timeout 20m ./...
 
 unit: ## Unit tests only (no apiserver).
 	$(GO) test -short ./...

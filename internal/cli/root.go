@@ -65,6 +65,7 @@ spot nodes in priority order when the cloud takes them back.`,
 		newPlanCommand(),
 		newControllerCommand(),
 		newSimulateCommand(),
+		newCleanupCommand(),
 	)
 	return root
 }
