@@ -2,7 +2,8 @@
 # Builds the Cluster API core controller manager that the lab's Cluster API tests
 # run, from the Go module pinned in hack/tools/capi, into a cache directory keyed by
 # its version and the tool module's go.sum, next to it the CRDs of Cluster API's
-# core (crds/). Nothing that is already there is rebuilt.
+# core and its KubeadmControlPlane (crds/). Nothing that is already there is
+# rebuilt.
 #
 #   hack/capi-bin.sh            build what is missing, print the directory
 #   hack/capi-bin.sh --dir      print the directory only (builds nothing)
@@ -56,14 +57,28 @@ fi
 
 # The CRDs as generated (config/crd/bases), without the kustomize patches that
 # point their conversion at the manager's webhook: the lab writes and reads the
-# storage version only, so the apiserver needs no conversion.
-if [[ ! -d $dir/crds ]]; then
+# storage version only, so the apiserver needs no conversion. Besides the core's,
+# the KubeadmControlPlane CRD of the same module (controlplane/kubeadm), which
+# Spotter reads to refuse a control plane on spot; no controller serves it in the
+# lab. Each file is checked for on its own, so that a cache directory made before
+# a file was added gets it (the key covers the manager, not the list of CRDs).
+kcp=controlplane.cluster.x-k8s.io_kubeadmcontrolplanes.yaml
+if [[ ! -d $dir/crds || ! -f $dir/crds/$kcp ]]; then
 	src=$(cd "$tools" && go mod download -json "sigs.k8s.io/cluster-api@$CAPI_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+fi
+if [[ ! -d $dir/crds ]]; then
 	rm -rf "$dir/crds.tmp"
 	mkdir -p "$dir/crds.tmp"
 	cp "$src"/core/config/crd/bases/*.yaml "$dir/crds.tmp/"
 	chmod -R u+w "$dir/crds.tmp"
 	mv "$dir/crds.tmp" "$dir/crds"
+fi
+if [[ ! -f $dir/crds/$kcp ]]; then
+	# Written under a name the *.yaml readers skip, then renamed: a reader sees
+	# the whole file or none.
+	cp "$src/controlplane/kubeadm/config/crd/bases/$kcp" "$dir/crds/.$kcp.tmp"
+	chmod u+w "$dir/crds/.$kcp.tmp"
+	mv "$dir/crds/.$kcp.tmp" "$dir/crds/$kcp"
 fi
 
 echo "$dir"

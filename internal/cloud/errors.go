@@ -130,13 +130,17 @@ func IsCapacityUnavailable(err error) bool {
 // be control-plane nodes, a control-plane node on spot, or a request to delete
 // a control-plane node.
 type ControlPlaneError struct {
-	// Kind is "node" or "node group".
+	// Kind is "node", "node group" or KindControlPlane.
 	Kind string
 	// Name is the node's name or the node group's ID.
 	Name string
 	// Reason says what makes it control plane, and spot where that matters.
 	Reason string
 }
+
+// KindControlPlane is the ControlPlaneError.Kind of a control plane object
+// (such as a Cluster API KubeadmControlPlane) that would run on spot.
+const KindControlPlane = "control plane"
 
 // Error implements error.
 func (e *ControlPlaneError) Error() string {

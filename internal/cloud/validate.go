@@ -71,12 +71,25 @@ func ValidateNodeGroup(ctx context.Context, g NodeGroup) error {
 	return nil
 }
 
+// ControlPlaneChecker is implemented by providers that can find control
+// planes outside their node groups that are set up to run on spot capacity
+// (for example a Cluster API KubeadmControlPlane whose machine template asks
+// for spot). UsableNodeGroups adds what it finds to its refusals.
+type ControlPlaneChecker interface {
+	// SpotControlPlanes returns a *ControlPlaneError (Kind KindControlPlane)
+	// for each control plane set up to run on spot. An error means the
+	// provider could not check.
+	SpotControlPlanes(ctx context.Context) ([]*ControlPlaneError, error)
+}
+
 // UsableNodeGroups lists p's node groups and splits them into those Spotter may
 // scale and, as one error each, those it refuses or could not check: a
 // *ControlPlaneError for a group that would put the control plane on spot, the
-// TemplateNode error (for example a *ThrottledError) otherwise. err is set only
-// when the groups could not be listed; callers report refused and carry on
-// with usable.
+// TemplateNode error (for example a *ThrottledError) otherwise. When p is a
+// ControlPlaneChecker, the control planes it finds on spot are refused too
+// (Kind KindControlPlane), and a failed check is one more error. err is set
+// only when the groups could not be listed; callers report refused and carry
+// on with usable.
 func UsableNodeGroups(ctx context.Context, p Provider) (usable []NodeGroup, refused []error, err error) {
 	groups, err := p.NodeGroups(ctx)
 	if err != nil {
@@ -88,6 +101,15 @@ func UsableNodeGroups(ctx context.Context, p Provider) (usable []NodeGroup, refu
 			continue
 		}
 		usable = append(usable, g)
+	}
+	if c, ok := p.(ControlPlaneChecker); ok {
+		cps, err := c.SpotControlPlanes(ctx)
+		if err != nil {
+			refused = append(refused, fmt.Errorf("checking the control planes of %s: %w", p.Name(), err))
+		}
+		for _, e := range cps {
+			refused = append(refused, e)
+		}
 	}
 	return usable, refused, nil
 }

@@ -165,6 +165,11 @@ func newProvider(ctx context.Context, mgr ctrl.Manager, kube kubernetes.Interfac
 		if err != nil {
 			return nil, nil, err
 		}
+		// Events about KubeadmControlPlanes go where they are: the
+		// management cluster.
+		if err := p.RecordEvents(ctx, "spotter-migrator"); err != nil {
+			return nil, nil, err
+		}
 		return cloudmetrics.Decorate(p), nil, nil
 	case v1alpha1.ProviderKwok:
 		kc, err := kwok.LoadConfig(cfg.Cloud.KwokConfigFile)

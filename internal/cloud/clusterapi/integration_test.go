@@ -12,6 +12,7 @@ import (
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -22,6 +23,7 @@ import (
 
 	"spotter.dev/spotter/internal/cloud"
 	"spotter.dev/spotter/internal/cloud/clusterapi"
+	cloudmetrics "spotter.dev/spotter/internal/cloud/metrics"
 	"spotter.dev/spotter/internal/lab"
 	"spotter.dev/spotter/internal/lab/capiinfra"
 	"spotter.dev/spotter/internal/testenv"
@@ -165,6 +167,81 @@ func TestAgainstClusterAPI(t *testing.T) {
 		}
 		if live.Labels[lab.CapacityTypeLabel] != "on-demand" || live.Labels[lab.ZoneLabel] != "zone-a" || live.Status.Capacity.Cpu().String() != "4" || live.Spec.ProviderID != "" {
 			t.Errorf("template copied from a live node: labels %v capacity %v", live.Labels, live.Status.Capacity)
+		}
+	})
+
+	t.Run("a KubeadmControlPlane on spot is refused, with a Warning Event", func(t *testing.T) {
+		kcp := func(name, cluster, template string) *unstructured.Unstructured {
+			o := &unstructured.Unstructured{}
+			o.SetGroupVersionKind(clusterapi.ControlPlaneGroupVersion.WithKind(clusterapi.KindKubeadmControlPlane))
+			o.SetNamespace(ns)
+			o.SetName(name)
+			o.SetLabels(map[string]string{clusterapi.ClusterNameLabel: cluster})
+			o.Object["spec"] = map[string]any{
+				"version": "v1.34.0", "replicas": int64(3),
+				"machineTemplate": map[string]any{"spec": map[string]any{
+					"infrastructureRef": map[string]any{"apiGroup": capiinfra.Group, "kind": capiinfra.KindMachineTemplate, "name": template},
+				}},
+			}
+			return o
+		}
+		// The real CRD (hack/capi-bin.sh copies it beside the core's); no
+		// controller serves it in the lab, and none is needed to read it.
+		create(ctx, t, dyn, kcp("cp-spot", clusterName, "spot"), kcp("cp-od", clusterName, "od"), kcp("cp-other", "other", "spot"))
+
+		withEvents, err := clusterapi.New(env.Config, env.Client, clock.RealClock{}, clusterapi.Options{ClusterName: clusterName, Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := withEvents.RecordEvents(ctx, "spotter-test"); err != nil {
+			t.Fatal(err)
+		}
+		// Through the metrics decorator, as the controller wires it.
+		decorated := cloudmetrics.Decorate(withEvents)
+		refusedControlPlanes := func() []string {
+			t.Helper()
+			_, refused, err := cloud.UsableNodeGroups(ctx, decorated)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, r := range refused {
+				var cp *cloud.ControlPlaneError
+				if errors.As(r, &cp) && cp.Kind == cloud.KindControlPlane {
+					out = append(out, cp.Name)
+					if !strings.Contains(cp.Reason, "spec.template.spec.spotMarketOptions") {
+						t.Errorf("reason %q names no spot field", cp.Reason)
+					}
+				}
+			}
+			return out
+		}
+		if got, want := refusedControlPlanes(), []string{"KubeadmControlPlane/capi-it/cp-spot"}; !slices.Equal(got, want) {
+			t.Errorf("refused control planes %v, want %v (on-demand and other clusters' left alone)", got, want)
+		}
+		var events *eventsv1.EventList
+		testenv.Eventually(t, 30*time.Second, "a Warning Event on KubeadmControlPlane cp-spot", func(ctx context.Context) (bool, string, error) {
+			events, err = env.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + clusterapi.ReasonControlPlaneOnSpot})
+			if err != nil {
+				return false, "", err
+			}
+			return len(events.Items) > 0, fmt.Sprintf("%d Events", len(events.Items)), nil
+		})
+		e := events.Items[0]
+		if len(events.Items) != 1 || e.Type != corev1.EventTypeWarning || e.Regarding.Kind != clusterapi.KindKubeadmControlPlane || e.Regarding.Name != "cp-spot" ||
+			e.Regarding.APIVersion != clusterapi.ControlPlaneGroupVersion.String() || !strings.Contains(e.Note, "LabMachineTemplate capi-it/spot") {
+			t.Errorf("Events %+v", events.Items)
+		}
+		// Asked again (every migrator run asks), the Event is not recorded again.
+		refusedControlPlanes()
+		time.Sleep(time.Second)
+		if again, err := env.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + clusterapi.ReasonControlPlaneOnSpot}); err != nil ||
+			len(again.Items) != 1 || again.Items[0].Series != nil {
+			t.Errorf("Events after a second check: %v, %+v", err, again)
+		}
+		// The provider without RecordEvents (spotter plan's) refuses, records nothing.
+		if cps, err := p.SpotControlPlanes(ctx); err != nil || len(cps) != 1 {
+			t.Errorf("SpotControlPlanes without Events: %v, %v", cps, err)
 		}
 	})
 
@@ -365,7 +442,7 @@ func create(ctx context.Context, t *testing.T, dyn dynamic.Interface, objs ...*u
 	resources := map[string]schema.GroupVersionResource{
 		capiinfra.KindCluster: capiinfra.LabClustersGVR, capiinfra.KindControlPlane: capiinfra.LabControlPlanesGVR,
 		capiinfra.KindMachineTemplate: capiinfra.LabMachineTemplatesGVR, "Cluster": capiinfra.ClustersGVR,
-		"MachineDeployment": capiinfra.MachineDeploymentsGVR,
+		"MachineDeployment": capiinfra.MachineDeploymentsGVR, clusterapi.KindKubeadmControlPlane: clusterapi.KubeadmControlPlanesGVR,
 	}
 	for _, o := range objs {
 		if _, err := dyn.Resource(resources[o.GetKind()]).Namespace(o.GetNamespace()).Create(ctx, o, metav1.CreateOptions{}); err != nil {

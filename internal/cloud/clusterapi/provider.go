@@ -16,7 +16,10 @@
 //     groups down to one Cluster, one namespace and a label selector.
 //   - A group whose Machines are control plane (label
 //     cluster.x-k8s.io/control-plane on the Machine template) is never a node
-//     group, and its nodes are refused with a *cloud.ControlPlaneError.
+//     group, and its nodes are refused with a *cloud.ControlPlaneError. A
+//     KubeadmControlPlane whose machines' infrastructure template asks for spot
+//     capacity is refused too (SpotControlPlanes), with a Warning Event on it
+//     when the provider records Events.
 //   - Sizes go through the scale subresource, with the resourceVersion read, so
 //     that a concurrent change (the autoscaler's, a user's) makes the write fail
 //     rather than be lost.
@@ -53,8 +56,9 @@
 //
 // # Calls
 //
-// One read is one List each of MachineDeployments, MachineSets and Machines,
-// and one List per kind of infrastructure machine template the groups use; it
+// One read is one List each of MachineDeployments, MachineSets, Machines and
+// KubeadmControlPlanes, and one List per kind of infrastructure machine
+// template the groups and control planes use; it
 // serves every call for TTL (default 5s), whatever the number of nodes, and a
 // write drops it. Instances never reads a single object.
 package clusterapi
@@ -100,6 +104,8 @@ const (
 	ClusterNamespaceAnnotation = "cluster.x-k8s.io/cluster-namespace"
 	// ControlPlaneLabel marks a control-plane Machine.
 	ControlPlaneLabel = "cluster.x-k8s.io/control-plane"
+	// ClusterNameLabel names the Cluster of a Cluster API object.
+	ClusterNameLabel = "cluster.x-k8s.io/cluster-name"
 	// InterruptibleLabel is Cluster API's label (empty value) on the Node of an
 	// interruptible (spot) Machine.
 	InterruptibleLabel = "cluster.x-k8s.io/interruptible"
@@ -143,18 +149,21 @@ type Options struct {
 
 // Provider is the Cluster API cloud provider. Build it with New.
 type Provider struct {
+	mgmt   *rest.Config      // the management cluster
 	dyn    dynamic.Interface // the management cluster
 	mapper *restmapper.DeferredDiscoveryRESTMapper
 	kube   kubernetes.Interface // the workload cluster
 	clock  clock.Clock
 	opts   Options
 
-	state stateCache
+	state  stateCache
+	events eventLog
 }
 
 var (
-	_ cloud.Provider  = (*Provider)(nil)
-	_ cloud.NodeGroup = (*NodeGroup)(nil)
+	_ cloud.Provider            = (*Provider)(nil)
+	_ cloud.NodeGroup           = (*NodeGroup)(nil)
+	_ cloud.ControlPlaneChecker = (*Provider)(nil)
 )
 
 // New returns the provider: Cluster API objects are read from the management
@@ -174,7 +183,7 @@ func New(mgmt *rest.Config, kube kubernetes.Interface, clk clock.Clock, opts Opt
 	if opts.Selector == nil {
 		opts.Selector = labels.Everything()
 	}
-	return &Provider{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco)),
+	return &Provider{mgmt: rest.CopyConfig(mgmt), dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco)),
 		kube: kube, clock: clk, opts: opts}, nil
 }
 

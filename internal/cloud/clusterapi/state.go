@@ -38,6 +38,10 @@ type state struct {
 	byKey        map[string]*machine   // namespace/name
 	byName       map[string][]*machine // name, in any namespace
 	byProviderID map[string]*machine
+	// controlPlanes are the KubeadmControlPlanes in scope;
+	// controlPlanesUnchecked says why they could not be read, when so.
+	controlPlanes          []*controlPlane
+	controlPlanesUnchecked error
 }
 
 // machine is what the provider needs of a Machine.
@@ -94,8 +98,9 @@ func (p *Provider) list(ctx context.Context, gvr schema.GroupVersionResource) ([
 	}
 }
 
-// load reads MachineDeployments, MachineSets, Machines and the templates of the
-// node groups: one List each (and one per template kind).
+// load reads MachineDeployments, MachineSets, Machines, KubeadmControlPlanes
+// and the infrastructure machine templates they use: one List each (and one
+// per template kind).
 func (p *Provider) load(ctx context.Context) (*state, error) {
 	logger := klog.FromContext(ctx).WithName(ProviderName)
 	mds, err := p.list(ctx, MachineDeploymentsGVR)
@@ -144,8 +149,26 @@ func (p *Provider) load(ctx context.Context) (*state, error) {
 		add(KindMachineSet, ms)
 	}
 	slices.SortFunc(s.groups, func(a, b *NodeGroup) int { return strings.Compare(a.id, b.id) })
-	if err := p.readTemplates(ctx, s.groups); err != nil {
+	if s.controlPlanes, s.controlPlanesUnchecked, err = p.listControlPlanes(ctx); err != nil {
 		return nil, err
+	}
+	var refs []templateRef
+	for _, g := range s.groups {
+		refs = append(refs, g.templateRef)
+	}
+	for _, cp := range s.controlPlanes {
+		refs = append(refs, cp.templateRef)
+	}
+	facts, err := p.readTemplates(ctx, refs)
+	if err != nil {
+		return nil, err
+	}
+	for _, g := range s.groups {
+		g.template = facts[g.templateRef]
+		g.spot = g.template.spot
+	}
+	for _, cp := range s.controlPlanes {
+		cp.template = facts[cp.templateRef]
 	}
 
 	for i := range machines {
@@ -242,12 +265,16 @@ func ownerOf(obj *unstructured.Unstructured, kind string) string {
 }
 
 // clusterNameOf is the Cluster of a Cluster API object: spec.clusterName, else
-// the cluster-name label.
+// the cluster-name label, else its owner Cluster (a control plane has no
+// spec.clusterName; Cluster API labels and owns it).
 func clusterNameOf(obj *unstructured.Unstructured) string {
 	if name, _, _ := unstructured.NestedString(obj.Object, "spec", "clusterName"); name != "" {
 		return name
 	}
-	return obj.GetLabels()["cluster.x-k8s.io/cluster-name"]
+	if name := obj.GetLabels()[ClusterNameLabel]; name != "" {
+		return name
+	}
+	return ownerOf(obj, "Cluster")
 }
 
 func groupID(kind, namespace, name string) string { return kind + "/" + namespace + "/" + name }

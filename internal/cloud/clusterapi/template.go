@@ -51,8 +51,10 @@ type templateRef struct{ group, kind, namespace, name string }
 // templateFacts is what the provider reads of an infrastructure machine
 // template.
 type templateFacts struct {
-	found        bool
-	spot         bool
+	found bool
+	spot  bool
+	// spotField is the field that asks for spot capacity, when spot.
+	spotField    string
 	instanceType string
 	// capacity and nodeInfo are status.capacity and status.nodeInfo of
 	// Cluster API's opt-in autoscaling from zero contract.
@@ -61,13 +63,13 @@ type templateFacts struct {
 	capacityReason string // why capacity is unusable, when it is
 }
 
-// readTemplates lists the infrastructure machine templates the groups use, one
-// List per kind, and sets each group's facts.
-func (p *Provider) readTemplates(ctx context.Context, groups []*NodeGroup) error {
+// readTemplates lists the infrastructure machine templates that refs name,
+// one List per kind, and returns the facts of each.
+func (p *Provider) readTemplates(ctx context.Context, refs []templateRef) (map[templateRef]templateFacts, error) {
 	kinds := map[schema.GroupKind]bool{}
-	for _, g := range groups {
-		if g.templateRef.kind != "" {
-			kinds[schema.GroupKind{Group: g.templateRef.group, Kind: g.templateRef.kind}] = true
+	for _, r := range refs {
+		if r.kind != "" {
+			kinds[schema.GroupKind{Group: r.group, Kind: r.kind}] = true
 		}
 	}
 	facts := map[templateRef]templateFacts{}
@@ -79,23 +81,19 @@ func (p *Provider) readTemplates(ctx context.Context, groups []*NodeGroup) error
 			mapping, err = p.mapper.RESTMapping(gk)
 		}
 		if err != nil {
-			klog.FromContext(ctx).Error(err, "Infrastructure machine templates of this kind cannot be read: their groups count as on-demand", "kind", gk.String())
+			klog.FromContext(ctx).Error(err, "Infrastructure machine templates of this kind cannot be read: what uses them counts as on-demand", "kind", gk.String())
 			continue
 		}
 		items, err := p.list(ctx, mapping.Resource)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for i := range items {
 			t := &items[i]
 			facts[templateRef{group: gk.Group, kind: gk.Kind, namespace: t.GetNamespace(), name: t.GetName()}] = readTemplate(t)
 		}
 	}
-	for _, g := range groups {
-		g.template = facts[g.templateRef]
-		g.spot = g.template.spot
-	}
-	return nil
+	return facts, nil
 }
 
 // readTemplate reads the facts of an infrastructure machine template, whatever
@@ -107,7 +105,17 @@ func readTemplate(t *unstructured.Unstructured) templateFacts {
 	has := func(k string) bool { v, ok := spec[k]; return ok && v != nil }
 	preemptible, _ := spec["preemptible"].(bool)
 	model, _ := spec["provisioningModel"].(string)
-	f.spot = has("spotMarketOptions") || has("spotVMOptions") || preemptible || strings.EqualFold(model, "Spot")
+	switch {
+	case has("spotMarketOptions"): // AWSMachineTemplate (and the lab's)
+		f.spotField = "spec.template.spec.spotMarketOptions"
+	case has("spotVMOptions"): // AzureMachineTemplate
+		f.spotField = "spec.template.spec.spotVMOptions"
+	case preemptible: // GCPMachineTemplate
+		f.spotField = "spec.template.spec.preemptible"
+	case strings.EqualFold(model, "Spot"): // GCPMachineTemplate
+		f.spotField = "spec.template.spec.provisioningModel"
+	}
+	f.spot = f.spotField != ""
 	for _, k := range []string{"instanceType", "vmSize", "machineType"} {
 		if s, ok := spec[k].(string); ok && s != "" {
 			f.instanceType = s

@@ -124,6 +124,17 @@ func (p *provider) NodeGroupForNode(ctx context.Context, node *corev1.Node) (_ c
 	return &nodeGroup{NodeGroup: g, provider: p.name}, nil
 }
 
+// SpotControlPlanes implements cloud.ControlPlaneChecker: it measures the
+// inner provider's check, and finds nothing when the provider has none.
+func (p *provider) SpotControlPlanes(ctx context.Context) (_ []*cloud.ControlPlaneError, err error) {
+	c, ok := p.inner.(cloud.ControlPlaneChecker)
+	if !ok {
+		return nil, nil
+	}
+	defer func(start time.Time) { observe(p.name, "SpotControlPlanes", start, err) }(time.Now())
+	return c.SpotControlPlanes(ctx)
+}
+
 // nodeGroup measures the methods of a cloud.NodeGroup that may call the
 // cloud; ID, Spot, MinSize, MaxSize and PricePerHour pass through.
 type nodeGroup struct {

@@ -1,8 +1,12 @@
 package migrator
 
 import (
+	"errors"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"spotter.dev/spotter/internal/cloud"
 )
 
 var (
@@ -18,11 +22,34 @@ var (
 		Namespace: "spotter", Subsystem: "migrator", Name: "spot_unavailable_total",
 		Help: "Requests for spot capacity that did not come in time and were cancelled, by node group.",
 	}, []string{"node_group"})
-	refusedGroups = prometheus.NewCounter(prometheus.CounterOpts{
+	refusedGroups = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "spotter", Subsystem: "migrator", Name: "refused_node_groups_total",
-		Help: "Node groups refused because they would put the control plane on spot (counted per run).",
-	})
+		Help: "Node groups, and control planes outside them (a Cluster API KubeadmControlPlane), refused because they would put the control plane on spot, " +
+			"by kind: node_group, control_plane, or unchecked when the check itself failed (counted per run).",
+	}, []string{LabelKind})
 )
+
+// LabelKind is the label of spotter_migrator_refused_node_groups_total.
+const LabelKind = "kind"
+
+// Values of LabelKind.
+const (
+	KindNodeGroup    = "node_group"
+	KindControlPlane = "control_plane"
+	KindUnchecked    = "unchecked"
+)
+
+// refusedKind is the LabelKind value of a refusal of cloud.UsableNodeGroups.
+func refusedKind(err error) string {
+	var cp *cloud.ControlPlaneError
+	switch {
+	case !errors.As(err, &cp):
+		return KindUnchecked
+	case cp.Kind == cloud.KindControlPlane:
+		return KindControlPlane
+	}
+	return KindNodeGroup
+}
 
 func init() {
 	metrics.Registry.MustRegister(runs, nodesMigrated, spotUnavailable, refusedGroups)

@@ -278,8 +278,16 @@ func (c *Controller) spotGroups(ctx context.Context, now time.Time) ([]cloud.Nod
 		return nil, fmt.Errorf("listing node groups: %w", err)
 	}
 	for _, r := range refused {
-		refusedGroups.Inc()
-		klog.FromContext(ctx).Error(r, "Node group refused: it would put the control plane on spot")
+		kind := refusedKind(r)
+		refusedGroups.WithLabelValues(kind).Inc()
+		msg := "Node group refused: it would put the control plane on spot"
+		switch kind {
+		case KindControlPlane:
+			msg = "Control plane refused: its machines would be spot"
+		case KindUnchecked:
+			msg = "Not checked whether it would put the control plane on spot: refused for this run"
+		}
+		klog.FromContext(ctx).Error(r, msg)
 	}
 	var spot []cloud.NodeGroup
 	for _, g := range usable {
