@@ -110,7 +110,7 @@ func TestDefaultValuesMatchSchema(t *testing.T) {
 	if len(problems) != 1 || !strings.Contains(problems[0], "/image/repository") {
 		t.Errorf("values.yaml as shipped: problems %q, want only image.repository", problems)
 	}
-	problems, err = validate(schema, merge(values, yamlMap(t, "image: {repository: registry.example.internal:5000/platform}")))
+	problems, err = validate(schema, merge(values, yamlMap(t, "image: {repository: REGISTRY:5000/platform}")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestDefaultValuesMatchSchema(t *testing.T) {
 
 func TestSchemaRefusesBadValues(t *testing.T) {
 	schema := loadSchema(t)
-	base := merge(loadValues(t), yamlMap(t, "image: {repository: example.internal/team}"))
+	base := merge(loadValues(t), yamlMap(t, "image: {repository: REGISTRY/team}"))
 	for _, tc := range []struct {
 		name, patch, want string
 	}{
@@ -131,7 +131,7 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{"replicas as text", "controller: {replicas: two}", "/controller/replicas: is string, want integer"},
 		{"unknown cloud", "agent: {cloud: aliyun}", "/agent/cloud: aliyun is not one of"},
 		{"unknown log format", "logFormat: xml", "/logFormat: xml is not one of"},
-		{"repository with a tag", "image: {repository: example.internal/team:v1}", "/image/repository"},
+		{"repository with a tag", "image: {repository: REGISTRY/team:v1}", "/image/repository"},
 		{"digest not sha256", "controller: {image: {digest: latest}}", "/controller/image/digest"},
 		{"apiVersion inside config", "config: {apiVersion: spotter.dev/v1alpha1}", `/config: unknown property "apiVersion"`},
 		{"misspelt config section", "config: {resheduler: {enabled: true}}", `/config: unknown property "resheduler"`},
