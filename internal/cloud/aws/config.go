@@ -35,7 +35,7 @@ func FromConfig(ctx context.Context, kube kubernetes.Interface, clk clock.Clock,
 		return nil, fmt.Errorf("cloud.aws: no region: set cloud.aws.region or AWS_REGION, or run where the instance metadata service answers")
 	}
 	return New(ec2.NewFromConfig(sdk), autoscaling.NewFromConfig(sdk), kube, clk,
-		Options{ClusterName: cfg.ClusterName, GroupNames: cfg.AutoScalingGroups, Pricing: pricing})
+		Options{ClusterName: cfg.ClusterName, GroupNames: cfg.AutoScalingGroups, Pricing: pricing, Region: sdk.Region})
 }
 
 // readOnlyBodies sends requests with their bodies reduced to Read and Close.

@@ -570,7 +570,8 @@ func (p *Provider) RefreshPrices(ctx context.Context, types []string) error {
 
 // priceLocked is an instance's hourly price: spot from the last spot price
 // read for its type and zone (else the configured spot price), on-demand from
-// the configuration. p.mu is held.
+// the configuration, else from the table Spotter ships for the provider's
+// region (OnDemandListPrice). p.mu is held.
 func (p *Provider) priceLocked(typ, zone string, spot bool) (float64, bool) {
 	conf, configured := p.opts.Pricing.InstanceTypes[typ]
 	if spot {
@@ -579,5 +580,8 @@ func (p *Provider) priceLocked(typ, zone string, spot bool) (float64, bool) {
 		}
 		return conf.Spot, configured && conf.Spot > 0
 	}
-	return conf.OnDemand, configured && conf.OnDemand > 0
+	if configured && conf.OnDemand > 0 {
+		return conf.OnDemand, true
+	}
+	return OnDemandListPrice(p.opts.Region, typ)
 }

@@ -15,7 +15,8 @@
 // zone, lifecycle, group) is cached for its life. Groups are read with one
 // DescribeAutoScalingGroups (paged) and cached for GroupTTL; a write to a
 // group drops the cache. Spot prices come from DescribeSpotPriceHistory,
-// cached for PriceTTL; on-demand prices from the pricing configuration.
+// cached for PriceTTL; on-demand prices from the pricing configuration, else
+// from the table of list prices Spotter ships (OnDemandListPrice).
 //
 // # Spot or not
 //
@@ -105,8 +106,11 @@ type Options struct {
 	// GroupNames, when set, are the groups to use instead of discovery.
 	GroupNames []string
 	// Pricing gives on-demand (and, where EC2 has none, spot) prices per
-	// instance type.
+	// instance type; its on-demand prices override the shipped table's.
 	Pricing v1alpha1.PricingConfig
+	// Region is the region of the instances and groups: it selects the
+	// shipped on-demand prices (OnDemandListPrice). Empty: no shipped prices.
+	Region string
 	// GroupTTL is how long a read of the groups serves. Default 30s.
 	GroupTTL time.Duration
 	// PriceTTL is how long spot prices serve. Default 1h.

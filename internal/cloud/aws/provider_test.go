@@ -32,6 +32,12 @@ var epoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func newLab(t *testing.T, cfg v1alpha1.AWSConfig) *lab {
 	t.Helper()
+	return newLabPricing(t, cfg, v1alpha1.PricingConfig{Currency: "USD", InstanceTypes: map[string]v1alpha1.InstancePrice{"m5.xlarge": {OnDemand: 0.192, Spot: 0.07}}})
+}
+
+// newLabPricing is newLab with the given pricing configuration.
+func newLabPricing(t *testing.T, cfg v1alpha1.AWSConfig, pricing v1alpha1.PricingConfig) *lab {
+	t.Helper()
 	clk := testingclock.NewFakeClock(epoch)
 	emu := awsapi.New(awsapi.Options{Clock: clk})
 	srv := httptest.NewServer(emu)
@@ -43,7 +49,6 @@ func newLab(t *testing.T, cfg v1alpha1.AWSConfig) *lab {
 		t.Setenv(k, v)
 	}
 	kube := fake.NewClientset()
-	pricing := v1alpha1.PricingConfig{Currency: "USD", InstanceTypes: map[string]v1alpha1.InstancePrice{"m5.xlarge": {OnDemand: 0.192, Spot: 0.07}}}
 	p, err := FromConfig(context.Background(), kube, clk, cfg, pricing)
 	if err != nil {
 		t.Fatal(err)
