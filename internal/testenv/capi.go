@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -56,26 +55,7 @@ func findCAPIBinaries() (string, error) {
 	if dir := os.Getenv(CAPIBinDirEnv); dir != "" {
 		return dir, nil
 	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for dir := wd; ; dir = filepath.Dir(dir) {
-		script := filepath.Join(dir, "hack", "capi-bin.sh")
-		if _, err := os.Stat(script); err == nil {
-			var out bytes.Buffer
-			cmd := exec.Command("bash", script)
-			cmd.Stdout, cmd.Stderr = &out, os.Stderr
-			if err := cmd.Run(); err != nil {
-				return "", fmt.Errorf("%s failed: %w", script, err)
-			}
-			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-			return lines[len(lines)-1], nil
-		}
-		if filepath.Dir(dir) == dir {
-			return "", fmt.Errorf("set %s, or run from a Spotter checkout (hack/capi-bin.sh builds them)", CAPIBinDirEnv)
-		}
-	}
+	return runCheckoutScript("capi-bin.sh", CAPIBinDirEnv)
 }
 
 // ClusterAPI is Cluster API running against a lab: the core controller

@@ -73,6 +73,13 @@ func StartSpotter(t testing.TB, name string, args ...string) *Process {
 	return startProcess(t, SpotterBinary(t), name, args)
 }
 
+// StartSpotterEnv is StartSpotter with env added to the test's environment
+// (POD_NAMESPACE=..., as a pod's would have).
+func StartSpotterEnv(t testing.TB, name string, env []string, args ...string) *Process {
+	t.Helper()
+	return startProcessEnv(t, SpotterBinary(t), name, env, args)
+}
+
 // StartAgent runs spotter-agent with args, as StartSpotter runs spotter.
 func StartAgent(t testing.TB, name string, args ...string) *Process {
 	t.Helper()
@@ -81,6 +88,11 @@ func StartAgent(t testing.TB, name string, args ...string) *Process {
 
 func startProcess(t testing.TB, bin, name string, args []string) *Process {
 	t.Helper()
+	return startProcessEnv(t, bin, name, nil, args)
+}
+
+func startProcessEnv(t testing.TB, bin, name string, env, args []string) *Process {
+	t.Helper()
 	log := filepath.Join(t.TempDir(), name+".log")
 	f, err := os.Create(log)
 	if err != nil {
@@ -88,6 +100,9 @@ func startProcess(t testing.TB, bin, name string, args []string) *Process {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
