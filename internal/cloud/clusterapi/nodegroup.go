@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -33,6 +34,12 @@ type NodeGroup struct {
 	templateRef               templateRef
 	template                  templateFacts
 	machines                  []*machine
+
+	// live caches the template copied from a live Node for as long as this
+	// read of the Cluster API objects serves: a migrator run asks every
+	// group's template once per candidate node.
+	liveMu sync.Mutex
+	live   *corev1.Node
 }
 
 // ID implements cloud.NodeGroup: <kind>/<namespace>/<name>, as the cluster

@@ -60,7 +60,8 @@
 // KubeadmControlPlanes, and one List per kind of infrastructure machine
 // template the groups and control planes use; it
 // serves every call for TTL (default 5s), whatever the number of nodes, and a
-// write drops it. Instances never reads a single object.
+// write drops it. Instances never reads a single object; TemplateNode reads
+// one Node of the group once per read (it copies a live node).
 package clusterapi
 
 import (

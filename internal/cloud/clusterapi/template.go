@@ -149,6 +149,13 @@ func (g *NodeGroup) TemplateNode(ctx context.Context) (*corev1.Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	// One Get per group per read of the Cluster API objects (TTL), not one
+	// per call.
+	cur.liveMu.Lock()
+	defer cur.liveMu.Unlock()
+	if cur.live != nil {
+		return cur.live.DeepCopy(), nil
+	}
 	for _, m := range cur.machines {
 		if m.nodeName == "" || m.deleting {
 			continue
@@ -160,7 +167,8 @@ func (g *NodeGroup) TemplateNode(ctx context.Context) (*corev1.Node, error) {
 			}
 			return nil, fmt.Errorf("reading Node %s of node group %s: %w", m.nodeName, g.id, cloud.FromAPIError(err))
 		}
-		return cur.fromNode(node), nil
+		cur.live = cur.fromNode(node)
+		return cur.live.DeepCopy(), nil
 	}
 	return cur.fromAnnotations()
 }
