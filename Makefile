@@ -42,8 +42,9 @@ tidy:
 		(cd $$m && $(GO) mod tidy -diff) || { echo "go mod tidy needed in $$m"; exit 1; }; \
 	done
 
-golden: ## Rewrite golden files from the code.
-	UPDATE_GOLDEN=1 $(GO) test ./pkg/apis/config/... ./internal/sim/... ./internal/reference/...
+golden: helm-bin ## Rewrite golden files from the code (and the chart's schema, values reference and rendered manifests).
+	UPDATE_GOLDEN=1 $(GO) test ./pkg/apis/config/... ./internal/sim/... ./internal/reference/... ./hack/chartschema/...
+	UPDATE_GOLDEN=1 SPOTTER_HELM_BIN_DIR=$$(bash hack/helm-bin.sh --dir) $(GO) test ./test/e2e/ -run '^TestChartRender$$' -count=1
 
 lab: build kube-bin ## Start a local lab (real control plane, kwok nodes).
 	SPOTTER_KUBE_BIN_DIR=$$(bash hack/kube-bin.sh --dir) bin/spotter lab up

@@ -1,7 +1,6 @@
 // Package cleanup removes from nodes every mark Spotter puts on them: what an
-// operator runs after uninstalling Spotter (`spotter cleanup`, which the chart
-// also runs as a pre-delete hook), so that nothing of Spotter's is left on the
-// cluster's nodes. Only Spotter's marks go: a label or taint another tool wrote
+// operator runs after uninstalling Spotter (`spotter cleanup`), so that nothing
+// of Spotter's is left on the cluster's nodes. Only Spotter's marks go: a label or taint another tool wrote
 // stays, and a node is uncordoned only when Spotter's drain cordoned it.
 package cleanup
 

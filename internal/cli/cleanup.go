@@ -23,8 +23,9 @@ func newCleanupCommand() *cobra.Command {
 the interruptible label it wrote (not Cluster API's), drain marks (uncordoning a node
 only when Spotter's drain cordoned it), the agent's interruption taint and record,
 and the migrator's selection (with the cluster autoscaler's deletion taint on the
-nodes it selected). Run it after stopping Spotter: the chart runs it as a
-pre-delete hook of helm uninstall. It needs get, list and update on nodes.`,
+nodes it selected). Run it once Spotter is stopped (after helm uninstall): a
+running controller or agent would put its marks back. It needs get, list and
+update on nodes.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			rules := clientcmd.NewDefaultClientConfigLoadingRules()

@@ -1,0 +1,309 @@
+package e2e
+
+import (
+	"context"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+
+	"spotter.dev/spotter/internal/drain"
+	"spotter.dev/spotter/internal/emulator/gcpmetadata"
+	"spotter.dev/spotter/internal/lab"
+	"spotter.dev/spotter/internal/testenv"
+	tu "spotter.dev/spotter/internal/testutil"
+)
+
+const (
+	chartDir     = "../../charts/spotter"
+	chartNS      = "spotter-system"
+	chartRelease = "spotter"
+)
+
+// runHelm runs the helm command (built from Helm's Go module) against the lab.
+func runHelm(t *testing.T, env *testenv.Env, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(testenv.Helm(t), args...)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+	if env != nil {
+		cmd.Env = append(cmd.Env, "KUBECONFIG="+env.Kubeconfig)
+	}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// The chart, installed with helm into the lab, runs what Spotter needs with
+// the permissions it grants and no more: the real controller and agent run
+// with tokens of the chart's ServiceAccounts, bound to the chart's own pods
+// (kwok's), pass the rescheduler and agent scenarios, and the agent's token is
+// refused anything on another node.
+func TestChartIdentities(t *testing.T) {
+	env := testenv.StartLab(t)
+	ctx := testenv.Context(t, 8*time.Minute)
+	env.CreateNodes(
+		lab.NodeSpec{Name: "od-1", Class: lab.ClassOnDemand, CPU: "4"},
+		lab.NodeSpec{Name: "od-2", Class: lab.ClassOnDemand, CPU: "4"},
+		lab.NodeSpec{Name: "system-1", Class: lab.ClassOnDemand, CPU: "4", Labels: map[string]string{"e2e-pool": "system"},
+			Taints: []corev1.Taint{{Key: "e2e-pool", Value: "system", Effect: corev1.TaintEffectNoSchedule}}},
+	)
+	web := tu.Deployment("web", 4, tu.CPU("500m"), tu.GracePeriod(1))
+	if _, err := env.Client.AppsV1().Deployments("default").Create(ctx, web, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Client.PolicyV1().PodDisruptionBudgets("default").Create(ctx, tu.PDB("web", "web", tu.MaxUnavailable(1)), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitForPodsRunning("default", "app=web", 4, time.Minute)
+
+	if out, err := runHelm(t, env, "install", chartRelease, chartDir, "--namespace", chartNS, "--create-namespace",
+		"--values", "testdata/chart/lab.yaml"); err != nil {
+		t.Fatalf("helm install: %v\n%s", err, out)
+	}
+	controllerPod := waitPod(ctx, t, env, "app.kubernetes.io/component=controller", func(p *corev1.Pod) bool { return p.Spec.NodeName != "" })
+	env.CreateNodes(
+		lab.NodeSpec{Name: "spot-1", Class: lab.ClassSpot, CPU: "4"},
+		lab.NodeSpec{Name: "spot-2", Class: lab.ClassSpot, CPU: "4"},
+	)
+	// The agent's DaemonSet runs on the spot nodes, and only there.
+	testenv.Eventually(t, 2*time.Minute, "an agent pod on each spot node, none elsewhere", func(ctx context.Context) (bool, string, error) {
+		pods, err := env.Client.CoreV1().Pods(chartNS).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=agent"})
+		if err != nil {
+			return false, "", err
+		}
+		var on []string
+		for _, p := range pods.Items {
+			on = append(on, p.Spec.NodeName)
+		}
+		return strings.Join(on, ",") == "spot-1,spot-2" || strings.Join(on, ",") == "spot-2,spot-1", strings.Join(on, ","), nil
+	})
+	agentPod := waitPod(ctx, t, env, "app.kubernetes.io/component=agent", func(p *corev1.Pod) bool { return p.Spec.NodeName == "spot-1" })
+
+	config := chartConfig(ctx, t, env)
+	controllerKC := env.TokenKubeconfig("controller", podToken(ctx, t, env, controllerPod))
+	metrics := testenv.FreeAddr(t)
+	controllerProc := testenv.StartSpotterEnv(t, "controller", []string{"POD_NAMESPACE=" + chartNS}, "controller", "--config", config, "--kubeconfig", controllerKC,
+		"--metrics-bind-address", metrics, "--health-probe-bind-address", "0")
+
+	// The rescheduler, under the controller's identity, moves web to spot.
+	testenv.Eventually(t, 3*time.Minute, "every web pod Running on a spot node", func(ctx context.Context) (bool, string, error) {
+		pods, err := env.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+		if err != nil {
+			return false, "", err
+		}
+		onSpot, where := 0, []string{}
+		for _, p := range pods.Items {
+			where = append(where, p.Name+"@"+p.Spec.NodeName)
+			if strings.HasPrefix(p.Spec.NodeName, "spot-") && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				onSpot++
+			}
+		}
+		return onSpot == 4, strings.Join(where, " "), nil
+	})
+	// Its metrics endpoint authenticates scrapers with tokenreviews and
+	// subjectaccessreviews, under the same identity.
+	testenv.ScrapeContains(t, "https://"+metrics+"/metrics", env.ServiceAccountToken("prometheus", true), "spotter_", time.Minute)
+	controller := kubeClient(t, controllerKC)
+	if _, err := controller.CoreV1().Secrets(chartNS).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the controller's token listed Secrets: %v, want Forbidden", err)
+	}
+
+	// The agent, under the identity of its pod on spot-1.
+	agentKC := env.TokenKubeconfig("agent", podToken(ctx, t, env, agentPod))
+	agent := kubeClient(t, agentKC)
+	t.Run("the agent's token is held to its node", func(t *testing.T) {
+		label := []byte(`{"metadata":{"labels":{"e2e-touched":"true"}}}`)
+		if _, err := agent.CoreV1().Nodes().Patch(ctx, "spot-1", types.MergePatchType, label, metav1.PatchOptions{}); err != nil {
+			t.Errorf("the agent could not patch its own node: %v", err)
+		}
+		_, err := agent.CoreV1().Nodes().Patch(ctx, "od-1", types.MergePatchType, label, metav1.PatchOptions{})
+		wantRefused(t, "patch another node", err, "may not change node od-1")
+		other := podOn(ctx, t, env, "app=web", "spot-2")
+		eviction := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: other.Name, Namespace: other.Namespace, Labels: map[string]string{drain.EvictedByLabel: "agent"}}}
+		wantRefused(t, "evict a pod on another node", agent.CoreV1().Pods(other.Namespace).EvictV1(ctx, eviction), "may not evict pod default/"+other.Name)
+		eviction.Labels = nil
+		wantRefused(t, "evict without the label", agent.CoreV1().Pods(other.Namespace).EvictV1(ctx, eviction), "must carry the label")
+		wantRefused(t, "delete a pod on another node", agent.CoreV1().Pods(other.Namespace).Delete(ctx, other.Name, metav1.DeleteOptions{}), "may not delete pod default/"+other.Name)
+		// A token of the agent's account that no pod binds names no node.
+		unbound := kubeClient(t, env.TokenKubeconfig("agent-unbound", saToken(ctx, t, env, agentPod.Spec.ServiceAccountName, nil)))
+		_, err = unbound.CoreV1().Nodes().Patch(ctx, "spot-1", types.MergePatchType, label, metav1.PatchOptions{})
+		wantRefused(t, "patch with an unbound token", err, "names no node")
+	})
+
+	// A preemption notice: the agent empties spot-1 with the same token, its
+	// evictions passing the policy that refused the ones above.
+	victims := podsOnNode(ctx, t, env, "spot-1")
+	emu := gcpmetadata.New(gcpmetadata.Options{})
+	srv := httptest.NewServer(emu)
+	t.Cleanup(srv.Close)
+	t.Cleanup(emu.Close)
+	agentProc := testenv.StartAgent(t, "agent-spot-1", "--node-name", "spot-1", "--kubeconfig", agentKC, "--cloud", "gcp",
+		"--metadata-endpoint", srv.URL, "--config", config, "--metrics-bind-address", "0")
+	testenv.Eventually(t, 30*time.Second, "the agent to long-poll preempted", func(context.Context) (bool, string, error) {
+		return emu.Waiting(gcpmetadata.PreemptedPath) > 0, "", nil
+	})
+	emu.SetPreempted(true)
+	waitGone(t, env, victims, time.Minute)
+	if n := getNodeE2E(ctx, t, env, "spot-1"); !n.Spec.Unschedulable {
+		t.Error("spot-1 not cordoned after the notice")
+	}
+
+	// Nothing either process asked for was refused (a refusal that is only
+	// logged, an Event say, fails the test too).
+	for _, p := range []*testenv.Process{controllerProc, agentProc} {
+		if log, _ := os.ReadFile(p.Log); strings.Contains(string(log), "forbidden") {
+			t.Errorf("a request of %s was refused:\n%s", p.Log, log)
+		}
+	}
+
+	// Uninstall: nothing of the chart's is left, and spotter cleanup leaves no
+	// mark of Spotter's on any node.
+	agentProc.Stop()
+	controllerProc.Stop()
+	if out, err := runHelm(t, env, "uninstall", chartRelease, "--namespace", chartNS, "--wait"); err != nil {
+		t.Fatalf("helm uninstall: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(testenv.SpotterBinary(t), "cleanup", "--kubeconfig", env.Kubeconfig).CombinedOutput(); err != nil {
+		t.Fatalf("spotter cleanup: %v\n%s", err, out)
+	}
+	assertNoSpotterMarks(ctx, t, env)
+	if roles, err := env.Client.RbacV1().ClusterRoles().List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + chartRelease}); err != nil || len(roles.Items) > 0 {
+		t.Errorf("ClusterRoles left after uninstall: %d (%v)", len(roles.Items), err)
+	}
+	if vaps, err := env.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().List(ctx, metav1.ListOptions{}); err != nil || len(vaps.Items) > 0 {
+		t.Errorf("ValidatingAdmissionPolicies left after uninstall: %d (%v)", len(vaps.Items), err)
+	}
+}
+
+// assertNoSpotterMarks fails when a node carries a key of Spotter's or is
+// cordoned.
+func assertNoSpotterMarks(ctx context.Context, t *testing.T, env *testenv.Env) {
+	t.Helper()
+	nodes, err := env.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes.Items {
+		var left []string
+		for k := range n.Labels {
+			if strings.HasPrefix(k, "spotter.dev/") || (k == "cluster.x-k8s.io/interruptible") {
+				left = append(left, "label "+k)
+			}
+		}
+		for k := range n.Annotations {
+			if strings.HasPrefix(k, "spotter.dev/") {
+				left = append(left, "annotation "+k)
+			}
+		}
+		for _, x := range n.Spec.Taints {
+			if strings.HasPrefix(x.Key, "spotter.dev/") {
+				left = append(left, "taint "+x.Key)
+			}
+		}
+		if n.Spec.Unschedulable && n.Name != "spot-1" {
+			left = append(left, "cordon")
+		}
+		if len(left) > 0 {
+			t.Errorf("node %s keeps %v after spotter cleanup", n.Name, left)
+		}
+	}
+}
+
+func wantRefused(t *testing.T, what string, err error, message string) {
+	t.Helper()
+	if err == nil {
+		t.Errorf("%s: allowed, want refused", what)
+		return
+	}
+	if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), message) {
+		t.Errorf("%s: %v, want refused with %q", what, err, message)
+	}
+}
+
+func kubeClient(t *testing.T, kubeconfig string) kubernetes.Interface {
+	t.Helper()
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kubernetes.NewForConfigOrDie(rc)
+}
+
+// podToken returns a token of pod's ServiceAccount bound to pod, as the
+// kubelet projects into it: it carries the pod's node.
+func podToken(ctx context.Context, t *testing.T, env *testenv.Env, pod *corev1.Pod) string {
+	t.Helper()
+	return saToken(ctx, t, env, pod.Spec.ServiceAccountName, &authnv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID})
+}
+
+func saToken(ctx context.Context, t *testing.T, env *testenv.Env, account string, bound *authnv1.BoundObjectReference) string {
+	t.Helper()
+	tr, err := env.Client.CoreV1().ServiceAccounts(chartNS).CreateToken(ctx, account, &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{
+		ExpirationSeconds: ptr.To[int64](3600), BoundObjectRef: bound,
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("a token of %s/%s: %v", chartNS, account, err)
+	}
+	return tr.Status.Token
+}
+
+// chartConfig writes the SpotterConfiguration of the chart's ConfigMap to a
+// file and returns its path.
+func chartConfig(ctx context.Context, t *testing.T, env *testenv.Env) string {
+	t.Helper()
+	cms, err := env.Client.CoreV1().ConfigMaps(chartNS).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + chartRelease})
+	if err != nil || len(cms.Items) != 1 {
+		t.Fatalf("the chart's ConfigMap: %d found (%v)", len(cms.Items), err)
+	}
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(cms.Items[0].Data["config.yaml"]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func waitPod(ctx context.Context, t *testing.T, env *testenv.Env, selector string, ok func(*corev1.Pod) bool) *corev1.Pod {
+	t.Helper()
+	var found *corev1.Pod
+	testenv.Eventually(t, 2*time.Minute, "a pod "+selector, func(ctx context.Context) (bool, string, error) {
+		pods, err := env.Client.CoreV1().Pods(chartNS).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, "", err
+		}
+		for i := range pods.Items {
+			if ok(&pods.Items[i]) {
+				found = &pods.Items[i]
+				return true, "", nil
+			}
+		}
+		return false, "", nil
+	})
+	return found
+}
+
+func podOn(ctx context.Context, t *testing.T, env *testenv.Env, selector, node string) *corev1.Pod {
+	t.Helper()
+	pods, err := env.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range pods.Items {
+		if pods.Items[i].Spec.NodeName == node && pods.Items[i].DeletionTimestamp == nil {
+			return &pods.Items[i]
+		}
+	}
+	t.Fatalf("no pod %s on %s", selector, node)
+	return nil
+}
