@@ -75,52 +75,49 @@ type ClusterAPI struct {
 // registered with the apiserver) and the lab provider. Both stop when the test
 // ends. Objects must use cluster.x-k8s.io/v1beta2, the stored version: the CRDs
 // have no conversion webhook. See package capiinfra for what a Cluster needs.
+// The lab is both the management and the workload cluster; see
+// StartClusterAPIManaging for two.
 func StartClusterAPI(t testing.TB, env *Env) *ClusterAPI {
 	t.Helper()
+	return StartClusterAPIManaging(t, env, env)
+}
+
+// StartClusterAPIManaging is StartClusterAPI with a management cluster apart
+// from the workload cluster: the CRDs, Cluster API's manager and the lab
+// provider run against mgmt, and the lab provider's Nodes are created in
+// workload, whose kubeconfig each Cluster's <cluster>-kubeconfig Secret holds,
+// so that Cluster API reaches the workload cluster's Nodes as it does in a
+// cloud.
+func StartClusterAPIManaging(t testing.TB, mgmt, workload *Env) *ClusterAPI {
+	t.Helper()
 	bin := capiBinaries(t)
+	InstallClusterAPICRDs(t, mgmt)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-
-	files, err := filepath.Glob(filepath.Join(bin, "crds", "*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no Cluster API CRDs in %s/crds: run hack/capi-bin.sh", bin)
-	}
-	crds := capiinfra.CRDs()
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		crds = append(crds, data)
-	}
-	if err := capiinfra.InstallCRDs(ctx, env.Config, crds...); err != nil {
-		t.Fatalf("installing the Cluster API CRDs: %v", err)
-	}
-
-	c := startCAPIManager(t, env, bin)
+	c := startCAPIManager(t, mgmt, bin)
 	if err := c.waitReady(ctx); err != nil {
 		t.Fatalf("Cluster API manager not ready: %v\n--- last lines of %s ---\n%s", err, c.Log, tailFile(c.Log, 40))
 	}
-
-	startLabProvider(t, env)
+	startLabProvider(t, mgmt, workload)
 	return c
 }
 
-// startLabProvider runs the lab's Cluster API provider (package capiinfra) in
-// the test process until the test ends, its log in the lab's logs/.
-func startLabProvider(t testing.TB, env *Env) {
+// startLabProvider runs the lab's Cluster API provider (package capiinfra)
+// against mgmt in the test process until the test ends, its Nodes in
+// workload, its log in mgmt's logs/.
+func startLabProvider(t testing.TB, mgmt, workload *Env) {
 	t.Helper()
-	kubeconfig, err := os.ReadFile(env.Kubeconfig)
+	kubeconfig, err := os.ReadFile(workload.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := filepath.Join(env.Dir, "logs", labProvider+".log")
+	log := filepath.Join(mgmt.Dir, "logs", labProvider+".log")
 	f, err := os.Create(log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(f), textlogger.Verbosity(1)))
-	provider, err := capiinfra.New(env.Config, capiinfra.Options{Kubeconfig: kubeconfig, Logger: logger})
+	provider, err := capiinfra.New(mgmt.Config, capiinfra.Options{Kubeconfig: kubeconfig, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,16 +39,24 @@ import (
 // Machines; once their Nodes are Ready it drains each on-demand node, then
 // marks its Machine for deletion and lowers the on-demand replicas, and Cluster
 // API deletes exactly that Machine and its Node.
+//
+// The management cluster is a second apiserver, as with a real management
+// cluster: Cluster API's CRDs, its manager and the lab's provider run there,
+// and Spotter reads them through cloud.clusterAPI.managementKubeconfig; the
+// Nodes and pods are in the workload cluster (the lab), which Cluster API
+// reaches through the Cluster's <cluster>-kubeconfig Secret. (The same
+// apiserver for both is what the provider's integration test runs.)
 func TestClusterAPIMigratorReplacesOnDemandBySpot(t *testing.T) {
 	const ns, clusterName = "capi-e2e", "lab"
 	env := testenv.StartLab(t)
-	testenv.StartClusterAPI(t, env)
-	dyn, err := dynamic.NewForConfig(env.Config)
+	mgmt := testenv.StartAPIServer(t)
+	testenv.StartClusterAPIManaging(t, mgmt, env)
+	dyn, err := dynamic.NewForConfig(mgmt.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := testenv.Context(t, 8*time.Minute)
-	if _, err := env.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+	if _, err := mgmt.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	cluster, labCluster, labControlPlane := capiinfra.NewCluster(ns, clusterName)
@@ -93,6 +101,7 @@ kind: SpotterConfiguration
 cloud:
   provider: clusterapi
   clusterAPI:
+    managementKubeconfig: %s
     clusterName: %s
     namespace: %s
 pricing:
@@ -107,7 +116,7 @@ rescheduler:
 drain:
   evictionBackoff: 200ms
   maxEvictionBackoff: 1s
-`, clusterName, ns)
+`, mgmt.Kubeconfig, clusterName, ns)
 	if err := os.WriteFile(config, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +155,15 @@ drain:
 	})
 
 	// Cluster API made the spot Machines (its MachineSet owns them) and their
-	// Nodes; the on-demand Nodes went with their Machines.
+	// Nodes, in the workload cluster; the on-demand Nodes went with their
+	// Machines. The management cluster has no Node.
+	mgmtNodes, err := mgmt.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mgmtNodes.Items) != 0 {
+		t.Errorf("%d Nodes in the management cluster, want none", len(mgmtNodes.Items))
+	}
 	for _, m := range spotMachines {
 		if !m.ownedBySet || m.node == "" {
 			t.Errorf("spot Machine %v: not made by Cluster API's MachineSet, or without a Node", m)

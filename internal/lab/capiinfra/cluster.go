@@ -17,7 +17,7 @@ import (
 )
 
 // clusterReconciler provisions LabClusters: there is nothing to make, the
-// lab's apiserver is the endpoint.
+// workload apiserver is the endpoint.
 type clusterReconciler struct {
 	client   client.Client
 	reader   client.Reader

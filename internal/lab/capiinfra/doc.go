@@ -1,7 +1,8 @@
 // Package capiinfra is the lab's Cluster API provider (infrastructure and
 // control plane): it lets the real Cluster API controllers run
 // MachineDeployments in the lab, where each Machine becomes a kwok Node of the
-// lab's own apiserver.
+// workload cluster: the lab's own apiserver, or another one when the
+// management cluster is apart (Options.Kubeconfig names the workload cluster).
 //
 // # API
 //
@@ -10,16 +11,16 @@
 // API learns the contract and the API version it follows:
 //
 //   - LabCluster (infrastructure.lab.spotter.dev), the InfrastructureCluster.
-//     The workload cluster is the lab itself, so it is provisioned at once: the
-//     provider sets spec.controlPlaneEndpoint to the lab apiserver's and
+//     The workload cluster already runs, so it is provisioned at once: the
+//     provider sets spec.controlPlaneEndpoint to the workload apiserver's and
 //     status.initialization.provisioned=true.
 //   - LabControlPlane (controlplane.lab.spotter.dev), the ControlPlane: an
 //     externally managed one, as EKS, AKS or GKE are to Cluster API, since the
 //     lab's control plane runs before any Cluster exists and has no Machines.
 //     The provider writes the Secret <cluster>-kubeconfig (key value, labelled
 //     cluster.x-k8s.io/cluster-name, as Cluster API caches only labelled
-//     Secrets) with the lab's kubeconfig, through which Cluster API reads the
-//     workload cluster's Nodes, and sets
+//     Secrets) with the workload cluster's kubeconfig, through which
+//     Cluster API reads the workload cluster's Nodes, and sets
 //     status.initialization.controlPlaneInitialized and
 //     status.externalManagedControlPlane.
 //   - LabMachineTemplate and LabMachine (infrastructure.lab.spotter.dev), the

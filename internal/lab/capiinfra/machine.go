@@ -18,8 +18,10 @@ import (
 
 // machineReconciler turns LabMachines into kwok Nodes and back.
 type machineReconciler struct {
-	client client.Client
+	client client.Client // the management cluster
 	reader client.Reader
+	// nodes reads and writes the Nodes, in the workload cluster.
+	nodes client.Client
 }
 
 func (r *machineReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -100,7 +102,7 @@ func (r *machineReconciler) Reconcile(ctx context.Context, req reconcile.Request
 // (a retry after a failed status update).
 func (r *machineReconciler) ensureNode(ctx context.Context, name, providerID string, spec MachineSpec) error {
 	node := lab.Node(spec.nodeSpec(name, providerID))
-	err := r.client.Create(ctx, node)
+	err := r.nodes.Create(ctx, node)
 	if !apierrors.IsAlreadyExists(err) {
 		if err != nil {
 			return fmt.Errorf("creating Node %s: %w", name, err)
@@ -108,7 +110,7 @@ func (r *machineReconciler) ensureNode(ctx context.Context, name, providerID str
 		return nil
 	}
 	existing := &corev1.Node{}
-	if err := r.reader.Get(ctx, client.ObjectKey{Name: name}, existing); err != nil {
+	if err := r.nodes.Get(ctx, client.ObjectKey{Name: name}, existing); err != nil {
 		return fmt.Errorf("reading Node %s: %w", name, err)
 	}
 	if existing.Spec.ProviderID != providerID {
@@ -125,14 +127,14 @@ func (r *machineReconciler) delete(ctx context.Context, lm *unstructured.Unstruc
 	}
 	providerID := providerIDOf(lm)
 	node := &corev1.Node{}
-	err := r.reader.Get(ctx, client.ObjectKey{Name: lm.GetName()}, node)
+	err := r.nodes.Get(ctx, client.ObjectKey{Name: lm.GetName()}, node)
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return fmt.Errorf("reading Node %s: %w", lm.GetName(), err)
 	case node.Spec.ProviderID == providerID:
 		// The UID precondition keeps a Node of the same name made since safe.
-		if err := r.client.Delete(ctx, node, client.Preconditions{UID: &node.UID}); client.IgnoreNotFound(err) != nil {
+		if err := r.nodes.Delete(ctx, node, client.Preconditions{UID: &node.UID}); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting Node %s: %w", node.Name, err)
 		}
 		ctrl.LoggerFrom(ctx).Info("Node deleted", "node", node.Name)

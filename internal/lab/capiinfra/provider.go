@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -24,9 +25,11 @@ import (
 
 // Options configure the provider.
 type Options struct {
-	// Kubeconfig is the kubeconfig of the workload cluster, the lab itself,
-	// written into each Cluster's <cluster>-kubeconfig Secret for Cluster API.
-	// Its server is also the endpoint set on LabClusters.
+	// Kubeconfig is the kubeconfig of the workload cluster: the lab itself,
+	// or another apiserver when the management cluster is apart. It is
+	// written into each Cluster's <cluster>-kubeconfig Secret for Cluster API,
+	// its server is the endpoint set on LabClusters, and the provider creates
+	// and deletes the Nodes of LabMachines there.
 	Kubeconfig []byte
 	// Logger receives the provider's logs. Default: klog.
 	Logger logr.Logger
@@ -38,8 +41,9 @@ type Provider struct {
 	mgr manager.Manager
 }
 
-// New builds the provider for the lab whose admin configuration is cfg. Its
-// CRDs must be installed (InstallCRDs with CRDs()), and Cluster API's.
+// New builds the provider for the management cluster whose admin
+// configuration is cfg. Its CRDs must be installed there (InstallCRDs with
+// CRDs()), and Cluster API's.
 func New(cfg *rest.Config, opts Options) (*Provider, error) {
 	if len(opts.Kubeconfig) == 0 {
 		return nil, errors.New("capiinfra: Options.Kubeconfig is empty")
@@ -83,7 +87,15 @@ func New(cfg *rest.Config, opts Options) (*Provider, error) {
 		Complete(controlPlanes); err != nil {
 		return nil, err
 	}
-	machines := &machineReconciler{client: c, reader: reader}
+	workload, err := clientcmd.RESTConfigFromKubeConfig(opts.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("capiinfra: the workload cluster's kubeconfig: %w", err)
+	}
+	nodes, err := client.New(workload, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("capiinfra: workload cluster client: %w", err)
+	}
+	machines := &machineReconciler{client: c, reader: reader, nodes: client.WithFieldOwner(nodes, "spotter-lab-capiinfra")}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("labmachine").
 		For(newUnstructured(LabMachineGVK)).
 		Watches(newUnstructured(MachineGVK), handler.EnqueueRequestsFromMapFunc(infrastructureRefTo(KindMachine))).
