@@ -58,8 +58,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg *v1alpha1.SpotterConfigura
 	for _, w := range v1alpha1.Warnings(cfg) {
 		mgr.GetLogger().Info("WARNING: " + w)
 	}
+	// What runs, and what only reports, is read in one place, which the
+	// simulator's spotter strategy reads too.
+	run := v1alpha1.ComponentsOf(cfg)
 	var started []string
-	if *cfg.Migrator.Enabled {
+	if run.Migrator.Enabled {
 		provider, synced, err := newProvider(ctx, mgr, kube, clk, cfg)
 		if err != nil {
 			return nil, err
@@ -72,7 +75,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg *v1alpha1.SpotterConfigura
 		if err != nil {
 			return nil, fmt.Errorf("migrator.timeZone: %w", err)
 		}
-		dryRun := cfg.DryRun || cfg.Migrator.DryRun
+		dryRun := run.Migrator.DryRun
 		recorder := mgr.GetEventRecorder("spotter-migrator")
 		m := migrator.New(mgr.GetCache(), kube, provider, newPlanner(cfg, classifier), newDrainer(kube, clk, recorder, cfg, migrator.Component, dryRun, nil),
 			budget, clk, recorder, migrator.Options{
@@ -92,8 +95,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg *v1alpha1.SpotterConfigura
 		}
 		started = append(started, m.Name())
 	}
-	if *cfg.Rescheduler.Enabled {
-		dryRun := cfg.DryRun || cfg.Rescheduler.DryRun
+	if run.Rescheduler.Enabled {
+		dryRun := run.Rescheduler.DryRun
 		recorder := mgr.GetEventRecorder("spotter-rescheduler")
 		drainer := newDrainer(kube, clk, recorder, cfg, rescheduler.Component, dryRun, rescheduler.CountEvictionRetry)
 		r := rescheduler.New(mgr.GetCache(), newPlanner(cfg, classifier), drainer, budget, clk, recorder, rescheduler.Options{
@@ -113,11 +116,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg *v1alpha1.SpotterConfigura
 		}
 		started = append(started, r.Name())
 	}
-	if *cfg.Labeler.Enabled {
+	if run.Labeler.Enabled {
 		l := labeler.New(mgr.GetClient(), classifier, mgr.GetEventRecorder("spotter-labeler"), labeler.Options{
 			InterruptibleLabel: *cfg.Labeler.InterruptibleLabel,
 			PreferSpotTaint:    *cfg.Labeler.PreferSpotTaint,
-			DryRun:             cfg.DryRun || cfg.Labeler.DryRun,
+			DryRun:             run.Labeler.DryRun,
 		})
 		if err := l.Register(mgr); err != nil {
 			return nil, fmt.Errorf("registering the %s: %w", l.Name(), err)

@@ -29,8 +29,14 @@ const (
 	componentAgent       = "spotter-agent"
 )
 
-// spotter is this project's strategy. What is real package code and what is a
-// model (to be replaced as the packages land) is listed in docs/simulate.md:
+// spotter is this project's strategy. It runs what `spotter controller` and
+// spotter-agent would run with the same configuration, read by the same
+// function (v1alpha1.ComponentsOf): the migrator only when migrator.enabled
+// (off by default), the rescheduler only when rescheduler.enabled, the
+// labeler's PreferNoSchedule taint only with the labeler and
+// labeler.preferSpotTaint; a component in dry run changes nothing and is not
+// run. What is real package code and what is a model (to be replaced as the
+// packages land) is listed in docs/simulate.md:
 //
 //   - real: plan.Planner.Plan (what is drainable, PodDisruptionBudgets counted
 //     across the plan), rescheduler.Choose (which node), plan.FitsOnSpot (the
@@ -45,7 +51,11 @@ const (
 //     configured timeout), the migrator (make-before-break, migratorModel) and
 //     the agent (deadline drain on a notice, agentModel).
 type spotter struct {
-	cfg     *v1alpha1.SpotterConfiguration
+	cfg *v1alpha1.SpotterConfiguration
+	// run is what the configuration runs, as `spotter controller` and the
+	// agent read it: a component that is off, or in dry run (it changes
+	// nothing, and takes no drain slot), is not stepped.
+	run     v1alpha1.Components
 	planner *plan.Planner
 	budget  *disruption.Budget
 	e       *plan.Engine
@@ -77,7 +87,7 @@ func newSpotter(cfg *v1alpha1.SpotterConfiguration) (*spotter, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &spotter{cfg: cfg, budget: budget, failures: map[string]backoff.Cooldown{},
+	s := &spotter{cfg: cfg, run: v1alpha1.ComponentsOf(cfg), budget: budget, failures: map[string]backoff.Cooldown{},
 		planner: plan.New(plan.Options{Classifier: classifier, Pricing: cfg.Pricing,
 			Rules: plan.Rules{AllowUnreplicated: cfg.Planner.AllowUnreplicatedPods, AllowLocalStorage: cfg.Planner.AllowLocalStorage}})}
 	return s, nil
@@ -85,26 +95,37 @@ func newSpotter(cfg *v1alpha1.SpotterConfiguration) (*spotter, error) {
 
 func (s *spotter) setup(w *World, e *plan.Engine) error {
 	s.e = e
-	if ptr.Deref(s.cfg.Labeler.PreferSpotTaint, true) {
+	if s.run.PreferSpotTaint {
 		w.setOnDemandTaint(&corev1.Taint{Key: labeler.OnDemandTaintKey, Value: "true", Effect: corev1.TaintEffectPreferNoSchedule})
 	}
-	sched, err := v1alpha1.ParseSchedule(s.cfg.Migrator.Schedule)
-	if err != nil {
-		return fmt.Errorf("migrator.schedule: %w", err)
+	if s.run.Migrator.Acts() {
+		sched, err := v1alpha1.ParseSchedule(s.cfg.Migrator.Schedule)
+		if err != nil {
+			return fmt.Errorf("migrator.schedule: %w", err)
+		}
+		s.mig = &migratorModel{s: s, schedule: sched, next: nextRun(sched, w.Now()), backoff: map[*Group]backoff.Cooldown{}}
 	}
-	s.mig = &migratorModel{s: s, schedule: sched, next: nextRun(sched, w.Now()), backoff: map[*Group]backoff.Cooldown{}}
-	s.agent = &agentModel{margin: ptr.Deref(s.cfg.Agent.DeadlineMargin, *v1alpha1.NewDefaults().Agent.DeadlineMargin).Duration,
-		rebalance: s.cfg.Agent.RebalanceAction, maintenance: s.cfg.Agent.MaintenanceAction}
-	w.onNotice = s.agent.notice
+	if s.run.Agent.Acts() {
+		s.agent = &agentModel{margin: ptr.Deref(s.cfg.Agent.DeadlineMargin, *v1alpha1.NewDefaults().Agent.DeadlineMargin).Duration,
+			rebalance: s.cfg.Agent.RebalanceAction, maintenance: s.cfg.Agent.MaintenanceAction}
+		w.onNotice = s.agent.notice
+	}
 	return nil
 }
 
 func (s *spotter) step(ctx context.Context, w *World) error {
-	s.agent.step(w)
-	if err := s.reschedule(ctx, w); err != nil {
-		return err
+	if s.agent != nil {
+		s.agent.step(w)
 	}
-	return s.mig.step(ctx, w)
+	if s.run.Rescheduler.Acts() {
+		if err := s.reschedule(ctx, w); err != nil {
+			return err
+		}
+	}
+	if s.mig != nil {
+		return s.mig.step(ctx, w)
+	}
+	return nil
 }
 
 // plan is Planner.Plan on the world now. A plan is a pure function of the

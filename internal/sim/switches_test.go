@@ -1,0 +1,90 @@
+package sim
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
+)
+
+// config writes a configuration file and loads it as `spotter simulate
+// --config` does.
+func config(t *testing.T, body string) *v1alpha1.SpotterConfiguration {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "spotter.yaml")
+	if err := os.WriteFile(file, []byte("apiVersion: spotter.dev/v1alpha1\nkind: SpotterConfiguration\n"+body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := v1alpha1.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func runWith(t *testing.T, sc *Scenario, cfg *v1alpha1.SpotterConfiguration, strategies ...string) *Report {
+	t.Helper()
+	rep, err := Run(context.Background(), sc, Options{Strategies: strategies, Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// The spotter row runs what `spotter controller` would start from the same
+// configuration (v1alpha1.ComponentsOf): the migrator only when
+// migrator.enabled, the rescheduler only when rescheduler.enabled, the
+// labeler's taint only with the labeler, and nothing that changes the cluster
+// in dry run.
+func TestSpotterHonoursTheSwitches(t *testing.T) {
+	sc := short(t, 36*time.Hour)
+	byDefault := result(t, runWith(t, sc, nil, StrategySpotter), StrategySpotter)
+	off := result(t, runWith(t, sc, config(t, "migrator: {enabled: false}\n"), StrategySpotter), StrategySpotter)
+	on := result(t, runWith(t, sc, config(t, "migrator: {enabled: true}\n"), StrategySpotter), StrategySpotter)
+
+	if !reflect.DeepEqual(byDefault, off) {
+		t.Errorf("without --config the row differs from migrator.enabled: false, the default:\n%+v\n%+v", byDefault.summary(), off.summary())
+	}
+	if off.EvictionsBy[componentMigrator] != 0 {
+		t.Errorf("migrator disabled, yet it evicted %d pods", off.EvictionsBy[componentMigrator])
+	}
+	if on.EvictionsBy[componentMigrator] == 0 {
+		t.Errorf("migrator enabled, yet it evicted nothing in %s", sc.Duration.Duration)
+	}
+	if off.Cost == on.Cost || reflect.DeepEqual(off, on) {
+		t.Errorf("the migrator switched on and off gives the same row: %s", on.summary())
+	}
+
+	noResched := result(t, runWith(t, sc, config(t, "rescheduler: {enabled: false}\n"), StrategySpotter), StrategySpotter)
+	if noResched.EvictionsBy[componentRescheduler] != 0 || noResched.Cost == off.Cost {
+		t.Errorf("rescheduler disabled: %s", noResched.summary())
+	}
+	if off.EvictionsBy[componentRescheduler] == 0 {
+		t.Errorf("rescheduler enabled, yet it evicted nothing: %s", off.summary())
+	}
+
+	// Everything in dry run (the migrator switched on too): the spotter row is
+	// the none row, figure for figure.
+	for _, body := range []string{
+		"dryRun: true\nmigrator: {enabled: true}\n",
+		"migrator: {enabled: true, dryRun: true}\nrescheduler: {dryRun: true}\nlabeler: {dryRun: true}\nagent: {dryRun: true}\n",
+	} {
+		rep := runWith(t, sc, config(t, body), StrategyNone, StrategySpotter)
+		none, dry := result(t, rep, StrategyNone), result(t, rep, StrategySpotter)
+		dry.Strategy = none.Strategy
+		if !reflect.DeepEqual(none, dry) {
+			t.Errorf("%severything in dry run, yet the spotter row differs from none:\n%s\n%s", body, dry.summary(), none.summary())
+		}
+	}
+}
+
+// summary is one result's line of Report.Summary.
+func (r Result) summary() string {
+	_, line, _ := strings.Cut((&Report{Baseline: r}).Summary(), "\n")
+	return line
+}
