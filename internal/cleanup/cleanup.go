@@ -37,6 +37,10 @@ func Strip(node *corev1.Node) []string {
 		changes = append(changes, "remove annotation "+drain.DrainingAnnotation)
 	}
 	if _, ok := node.Annotations[interrupt.Annotation]; ok {
+		if interrupt.CordonedByAgent(node) && node.Spec.Unschedulable {
+			node.Spec.Unschedulable = false
+			changes = append(changes, "uncordon (cordoned by the agent for a notice)")
+		}
 		delete(node.Annotations, interrupt.Annotation)
 		changes = append(changes, "remove annotation "+interrupt.Annotation)
 	}

@@ -62,6 +62,12 @@ func TestStrip(t *testing.T) {
 		unschedulable: true,
 		taints:        []string{migrator.ToBeDeletedTaint}, labels: []string{classify.InterruptibleLabel},
 	}, {
+		name: "the agent's cordon goes with its record",
+		node: corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{interrupt.Annotation: `{"notices":{},"cordoned":true}`}},
+			Spec:       corev1.NodeSpec{Unschedulable: true},
+		},
+	}, {
 		name: "an unreadable drain mark goes, the cordon stays",
 		node: corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{drain.DrainingAnnotation: "{"}},

@@ -21,7 +21,7 @@ func newCleanupCommand() *cobra.Command {
 		Short: "Remove every label, taint, annotation and cordon of Spotter's from the cluster's nodes",
 		Long: `cleanup removes what Spotter leaves on nodes: the labeler's on-demand taint and
 the interruptible label it wrote (not Cluster API's), drain marks (uncordoning a node
-only when Spotter's drain cordoned it), the agent's interruption taint and record,
+only when Spotter's drain or agent cordoned it), the agent's interruption taint and record,
 and the migrator's selection (with the cluster autoscaler's deletion taint on the
 nodes it selected). Run it once Spotter is stopped (after helm uninstall): a
 running controller or agent would put its marks back. It needs get, list and

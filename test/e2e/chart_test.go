@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
+	"spotter.dev/spotter/internal/controller/migrator"
 	"spotter.dev/spotter/internal/drain"
 	"spotter.dev/spotter/internal/emulator/gcpmetadata"
 	"spotter.dev/spotter/internal/lab"
@@ -56,8 +58,7 @@ func TestChartIdentities(t *testing.T) {
 	env.CreateNodes(
 		lab.NodeSpec{Name: "od-1", Class: lab.ClassOnDemand, CPU: "4"},
 		lab.NodeSpec{Name: "od-2", Class: lab.ClassOnDemand, CPU: "4"},
-		lab.NodeSpec{Name: "system-1", Class: lab.ClassOnDemand, CPU: "4", Labels: map[string]string{"e2e-pool": "system"},
-			Taints: []corev1.Taint{{Key: "e2e-pool", Value: "system", Effect: corev1.TaintEffectNoSchedule}}},
+		systemNode,
 	)
 	web := tu.Deployment("web", 4, tu.CPU("500m"), tu.GracePeriod(1))
 	if _, err := env.Client.AppsV1().Deployments("default").Create(ctx, web, metav1.CreateOptions{}); err != nil {
@@ -68,11 +69,7 @@ func TestChartIdentities(t *testing.T) {
 	}
 	env.WaitForPodsRunning("default", "app=web", 4, time.Minute)
 
-	if out, err := runHelm(t, env, "install", chartRelease, chartDir, "--namespace", chartNS, "--create-namespace",
-		"--values", "testdata/chart/lab.yaml"); err != nil {
-		t.Fatalf("helm install: %v\n%s", err, out)
-	}
-	controllerPod := waitPod(ctx, t, env, "app.kubernetes.io/component=controller", func(p *corev1.Pod) bool { return p.Spec.NodeName != "" })
+	installChart(t, env)
 	env.CreateNodes(
 		lab.NodeSpec{Name: "spot-1", Class: lab.ClassSpot, CPU: "4"},
 		lab.NodeSpec{Name: "spot-2", Class: lab.ClassSpot, CPU: "4"},
@@ -92,10 +89,7 @@ func TestChartIdentities(t *testing.T) {
 	agentPod := waitPod(ctx, t, env, "app.kubernetes.io/component=agent", func(p *corev1.Pod) bool { return p.Spec.NodeName == "spot-1" })
 
 	config := chartConfig(ctx, t, env)
-	controllerKC := env.TokenKubeconfig("controller", podToken(ctx, t, env, controllerPod))
-	metrics := testenv.FreeAddr(t)
-	controllerProc := testenv.StartSpotterEnv(t, "controller", []string{"POD_NAMESPACE=" + chartNS}, "controller", "--config", config, "--kubeconfig", controllerKC,
-		"--metrics-bind-address", metrics, "--health-probe-bind-address", "0")
+	controllerProc, metrics, controllerKC := startChartController(ctx, t, env)
 
 	// The rescheduler, under the controller's identity, moves web to spot.
 	testenv.Eventually(t, 3*time.Minute, "every web pod Running on a spot node", func(ctx context.Context) (bool, string, error) {
@@ -160,13 +154,7 @@ func TestChartIdentities(t *testing.T) {
 		t.Error("spot-1 not cordoned after the notice")
 	}
 
-	// Nothing either process asked for was refused (a refusal that is only
-	// logged, an Event say, fails the test too).
-	for _, p := range []*testenv.Process{controllerProc, agentProc} {
-		if log, _ := os.ReadFile(p.Log); strings.Contains(string(log), "forbidden") {
-			t.Errorf("a request of %s was refused:\n%s", p.Log, log)
-		}
-	}
+	assertNotRefused(t, controllerProc, agentProc)
 
 	// Uninstall: nothing of the chart's is left, and spotter cleanup leaves no
 	// mark of Spotter's on any node.
@@ -185,6 +173,69 @@ func TestChartIdentities(t *testing.T) {
 	if vaps, err := env.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().List(ctx, metav1.ListOptions{}); err != nil || len(vaps.Items) > 0 {
 		t.Errorf("ValidatingAdmissionPolicies left after uninstall: %d (%v)", len(vaps.Items), err)
 	}
+}
+
+// systemNode is where the chart's controller pods go (testdata/chart/lab.yaml):
+// the test's controller process authenticates with a token bound to one of
+// them, which a drain would invalidate.
+var systemNode = lab.NodeSpec{Name: "system-1", Class: lab.ClassOnDemand, CPU: "4", Labels: map[string]string{"e2e-pool": "system"},
+	Taints: []corev1.Taint{{Key: "e2e-pool", Value: "system", Effect: corev1.TaintEffectNoSchedule}}}
+
+// installChart installs the chart into the lab with testdata/chart/lab.yaml and
+// the extra --set flags.
+func installChart(t *testing.T, env *testenv.Env, set ...string) {
+	t.Helper()
+	args := []string{"install", chartRelease, chartDir, "--namespace", chartNS, "--create-namespace", "--values", "testdata/chart/lab.yaml"}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	if out, err := runHelm(t, env, args...); err != nil {
+		t.Fatalf("helm install: %v\n%s", err, out)
+	}
+}
+
+// startChartController runs the real controller with the chart's configuration
+// and a token bound to one of the chart's controller pods, as the chart's
+// Deployment would, and returns it and its metrics address.
+func startChartController(ctx context.Context, t *testing.T, env *testenv.Env) (proc *testenv.Process, metrics, kubeconfig string) {
+	t.Helper()
+	pod := waitPod(ctx, t, env, "app.kubernetes.io/component=controller", func(p *corev1.Pod) bool { return p.Spec.NodeName != "" })
+	kc := env.TokenKubeconfig("controller", podToken(ctx, t, env, pod))
+	metrics = testenv.FreeAddr(t)
+	proc = testenv.StartSpotterEnv(t, "controller", []string{"POD_NAMESPACE=" + chartNS, "NODE_NAME=" + pod.Spec.NodeName}, "controller",
+		"--config", chartConfig(ctx, t, env), "--kubeconfig", kc, "--metrics-bind-address", metrics, "--health-probe-bind-address", "0")
+	return proc, metrics, kc
+}
+
+// assertNotRefused fails when a process logged a refusal of the apiserver (a
+// refusal that is only logged, of an Event say, fails too).
+func assertNotRefused(t *testing.T, procs ...*testenv.Process) {
+	t.Helper()
+	for _, p := range procs {
+		if log, _ := os.ReadFile(p.Log); strings.Contains(string(log), "forbidden") {
+			t.Errorf("a request of %s was refused:\n%s", p.Log, log)
+		}
+	}
+}
+
+// The migrator, under the chart's controller identity with the provider's
+// rules (the kwok provider's here: it creates and deletes Nodes), replaces the
+// on-demand nodes by spot ones and is refused nothing.
+func TestChartMigratorIdentity(t *testing.T) {
+	l := startMigratorLab(t, "", 1)
+	ctx := testenv.Context(t, 5*time.Minute)
+	l.env.CreateNodes(systemNode)
+	installChart(t, l.env, "config.cloud.provider=kwok", "config.cloud.kwokConfigFile="+filepath.Join(l.dir, "groups.yaml"),
+		"config.migrator.enabled=true", "config.migrator.schedule=@every 5s", "config.migrator.nodeReadyTimeout=20s",
+		"config.rescheduler.enabled=false", "agent.enabled=false")
+	controller, _, _ := startChartController(ctx, t, l.env)
+	testenv.Eventually(t, 3*time.Minute, "every on-demand node gone and every pod Running on spot", func(ctx context.Context) (bool, string, error) {
+		od := l.nodesOf(ctx, t, "od")
+		where := podsByNode(ctx, t, l.env)
+		return len(od) == 0 && strings.Count(where, "@spot-") == 6, fmt.Sprintf("%d on-demand nodes; %s", len(od), where), nil
+	})
+	waitEventReason(t, l.env, migrator.ReasonMigrated)
+	assertNotRefused(t, controller)
 }
 
 // assertNoSpotterMarks fails when a node carries a key of Spotter's or is
@@ -212,7 +263,7 @@ func assertNoSpotterMarks(ctx context.Context, t *testing.T, env *testenv.Env) {
 				left = append(left, "taint "+x.Key)
 			}
 		}
-		if n.Spec.Unschedulable && n.Name != "spot-1" {
+		if n.Spec.Unschedulable {
 			left = append(left, "cordon")
 		}
 		if len(left) > 0 {

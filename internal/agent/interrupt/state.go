@@ -58,6 +58,13 @@ func stateOf(node *corev1.Node) (State, error) {
 	return s, nil
 }
 
+// CordonedByAgent reports whether the agent's record on node says the agent
+// cordoned it (an unreadable record says no).
+func CordonedByAgent(node *corev1.Node) bool {
+	s, err := stateOf(node)
+	return err == nil && s.Cordoned
+}
+
 // rank orders notice levels, mildest first.
 var rank = map[v1alpha1.NoticeAction]int{
 	v1alpha1.ActionNone:   0,
