@@ -72,8 +72,8 @@ var Keys = []Key{
 	{plan.SafeToEvictAnnotation, Annotation, "Pod", "reads", "planner", "false: never moved; true: moved even without a controller or with local storage"},
 	{plan.SafeToEvictLocalVolumes, Annotation, "Pod", "reads", "planner", "the local volumes whose loss is acceptable"},
 	{plan.InstanceTypeLabel, Label, "Node", "reads", "planner", "the instance type, for prices"},
-	{migrator.ToBeDeletedTaint, Taint, "Node", "reads, writes", "migrator", "the cluster autoscaler's mark of a node being removed: Spotter leaves such nodes alone and puts it on a node it deletes"},
-	{migrator.DeletionCandidateTaint, Taint, "Node", "reads", "migrator", "the cluster autoscaler's scale-down candidate: left alone"},
+	{migrator.ToBeDeletedTaint, Taint, "Node", "reads, writes", "migrator", "the cluster autoscaler's mark of a node being removed: the migrator replaces such on-demand nodes first (their pods are leaving anyway), and puts it on a node it deletes; spotter cleanup removes it only beside the migrator's selection label"},
+	{migrator.DeletionCandidateTaint, Taint, "Node", "reads", "migrator", "the cluster autoscaler's scale-down candidate: the migrator replaces such on-demand nodes first"},
 	{awsprovider.EnabledTag, Tag, "Auto Scaling group", "reads", "aws provider", "with " + awsprovider.ClusterTagPrefix + "<cluster>: a group Spotter may scale"},
 	{awsprovider.NodeTemplateTagPrefix + "label/<key>, taint/<key>, resources/<name>", Tag, "Auto Scaling group", "reads", "aws provider", "what a new node of the group looks like (scale from zero)"},
 }
