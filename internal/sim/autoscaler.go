@@ -142,7 +142,7 @@ func (a *autoscaler) scaleUp(ctx context.Context, unschedulable []*Pod) error {
 		if o.helped == 0 {
 			continue
 		}
-		if best == nil || better(o.g, o.nodes, o.helped, best.g, best.nodes, best.helped) {
+		if best == nil || better(w.PricePerHour(o.g), o.nodes, o.helped, w.PricePerHour(best.g), best.nodes, best.helped) {
 			best = o
 		}
 	}
@@ -164,11 +164,12 @@ func (a *autoscaler) scaleUp(ctx context.Context, unschedulable []*Pod) error {
 	return nil
 }
 
-// better is the price expander's choice: the lower price per pod helped, then
-// more pods helped, then the group listed first.
-func better(g *Group, nodes, helped int, h *Group, hNodes, hHelped int) bool {
-	a := g.PricePerHour * float64(nodes) / float64(helped)
-	b := h.PricePerHour * float64(hNodes) / float64(hHelped)
+// better is the price expander's choice, at the groups' prices now (price
+// and hPrice per node-hour): the lower price per pod helped, then more pods
+// helped, then the group listed first.
+func better(price float64, nodes, helped int, hPrice float64, hNodes, hHelped int) bool {
+	a := price * float64(nodes) / float64(helped)
+	b := hPrice * float64(hNodes) / float64(hHelped)
 	if a != b {
 		return a < b
 	}

@@ -22,6 +22,10 @@ type zone struct {
 	preTrace  *Trace
 	preOffset time.Duration
 	preRate   float64
+	// priceTrace, when set, is the trace whose prices the zone's spot price
+	// follows (the capacity trace's, else the preemption trace's).
+	priceTrace  *Trace
+	priceOffset time.Duration
 }
 
 func newZone(z *Zone, sc *Scenario, seed int64, start time.Time) (*zone, error) {
@@ -59,7 +63,22 @@ func newZone(z *Zone, sc *Scenario, seed int64, start time.Time) (*zone, error) 
 		}
 		out.preOffset = wrapOffset(out.preOffset, out.preTrace)
 	}
+	switch {
+	case out.capTrace != nil && out.capTrace.Prices != nil:
+		out.priceTrace, out.priceOffset = out.capTrace, out.capOffset
+	case out.preTrace != nil && out.preTrace.Prices != nil:
+		out.priceTrace, out.priceOffset = out.preTrace, out.preOffset
+	}
 	return out, nil
+}
+
+// priceFactor is the zone's spot price at elapsed time d relative to the
+// trace's mean price: 1 without a priced trace.
+func (z *zone) priceFactor(d time.Duration) float64 {
+	if z.priceTrace == nil {
+		return 1
+	}
+	return z.priceTrace.PriceFactor(d + z.priceOffset)
 }
 
 // wrapOffset reduces an offset into a trace to less than the trace's length

@@ -144,7 +144,7 @@ func (m *recorder) observe(step time.Duration) {
 	spotNodes, odNodes := 0, 0
 	spotByZone := map[*zone]int{}
 	for _, n := range w.nodes {
-		cost += n.Group.PricePerHour * step.Hours()
+		cost += w.PricePerHour(n.Group) * step.Hours()
 		if n.Group.Spot {
 			spotNodes++
 			spotByZone[n.Group.zone]++

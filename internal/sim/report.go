@@ -32,6 +32,12 @@ func (r *Report) WriteTable(out io.Writer) error {
 	if len(r.Traces) > 0 {
 		fmt.Fprintf(out, "Spot markets replay traces of \"Can't Be Late\" (NSDI '24), skypilot-org/spot-traces.\n")
 	}
+	if len(r.PricedZones) > 0 {
+		fmt.Fprintf(out, "Spot prices follow the traces' prices in %s (the node groups' prices are their mean).\n", strings.Join(r.PricedZones, ", "))
+	}
+	for _, w := range r.Warnings {
+		fmt.Fprintf(out, "Warning: %s\n", w)
+	}
 	return nil
 }
 

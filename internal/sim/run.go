@@ -40,6 +40,12 @@ type Report struct {
 	Zones       []string `json:"zones"`
 	// Traces names the traces the markets replay.
 	Traces []string `json:"traces,omitempty"`
+	// PricedZones are the zones whose spot price follows the prices of their
+	// trace (docs/simulate.md, Traces).
+	PricedZones []string `json:"pricedZones,omitempty"`
+	// Warnings are what the scenario's input had that the simulator ignored
+	// (Scenario.Warnings).
+	Warnings []string `json:"warnings,omitempty"`
 	// Baseline is the all-on-demand run.
 	Baseline Result   `json:"baseline"`
 	Results  []Result `json:"results"`
@@ -117,13 +123,19 @@ func Run(ctx context.Context, sc *Scenario, opts Options) (*Report, error) {
 		}
 	}
 	rep := &Report{Scenario: sc.Name, Description: sc.Description, Seed: sc.Seed, Start: sc.Start, Days: sc.Duration.Hours() / 24,
-		Step: sc.Step.Duration.String(), Currency: sc.Currency, Baseline: results[0], Results: results[1:]}
+		Step: sc.Step.Duration.String(), Currency: sc.Currency, Baseline: results[0], Results: results[1:], Warnings: sc.Warnings()}
 	for _, z := range sc.Zones {
 		rep.Zones = append(rep.Zones, z.Name)
+		priced := false
 		for _, t := range []string{z.SpotCapacity.Trace, z.Preemptions.Trace} {
 			if t != "" {
 				rep.Traces = append(rep.Traces, t)
+				tr, err := LoadTrace(t, sc.dir)
+				priced = priced || (err == nil && tr.Prices != nil)
 			}
+		}
+		if priced {
+			rep.PricedZones = append(rep.PricedZones, z.Name)
 		}
 	}
 	for i := range rep.Results {

@@ -63,8 +63,31 @@ type Scenario struct {
 	// Load is the daily cycle that scales the workloads.
 	Load LoadCycle `json:"load"`
 
-	// dir is the folder trace paths are relative to.
+	// dir is the folder trace paths are relative to: the scenario file's.
 	dir string
+}
+
+// Warnings lists what the scenario's traces had that the simulator does not
+// read (unknown fields of a trace file, ignored), each with the field path of
+// the trace that named it.
+func (sc *Scenario) Warnings() []string {
+	var out []string
+	for i, z := range sc.Zones {
+		for _, t := range []struct{ path, ref string }{
+			{fmt.Sprintf("zones[%d].spotCapacity.trace", i), z.SpotCapacity.Trace},
+			{fmt.Sprintf("zones[%d].preemptions.trace", i), z.Preemptions.Trace},
+		} {
+			if t.ref == "" {
+				continue
+			}
+			if tr, err := LoadTrace(t.ref, sc.dir); err == nil {
+				for _, w := range tr.Warnings {
+					out = append(out, fmt.Sprintf("%s: %s: %s", t.path, t.ref, w))
+				}
+			}
+		}
+	}
+	return out
 }
 
 // ClusterSettings are the timings of the simulated control plane.
@@ -273,7 +296,13 @@ func LoadScenario(path string) (*Scenario, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading scenario %s: %w", path, err)
 	}
-	sc, err := ParseScenario(data, filepath.Dir(path))
+	// An absolute folder: trace paths resolve the same wherever the process
+	// goes afterwards.
+	dir := filepath.Dir(path)
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	sc, err := ParseScenario(data, dir)
 	if ie, ok := errors.AsType[*InvalidScenarioError](err); ok {
 		ie.Path = path
 	}

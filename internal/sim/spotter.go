@@ -532,7 +532,7 @@ func (m *migratorModel) request(ctx context.Context, w *World, od *Node) error {
 		if !all {
 			continue
 		}
-		if best == nil || g.PricePerHour*float64(len(used)) < best.PricePerHour*float64(bestNodes) {
+		if best == nil || w.PricePerHour(g)*float64(len(used)) < w.PricePerHour(best)*float64(bestNodes) {
 			best, bestNodes = g, len(used)
 		}
 	}

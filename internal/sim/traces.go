@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"bytes"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -11,6 +10,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -27,30 +27,53 @@ const BuiltinPrefix = "builtin:"
 //go:embed traces
 var traceFS embed.FS
 
-// Trace is a measured series: one integer per tick.
+// Trace is a measured series: one integer per tick, and, in some traces, the
+// spot price at each tick.
 type Trace struct {
 	// Name is how the scenario named it.
 	Name string
 	Gap  time.Duration
 	Data []int
+	// Prices, when the file has them, are the spot price at each tick (as
+	// many as Data); meanPrice is their mean.
+	Prices    []float64
+	meanPrice float64
+	// Warnings are what the file had that the simulator does not read
+	// (unknown fields), ignored.
+	Warnings []string
 }
 
-// traceFile is the format of the spot-traces repository.
+// traceFile is the format of the spot-traces repository. Some of its files
+// carry more than others (the AWS 1-node preemption traces add "prices"), so
+// fields it does not know are reported as warnings, not refused.
 type traceFile struct {
 	Metadata struct {
 		GapSeconds *float64 `json:"gap_seconds"`
 	} `json:"metadata"`
-	Data []int `json:"data"`
+	Data   []int     `json:"data"`
+	Prices []float64 `json:"prices"`
 }
 
-// ParseTrace reads a trace file: {"metadata": {"gap_seconds": N}, "data": [...]}.
+// Fields of a trace file the simulator reads, by level.
+var (
+	traceFields    = []string{"metadata", "data", "prices"}
+	metadataFields = []string{"gap_seconds"}
+)
+
+// ParseTrace reads a trace file: {"metadata": {"gap_seconds": N}, "data":
+// [...]}, optionally with "prices": [...] (one price per tick). Fields it does
+// not know are listed in the trace's Warnings.
 func ParseTrace(data []byte) (*Trace, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	var f traceFile
-	if err := dec.Decode(&f); err != nil {
+	if err := json.Unmarshal(data, &f); err != nil {
 		return nil, fmt.Errorf("not a trace file ({\"metadata\": {\"gap_seconds\": N}, \"data\": [...]}): %w", err)
 	}
+	// The same bytes decoded again as maps, only to name the fields that
+	// were not read.
+	var fields, metadata map[string]json.RawMessage
+	_ = json.Unmarshal(data, &fields)
+	_ = json.Unmarshal(fields["metadata"], &metadata)
+	warnings := append(unknownFields("", fields, traceFields), unknownFields("metadata.", metadata, metadataFields)...)
 	if f.Metadata.GapSeconds == nil || *f.Metadata.GapSeconds < 0.001 || *f.Metadata.GapSeconds > 86400 {
 		return nil, errors.New("metadata.gap_seconds must be between 0.001 and 86400 seconds")
 	}
@@ -62,7 +85,35 @@ func ParseTrace(data []byte) (*Trace, error) {
 			return nil, fmt.Errorf("data[%d] is %d: must be between 0 and 100000", i, v)
 		}
 	}
-	return &Trace{Gap: time.Duration(*f.Metadata.GapSeconds * float64(time.Second)), Data: f.Data}, nil
+	t := &Trace{Gap: time.Duration(*f.Metadata.GapSeconds * float64(time.Second)), Data: f.Data, Warnings: warnings}
+	if f.Prices != nil {
+		if len(f.Prices) != len(f.Data) {
+			return nil, fmt.Errorf("prices has %d entries, data %d: one price per tick", len(f.Prices), len(f.Data))
+		}
+		sum := 0.0
+		for i, v := range f.Prices {
+			if !(v > 0 && v <= 1e6) { // NaN fails too
+				return nil, fmt.Errorf("prices[%d] is %v: must be a price above 0 and at most 1e6", i, v)
+			}
+			sum += v
+		}
+		t.Prices, t.meanPrice = f.Prices, sum/float64(len(f.Prices))
+	}
+	return t, nil
+}
+
+// unknownFields lists the keys of fields that are not in known (JSON field
+// names match without regard to case, as encoding/json matches them), in
+// order.
+func unknownFields(prefix string, fields map[string]json.RawMessage, known []string) []string {
+	var out []string
+	for k := range fields {
+		if !slices.ContainsFunc(known, func(n string) bool { return strings.EqualFold(n, k) }) {
+			out = append(out, fmt.Sprintf("unknown field %q ignored", prefix+k))
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // MaxTraceBytes is the largest trace file LoadTrace reads. The traces of the
@@ -146,3 +197,12 @@ func (t *Trace) period() time.Duration {
 
 // At is the trace's value at elapsed time d.
 func (t *Trace) At(d time.Duration) int { return t.Data[t.Index(d)] }
+
+// PriceFactor is the trace's price at elapsed time d relative to its mean
+// price: 1 for a trace without prices.
+func (t *Trace) PriceFactor(d time.Duration) float64 {
+	if t.Prices == nil {
+		return 1
+	}
+	return t.Prices[t.Index(d)] / t.meanPrice
+}

@@ -28,8 +28,14 @@ const (
 )
 
 // ValidateScenario returns every problem of a defaulted scenario, each with its
-// field path. Traces are read to check them (relative paths from dir).
+// field path. Traces are read to check them: relative paths from dir, or, when
+// dir is empty, from the folder of the file the scenario was loaded from
+// (none for a scenario built in Go), so that a loaded scenario changed
+// afterwards (`--seed`, `--duration`) validates as it runs.
 func ValidateScenario(sc *Scenario, dir string) field.ErrorList {
+	if dir == "" {
+		dir = sc.dir
+	}
 	var errs field.ErrorList
 	if sc.APIVersion != ScenarioAPIVersion {
 		errs = append(errs, field.NotSupported(field.NewPath("apiVersion"), sc.APIVersion, []string{ScenarioAPIVersion}))

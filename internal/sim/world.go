@@ -310,6 +310,17 @@ func (w *World) Launch(g *Group) (*Node, error) {
 	return w.addNode(g), nil
 }
 
+// PricePerHour is what a node of g costs per hour now: the group's price,
+// which for a spot group in a zone whose trace has prices follows them (the
+// group's price is then the mean, each tick's price relative to the trace's
+// mean scales it).
+func (w *World) PricePerHour(g *Group) float64 {
+	if !g.Spot || g.zone == nil {
+		return g.PricePerHour
+	}
+	return g.PricePerHour * g.zone.priceFactor(w.Elapsed())
+}
+
 // spotNodes counts the zone's spot nodes not terminated.
 func (w *World) spotNodes(z *zone) int {
 	count := 0

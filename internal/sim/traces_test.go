@@ -1,0 +1,210 @@
+package sim
+
+import (
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A trace may carry the spot price at each tick ("prices", as the AWS 1-node
+// preemption traces of spot-traces do); fields the simulator does not read
+// are warnings, not errors: the format grows.
+func TestTraceWithPricesAndUnknownFields(t *testing.T) {
+	tr, err := ParseTrace([]byte(`{"metadata": {"gap_seconds": 60, "instance_type": "r5.16xlarge"},
+		"data": [1, 1, 0, 1], "prices": [1.0, 3.0, 2.0, 2.0], "source": "aws"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.Prices) != 4 || tr.PriceFactor(0) != 0.5 || tr.PriceFactor(time.Minute) != 1.5 || tr.PriceFactor(5*time.Minute) != 1.5 {
+		t.Errorf("prices %v, factors %v %v", tr.Prices, tr.PriceFactor(0), tr.PriceFactor(time.Minute))
+	}
+	want := []string{`unknown field "source" ignored`, `unknown field "metadata.instance_type" ignored`}
+	if !slices.Equal(tr.Warnings, want) {
+		t.Errorf("warnings %q, want %q", tr.Warnings, want)
+	}
+	plain, err := ParseTrace([]byte(`{"metadata": {"gap_seconds": 60}, "data": [1]}`))
+	if err != nil || plain.Prices != nil || plain.Warnings != nil || plain.PriceFactor(0) != 1 {
+		t.Errorf("a trace without prices: %+v, %v", plain, err)
+	}
+
+	for _, tc := range []struct{ body, want string }{
+		{`{"metadata": {"gap_seconds": 60}, "data": [1, 2], "prices": [1]}`, "prices has 1 entries, data 2"},
+		{`{"metadata": {"gap_seconds": 60}, "data": [1, 2], "prices": [1, 0]}`, "prices[1] is 0: must be a price above 0"},
+		{`{"metadata": {"gap_seconds": 60}, "data": [1], "prices": [-2]}`, "prices[0] is -2"},
+		{`{"metadata": {"gap_seconds": 60}, "data": [1], "prices": ["1"]}`, "not a trace file"},
+		{`{"metadata": {"gap_seconds": 60}, "data": [1]} trailing`, "not a trace file"},
+		{`{"metadata": {"gap": 60}, "data": [1]}`, "metadata.gap_seconds must be"},
+	} {
+		if _, err := ParseTrace([]byte(tc.body)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", tc.body, err, tc.want)
+		}
+	}
+}
+
+// A zone whose trace has prices bills its spot nodes at the group's price
+// times the trace's price relative to its mean; on-demand nodes keep theirs.
+func TestTracePricesSetTheSpotPrice(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "priced.json"), `{"metadata": {"gap_seconds": 3600}, "data": [5, 5], "prices": [1, 3]}`)
+	sc, err := ParseScenario([]byte(`apiVersion: spotter.dev/v1alpha1
+kind: SimulationScenario
+duration: 2h
+zones:
+- {name: a, spotCapacity: {trace: priced.json}}
+nodeGroups:
+- {name: od, zone: a, capacityType: on-demand, cpu: "2", memory: 8Gi, pricePerHour: 0.5, initial: 1}
+- {name: sp, zone: a, capacityType: spot, cpu: "2", memory: 8Gi, pricePerHour: 0.2, initial: 1}
+workloads:
+- {name: web, replicas: 1, cpu: 500m, memory: 1Gi}
+`), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := newWorld(sc, 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var od, sp *Group
+	for _, g := range w.Groups {
+		if g.Spot {
+			sp = g
+		} else {
+			od = g
+		}
+	}
+	for _, tc := range []struct {
+		at          time.Duration
+		spot, onDem float64
+	}{{0, 0.1, 0.5}, {59 * time.Minute, 0.1, 0.5}, {time.Hour, 0.3, 0.5}, {2 * time.Hour, 0.1, 0.5}} {
+		w.Clock.SetTime(w.start.Add(tc.at))
+		if got := w.PricePerHour(sp); math.Abs(got-tc.spot) > 1e-12 {
+			t.Errorf("spot at %s: %v, want %v", tc.at, got, tc.spot)
+		}
+		if got := w.PricePerHour(od); got != tc.onDem {
+			t.Errorf("on-demand at %s: %v, want %v", tc.at, got, tc.onDem)
+		}
+	}
+	w.Clock.SetTime(w.start)
+	w.m.observe(time.Hour)
+	w.Clock.SetTime(w.start.Add(time.Hour))
+	w.m.observe(time.Hour)
+	if want := 0.5 + 0.1 + 0.5 + 0.3; math.Abs(w.m.r.Cost-want) > 1e-9 {
+		t.Errorf("cost of two hours %.4f, want %.4f", w.m.r.Cost, want)
+	}
+	rep := run(t, sc, StrategyNone)
+	if !slices.Equal(rep.PricedZones, []string{"a"}) {
+		t.Errorf("priced zones %v", rep.PricedZones)
+	}
+}
+
+// Relative trace paths resolve against the scenario file's folder in every
+// code path, also when flags change the loaded scenario and it is validated
+// again (spotter simulate --seed / --duration), from another working folder.
+func TestRelativeTracePathsAfterFlags(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "traces"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "traces", "cap.json"), `{"metadata": {"gap_seconds": 60, "note": "x"}, "data": [2, 2, 0, 3]}`)
+	writeFile(t, filepath.Join(dir, "s.yaml"), `apiVersion: spotter.dev/v1alpha1
+kind: SimulationScenario
+duration: 2h
+zones:
+- {name: a, spotCapacity: {trace: traces/cap.json}, preemptions: {trace: traces/cap.json}}
+nodeGroups:
+- {name: od, zone: a, capacityType: on-demand, cpu: "2", memory: 8Gi, pricePerHour: 0.1, initial: 1}
+- {name: sp, zone: a, capacityType: spot, cpu: "2", memory: 8Gi, pricePerHour: 0.03}
+workloads:
+- {name: web, replicas: 3, cpu: 500m, memory: 1Gi}
+`)
+	// Loaded through a relative path, from the scenario's folder.
+	t.Chdir(dir)
+	sc, err := LoadScenario("s.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(t.TempDir())
+	sc.Duration.Duration, sc.Seed = 3*time.Hour, 7
+	if errs := ValidateScenario(sc, ""); len(errs) > 0 {
+		t.Fatalf("validated again after --duration and --seed: %v", errs)
+	}
+	rep := run(t, sc, StrategyNone)
+	want := []string{`zones[0].spotCapacity.trace: traces/cap.json: unknown field "metadata.note" ignored`,
+		`zones[0].preemptions.trace: traces/cap.json: unknown field "metadata.note" ignored`}
+	if !slices.Equal(rep.Warnings, want) {
+		t.Errorf("warnings %q, want %q", rep.Warnings, want)
+	}
+	var table strings.Builder
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "Warning: "+want[0]) {
+		t.Errorf("the table does not show the warnings:\n%s", table.String())
+	}
+}
+
+// sharedTraces is the folder of real traces of the Spotter workspace, beside
+// the checkout.
+var sharedTraces = filepath.Join("..", "..", "..", "shared", "traces")
+
+// Every trace of the shared folder loads, by a path relative to a scenario
+// there, and a simulation replays it: availability traces as spot capacity,
+// preemption traces as preemptions (their prices, when they have some, as the
+// spot price). Skipped where the shared folder is absent.
+func TestSharedTracesLoad(t *testing.T) {
+	if _, err := os.Stat(sharedTraces); err != nil {
+		t.Skipf("no shared traces beside the checkout: %v", err)
+	}
+	var files []string
+	err := filepath.WalkDir(sharedTraces, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".json") {
+			rel, _ := filepath.Rel(sharedTraces, p)
+			files = append(files, filepath.ToSlash(rel))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatalf("no trace in %s", sharedTraces)
+	}
+	for _, rel := range files {
+		t.Run(rel, func(t *testing.T) {
+			tr, err := LoadTrace(rel, sharedTraces)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(tr.Data) == 0 || tr.Gap <= 0 || len(tr.Warnings) > 0 {
+				t.Errorf("%d ticks of %s, warnings %q", len(tr.Data), tr.Gap, tr.Warnings)
+			}
+			if strings.Contains(rel, "_intel_64") != (tr.Prices != nil) {
+				t.Errorf("prices: %d, want them exactly in the AWS 1-node (r5.16xlarge) traces", len(tr.Prices))
+			}
+			market := "spotCapacity: {nodes: 10}, preemptions: {trace: " + rel + "}"
+			if strings.HasPrefix(rel, "availability/") {
+				market = "spotCapacity: {trace: " + rel + "}"
+			}
+			sc, err := ParseScenario([]byte(strings.Replace(tiny, "{name: b, spotCapacity: {nodes: 3}}", "{name: b, "+market+"}", 1)), sharedTraces)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep := run(t, sc, StrategySpotter)
+			if (tr.Prices != nil) != slices.Contains(rep.PricedZones, "b") {
+				t.Errorf("priced zones %v", rep.PricedZones)
+			}
+		})
+	}
+}
+
+func writeFile(t *testing.T, name, body string) {
+	t.Helper()
+	if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
