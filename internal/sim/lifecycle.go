@@ -9,7 +9,8 @@ import (
 // advance runs the world's own processes for the step that ends now (the
 // previous step ended at elapsed time prev): nodes become Ready, noticed nodes
 // terminate, the market sends preemption notices, terminating and lost pods
-// go, and the workload controllers create and delete pods for the load.
+// go, pods become Ready, and the workload controllers create and delete pods
+// for the load.
 func (w *World) advance(prev time.Duration) {
 	now, e := w.Now(), w.Elapsed()
 	for _, n := range w.nodes {
@@ -30,6 +31,8 @@ func (w *World) advance(prev time.Duration) {
 			w.removePod(p)
 		case p.lost && !now.Before(p.lostUntil):
 			w.removePod(p)
+		case p.Node != nil && !p.ready && !p.Terminating && !now.Before(p.ReadyAt):
+			w.markReady(p)
 		}
 	}
 	for _, a := range w.Apps {

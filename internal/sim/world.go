@@ -105,6 +105,8 @@ type Pod struct {
 	// lost pods were on a node that terminated; they are deleted at lostUntil.
 	lost      bool
 	lostUntil time.Time
+	// ready is set when the pod's object got its Ready condition.
+	ready bool
 }
 
 // Bound reports whether the pod is bound to a node.
@@ -472,6 +474,21 @@ func (w *World) bind(p *Pod, n *Node) {
 	p.ReadyAt = w.Now().Add(w.sc.Cluster.PodStartup.Duration)
 	n.pods = append(n.pods, p)
 	n.emptySince = time.Time{}
+	w.changed()
+	if !w.Now().Before(p.ReadyAt) {
+		w.markReady(p)
+	}
+}
+
+// markReady records that a bound pod became Ready (podStartup after its
+// binding): its object gets the Ready condition, and the world a change, since
+// PodDisruptionBudget status (and so every plan) depends on it.
+func (w *World) markReady(p *Pod) {
+	obj := *p.Obj
+	obj.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue,
+		LastTransitionTime: metav1.NewTime(p.ReadyAt)}}
+	p.Obj = &obj
+	p.ready = true
 	w.changed()
 }
 
