@@ -136,7 +136,7 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{"apiVersion inside config", "config: {apiVersion: spotter.dev/v1alpha1}", `/config: unknown property "apiVersion"`},
 		{"misspelt config section", "config: {resheduler: {enabled: true}}", `/config: unknown property "resheduler"`},
 		{"misspelt config field", "config: {drain: {timout: 5m}}", `/config/drain: unknown property "timout"`},
-		{"unknown cloud provider", "config: {cloud: {provider: gcp}}", "/config/cloud/provider: gcp is not one of"},
+		{"unknown cloud provider", "config: {cloud: {provider: openstack}}", "/config/cloud/provider: openstack is not one of"},
 		{"unknown migration mode", "config: {migrator: {mode: Fast}}", "/config/migrator/mode: Fast is not one of"},
 		{"duration without unit", "config: {drain: {timeout: 600}}", "/config/drain/timeout: is number, want string"},
 		{"duration in days", "config: {rescheduler: {interval: 1d}}", "/config/rescheduler/interval"},

@@ -20,6 +20,7 @@ import (
 	"spotter.dev/spotter/internal/cloud"
 	awsprovider "spotter.dev/spotter/internal/cloud/aws"
 	"spotter.dev/spotter/internal/cloud/clusterapi"
+	gcpprovider "spotter.dev/spotter/internal/cloud/gcp"
 	kubeprovider "spotter.dev/spotter/internal/cloud/kubernetes"
 	"spotter.dev/spotter/internal/cloud/kwok"
 	cloudmetrics "spotter.dev/spotter/internal/cloud/metrics"
@@ -159,6 +160,12 @@ func newProvider(ctx context.Context, mgr ctrl.Manager, kube kubernetes.Interfac
 	switch cfg.Cloud.Provider {
 	case v1alpha1.ProviderAWS:
 		p, err := awsprovider.FromConfig(ctx, kube, clk, cfg.Cloud.AWS, cfg.Pricing)
+		if err != nil {
+			return nil, nil, err
+		}
+		return cloudmetrics.Decorate(p), nil, nil
+	case v1alpha1.ProviderGCP:
+		p, err := gcpprovider.FromConfig(ctx, kube, clk, cfg.Cloud.GCP, cfg.Pricing)
 		if err != nil {
 			return nil, nil, err
 		}

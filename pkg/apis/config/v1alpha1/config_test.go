@@ -67,6 +67,9 @@ func normalize(c *SpotterConfiguration) *SpotterConfiguration {
 	if len(c.Disruption.Windows) == 0 {
 		c.Disruption.Windows = nil
 	}
+	if len(c.Cloud.GCP.NodeGroups) == 0 {
+		c.Cloud.GCP.NodeGroups = nil
+	}
 	if len(c.Pricing.InstanceTypes) == 0 {
 		c.Pricing.InstanceTypes = nil
 	}

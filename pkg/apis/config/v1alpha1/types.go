@@ -223,8 +223,9 @@ type CloudConfig struct {
 	// deletes its Node object), aws (EC2 instances and Auto Scaling groups, see
 	// docs/cloud-aws.md), clusterapi (Cluster API MachineDeployments and
 	// MachineSets that carry the cluster autoscaler's min and max size
-	// annotations) or kwok (node groups of kwok Nodes, for the lab and tests).
-	// Default kubernetes. GCP and Azure come later.
+	// annotations), gcp (Compute Engine instances and managed instance groups,
+	// see docs/cloud-gcp.md) or kwok (node groups of kwok Nodes, for the lab
+	// and tests). Default kubernetes. Azure comes later.
 	Provider CloudProvider `json:"provider"`
 	// KwokConfigFile is the kwok provider's node groups (see
 	// internal/cloud/kwok.Config). Required with provider kwok.
@@ -233,6 +234,50 @@ type CloudConfig struct {
 	AWS AWSConfig `json:"aws"`
 	// ClusterAPI configures provider clusterapi.
 	ClusterAPI ClusterAPIConfig `json:"clusterAPI"`
+	// GCP configures provider gcp.
+	GCP GCPConfig `json:"gcp"`
+}
+
+// GCPConfig configures the gcp provider. Credentials come from Application
+// Default Credentials only (workload identity on GKE, a service account's
+// key file named by GOOGLE_APPLICATION_CREDENTIALS, the metadata server).
+type GCPConfig struct {
+	// Project is the ID of the project whose instances and managed instance
+	// groups Spotter reads. Required with provider gcp.
+	Project string `json:"project"`
+	// ClusterName keeps, of the groups a nodePool entry selects, those of
+	// this GKE cluster (instance template label goog-k8s-cluster-name).
+	// Empty: any cluster's.
+	ClusterName string `json:"clusterName"`
+	// NodeGroups says which managed instance groups Spotter may scale and
+	// their sizes; a group two entries select takes the first one's sizes.
+	// At least one with provider gcp.
+	NodeGroups []GCPNodeGroup `json:"nodeGroups"`
+	// Endpoint overrides the base URL of the Compute Engine API, for tests
+	// and proxies. An http:// endpoint is spoken to without credentials; an
+	// https:// one with them. Empty (the default): Google's.
+	Endpoint string `json:"endpoint"`
+}
+
+// GCPNodeGroup selects managed instance groups (zonal or regional) by exactly
+// one of instanceGroupManager, namePrefix or nodePool, and gives their sizes:
+// a managed instance group has no minimum or maximum of its own.
+type GCPNodeGroup struct {
+	// InstanceGroupManager names one group:
+	// zones/<zone>/instanceGroupManagers/<name>,
+	// regions/<region>/instanceGroupManagers/<name>, or its full URL.
+	InstanceGroupManager string `json:"instanceGroupManager"`
+	// NamePrefix selects every group of the project whose name starts with
+	// it (as the cluster autoscaler's mig:namePrefix= auto-discovery does).
+	NamePrefix string `json:"namePrefix"`
+	// NodePool selects the groups of a GKE node pool, one per zone (instance
+	// template label goog-k8s-node-pool-name).
+	NodePool string `json:"nodePool"`
+	// MinSize is the smallest target size of each selected group. At least 0.
+	MinSize int32 `json:"minSize"`
+	// MaxSize is the largest target size of each selected group. At least 1
+	// and at least minSize.
+	MaxSize int32 `json:"maxSize"`
 }
 
 // ClusterAPIConfig configures the clusterapi provider. Its node groups are the
@@ -281,6 +326,7 @@ const (
 	ProviderKwok       CloudProvider = "kwok"
 	ProviderAWS        CloudProvider = "aws"
 	ProviderClusterAPI CloudProvider = "clusterapi"
+	ProviderGCP        CloudProvider = "gcp"
 )
 
 // MigrationMode is the order in which the migrator replaces a node.

@@ -16,7 +16,7 @@ func TestCloudProviders(t *testing.T) {
 			"cloud.aws.clusterName: Required value: the aws provider needs the cluster's name"},
 		{"an empty group name", "cloud:\n  provider: aws\n  aws:\n    autoScalingGroups: [\"\"]\n",
 			`cloud.aws.autoScalingGroups[0]: Invalid value: "": an Auto Scaling group name has 1 to 255 characters`},
-		{"unknown provider", "cloud:\n  provider: gcp\n", `cloud.provider: Unsupported value: "gcp": supported values: "kubernetes", "aws", "kwok"`},
+		{"unknown provider", "cloud:\n  provider: openstack\n", `cloud.provider: Unsupported value: "openstack": supported values: "kubernetes", "aws", "kwok"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, errs := Parse([]byte(header + tc.body))

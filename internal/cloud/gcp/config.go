@@ -1,0 +1,52 @@
+package gcp
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	compute "cloud.google.com/go/compute/apiv1"
+	"google.golang.org/api/option"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+
+	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
+)
+
+// FromConfig builds the provider from Spotter's configuration: REST clients
+// of the Compute Engine API with Application Default Credentials, or, for an
+// http:// cfg.Endpoint (tests, a local proxy), none: credentials are never
+// sent in the clear.
+func FromConfig(ctx context.Context, kube kubernetes.Interface, clk clock.Clock, cfg v1alpha1.GCPConfig, pricing v1alpha1.PricingConfig) (*Provider, error) {
+	var opts []option.ClientOption
+	if cfg.Endpoint != "" {
+		opts = append(opts, option.WithEndpoint(strings.TrimSuffix(cfg.Endpoint, "/")))
+		if strings.HasPrefix(cfg.Endpoint, "http://") {
+			opts = append(opts, option.WithoutAuthentication())
+		}
+	}
+	wrap := func(what string, err error) error {
+		return fmt.Errorf("cloud.gcp: the Compute Engine %s client (Application Default Credentials): %w", what, err)
+	}
+	var c Clients
+	var err error
+	if c.Instances, err = compute.NewInstancesRESTClient(ctx, opts...); err != nil {
+		return nil, wrap("instances", err)
+	}
+	if c.Groups, err = compute.NewInstanceGroupManagersRESTClient(ctx, opts...); err != nil {
+		return nil, wrap("instance group managers", err)
+	}
+	if c.RegionalGroups, err = compute.NewRegionInstanceGroupManagersRESTClient(ctx, opts...); err != nil {
+		return nil, wrap("regional instance group managers", err)
+	}
+	if c.Templates, err = compute.NewInstanceTemplatesRESTClient(ctx, opts...); err != nil {
+		return nil, wrap("instance templates", err)
+	}
+	if c.RegionalTemplates, err = compute.NewRegionInstanceTemplatesRESTClient(ctx, opts...); err != nil {
+		return nil, wrap("regional instance templates", err)
+	}
+	if c.MachineTypes, err = compute.NewMachineTypesRESTClient(ctx, opts...); err != nil {
+		return nil, wrap("machine types", err)
+	}
+	return New(c, kube, clk, Options{Project: cfg.Project, ClusterName: cfg.ClusterName, NodeGroups: cfg.NodeGroups, Pricing: pricing})
+}

@@ -1,0 +1,407 @@
+// Package gcp is the cloud.Provider of Google Compute Engine (and GKE): the
+// instance behind each node from one aggregated list of the project's
+// instances (spot or not, machine type, zone, managed instance group), and
+// node groups that are managed instance groups, zonal or regional, named in
+// the configuration or selected there by name prefix or GKE node pool. It
+// speaks to Compute Engine through the official Go client
+// (cloud.google.com/go/compute/apiv1, REST transport) only, with Application
+// Default Credentials; the configuration's endpoint (cloud.gcp.endpoint) is
+// how the tests point it at the project's emulator
+// (internal/emulator/gcpapi).
+//
+// # Calls
+//
+// Instances takes every node at once and, when one of them is not known
+// yet, reads the project's instances with one paged aggregatedList (500 a
+// page): what never changes for an instance (machine type, zone,
+// provisioning model, group) is cached for its life, and the instances the
+// list did not have are taken as gone for GoneTTL. Groups are read with one
+// paged aggregatedList of the project's managed instance groups (or a get
+// per group, when the configuration names them all) and cached for
+// GroupTTL; templates (immutable) and machine types are cached for good.
+// Every write reads its group afresh and drops the cache. Writes return
+// long-running operations, polled with backoff until they are done.
+//
+// # Spot or not
+//
+// An instance is spot when its scheduling says so: provisioningModel SPOT,
+// or preemptible (the older preemptible VMs). A group is spot when its
+// instance template's scheduling does.
+//
+// # Errors
+//
+// HTTP 429 and the rateLimitExceeded reasons become *cloud.ThrottledError;
+// ZONE_RESOURCE_POOL_EXHAUSTED (a stock-out) and QUOTA_EXCEEDED, on a call,
+// an operation or a managed instance's last attempt,
+// *cloud.CapacityUnavailableError; 404 *cloud.NotFoundError.
+//
+// Prices come from the configuration's pricing only: Compute Engine's API
+// publishes none.
+package gcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/compute/apiv1/computepb"
+	"google.golang.org/api/iterator"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+
+	"spotter.dev/spotter/internal/cloud"
+	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
+)
+
+// ProviderName is the provider's Name.
+const ProviderName = "gcp"
+
+// Labels and metadata GKE and Compute Engine put on instances, templates
+// and nodes, which the provider reads (and puts on template nodes).
+const (
+	// NodePoolLabel is the Node label of a GKE node's pool.
+	NodePoolLabel = "cloud.google.com/gke-nodepool"
+	// SpotLabel is the Node label of a GKE spot node ("true").
+	SpotLabel = "cloud.google.com/gke-spot"
+	// PreemptibleLabel is the Node label of a GKE preemptible node ("true").
+	PreemptibleLabel = "cloud.google.com/gke-preemptible"
+	// ClusterNameLabel is the Compute Engine label of a GKE cluster's
+	// instances and templates.
+	ClusterNameLabel = "goog-k8s-cluster-name"
+	// NodePoolNameLabel is the Compute Engine label naming the GKE node pool
+	// of an instance or template.
+	NodePoolNameLabel = "goog-k8s-node-pool-name"
+	// CreatedByKey is the metadata key Compute Engine sets on the instances
+	// of a managed instance group: the group's path.
+	CreatedByKey = "created-by"
+	// KubeEnvKey is the metadata key of the environment GKE gives its
+	// nodes' bootstrap (labels, taints, reserved resources).
+	KubeEnvKey = "kube-env"
+)
+
+// pageSize is the most results Compute Engine returns per page.
+const pageSize = 500
+
+// Options configure the provider.
+type Options struct {
+	// Project is the project of the instances and groups. Required.
+	Project string
+	// ClusterName keeps, of the groups a NodePool entry selects, those of
+	// this GKE cluster.
+	ClusterName string
+	// NodeGroups selects the groups and gives their sizes. At least one.
+	NodeGroups []v1alpha1.GCPNodeGroup
+	// Pricing gives on-demand and spot prices per machine type.
+	Pricing v1alpha1.PricingConfig
+	// GroupTTL is how long a read of the groups serves. Default 30s.
+	GroupTTL time.Duration
+	// GoneTTL is how long an instance the project's list did not have is
+	// taken as gone before it is looked for again. Default 5m.
+	GoneTTL time.Duration
+	// OperationPoll is the first wait between two polls of an operation;
+	// it doubles up to OperationPollMax. Defaults 500ms and 10s.
+	OperationPoll, OperationPollMax time.Duration
+	// OperationTimeout bounds the wait for an operation. Default 5m.
+	OperationTimeout time.Duration
+}
+
+// Provider is the GCP cloud provider. Build it with New or FromConfig.
+type Provider struct {
+	c     Clients
+	kube  kubernetes.Interface
+	clock clock.Clock
+	opts  Options
+
+	mu           sync.Mutex
+	instances    map[instanceKey]instanceFacts // for the instance's life
+	groups       []*NodeGroup
+	groupsAt     time.Time
+	templates    map[string]*templateFacts // by templateRef.key(), for good
+	machineTypes map[string]machineFacts   // by machine type name, for good
+}
+
+var (
+	_ cloud.Provider  = (*Provider)(nil)
+	_ cloud.NodeGroup = (*NodeGroup)(nil)
+)
+
+// instanceFacts is what never changes for an instance, or, for one the
+// project's list did not have, since when it is taken as gone.
+type instanceFacts struct {
+	key         instanceKey
+	machineType string
+	spot        bool
+	group       groupRef // name "" for none
+	gone        bool
+	seen        time.Time
+}
+
+// machineFacts is a machine type's size.
+type machineFacts struct {
+	cpus  int32
+	memMB int32
+}
+
+// New returns the provider. kube deletes the Node objects of deleted
+// instances and names the nodes of a group's instances.
+func New(c Clients, kube kubernetes.Interface, clk clock.Clock, opts Options) (*Provider, error) {
+	if opts.Project == "" {
+		return nil, errors.New("cloud.gcp: set project")
+	}
+	if len(opts.NodeGroups) == 0 {
+		return nil, errors.New("cloud.gcp: set nodeGroups (instanceGroupManager, namePrefix or nodePool, with maxSize)")
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&opts.GroupTTL, 30*time.Second)
+	def(&opts.GoneTTL, 5*time.Minute)
+	def(&opts.OperationPoll, 500*time.Millisecond)
+	def(&opts.OperationPollMax, 10*time.Second)
+	def(&opts.OperationTimeout, 5*time.Minute)
+	return &Provider{c: c, kube: kube, clock: clk, opts: opts, instances: map[instanceKey]instanceFacts{},
+		templates: map[string]*templateFacts{}, machineTypes: map[string]machineFacts{}}, nil
+}
+
+// Name implements cloud.Provider.
+func (p *Provider) Name() string { return ProviderName }
+
+// Instances implements cloud.Provider: one aggregated list of a project's
+// instances (paged) when a node's instance is not known yet, nothing
+// otherwise.
+func (p *Provider) Instances(ctx context.Context, nodes []*corev1.Node) (map[string]cloud.Instance, error) {
+	keys := make([]instanceKey, 0, len(nodes))
+	for _, n := range nodes {
+		if k, ok := keyOf(n); ok {
+			keys = append(keys, k)
+		}
+	}
+	if err := p.learn(ctx, keys); err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]cloud.Instance, len(nodes))
+	for _, n := range nodes {
+		k, _ := keyOf(n)
+		f, ok := p.instances[k]
+		if !ok || f.gone {
+			continue
+		}
+		inst := cloud.Instance{ID: k.providerID(), NodeName: n.Name, Spot: f.spot, InstanceType: f.machineType, Zone: k.zone, State: cloud.InstanceRunning}
+		if f.group.name != "" {
+			inst.NodeGroup = f.group.id()
+		}
+		inst.PricePerHour, inst.PriceKnown = p.price(f.machineType, f.spot)
+		out[n.Name] = inst
+	}
+	return out, nil
+}
+
+// learn lists the instances of every project where keys names one not
+// known (or gone for longer than GoneTTL).
+func (p *Provider) learn(ctx context.Context, keys []instanceKey) error {
+	now := p.clock.Now()
+	p.mu.Lock()
+	var projects []string
+	for _, k := range keys {
+		f, ok := p.instances[k]
+		if (!ok || (f.gone && now.Sub(f.seen) >= p.opts.GoneTTL)) && !slices.Contains(projects, k.project) {
+			projects = append(projects, k.project)
+		}
+	}
+	p.mu.Unlock()
+	slices.Sort(projects)
+	for _, project := range projects {
+		found, err := p.listInstances(ctx, project)
+		if err != nil {
+			return err
+		}
+		p.mu.Lock()
+		// The list is the project's truth: what it lacks is gone.
+		for k := range p.instances {
+			if k.project == project && !p.instances[k].gone {
+				delete(p.instances, k)
+			}
+		}
+		for k, f := range found {
+			p.instances[k] = f
+		}
+		for _, k := range keys {
+			if _, ok := found[k]; !ok && k.project == project {
+				p.instances[k] = instanceFacts{key: k, gone: true, seen: now}
+			}
+		}
+		p.mu.Unlock()
+	}
+	return nil
+}
+
+// listInstances reads every instance of project with aggregatedList.
+func (p *Provider) listInstances(ctx context.Context, project string) (map[instanceKey]instanceFacts, error) {
+	it := p.c.Instances.AggregatedList(ctx, &computepb.AggregatedListInstancesRequest{Project: project, MaxResults: ptr(uint32(pageSize))})
+	out := map[instanceKey]instanceFacts{}
+	for {
+		pair, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing the instances of project %s: %w", project, mapError("", err))
+		}
+		for _, i := range pair.Value.GetInstances() {
+			f := factsOf(project, i)
+			out[f.key] = f
+		}
+	}
+}
+
+func factsOf(project string, i *computepb.Instance) instanceFacts {
+	f := instanceFacts{key: instanceKey{project, last(i.GetZone()), i.GetName()}, machineType: last(i.GetMachineType()), spot: isSpot(i.GetScheduling())}
+	for _, item := range i.GetMetadata().GetItems() {
+		if item.GetKey() == CreatedByKey {
+			if r, ok := parseGroupRef(item.GetValue()); ok {
+				// created-by names the project by number: the instance's
+				// project is the group's.
+				r.project = project
+				f.group = r
+			}
+		}
+	}
+	return f
+}
+
+// isSpot reports whether scheduling asks for spot (or preemptible)
+// capacity.
+func isSpot(s *computepb.Scheduling) bool {
+	return s.GetProvisioningModel() == "SPOT" || s.GetPreemptible()
+}
+
+// DeleteInstance implements cloud.Provider: an instance of one of Spotter's
+// groups is deleted through the group (NodeGroup.DeleteNodes); one of
+// another managed instance group through that group too, with its target
+// size lowered so that it is not recreated; another with instances.delete.
+// The Node object is deleted too.
+func (p *Provider) DeleteInstance(ctx context.Context, node *corev1.Node) error {
+	if err := cloud.CheckDeletable(node); err != nil {
+		return err
+	}
+	k, ok := keyOf(node)
+	if !ok {
+		return cloud.NewNotFoundError(fmt.Errorf("node %s has no Compute Engine instance (spec.providerID %q)", node.Name, node.Spec.ProviderID))
+	}
+	if err := p.learn(ctx, []instanceKey{k}); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	f := p.instances[k]
+	p.mu.Unlock()
+	if f.gone {
+		return cloud.NewNotFoundError(fmt.Errorf("instance %s of node %s is gone", k.url(), node.Name))
+	}
+	if f.group.name != "" {
+		g, err := p.group(ctx, f.group.id())
+		switch {
+		case err == nil:
+			return g.DeleteNodes(ctx, []*corev1.Node{node})
+		case !cloud.IsNotFound(err):
+			return err
+		}
+		other := &NodeGroup{p: p, ref: f.group}
+		if err := other.deleteInstances(ctx, []instanceKey{k}); err != nil {
+			return err
+		}
+		return p.deleteNode(ctx, node.Name)
+	}
+	op, err := p.c.Instances.Delete(ctx, &computepb.DeleteInstanceRequest{Project: k.project, Zone: k.zone, Instance: k.name})
+	if err != nil {
+		return fmt.Errorf("deleting instance %s of node %s: %w", k.url(), node.Name, mapError("", err))
+	}
+	if err := p.wait(ctx, op, "deleting instance "+k.url(), ""); err != nil {
+		return err
+	}
+	p.forget(k)
+	return p.deleteNode(ctx, node.Name)
+}
+
+// forget marks an instance gone once it is deleted.
+func (p *Provider) forget(k instanceKey) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.instances[k] = instanceFacts{key: k, gone: true, seen: p.clock.Now()}
+}
+
+func (p *Provider) deleteNode(ctx context.Context, name string) error {
+	if p.kube == nil {
+		return nil
+	}
+	err := p.kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
+	if err = cloud.IgnoreNotFound(cloud.FromAPIError(err)); err != nil {
+		return fmt.Errorf("deleting Node %s: %w", name, err)
+	}
+	return nil
+}
+
+// NodeGroups implements cloud.Provider: the selected groups, by ID.
+func (p *Provider) NodeGroups(ctx context.Context) ([]cloud.NodeGroup, error) {
+	groups, err := p.readGroups(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]cloud.NodeGroup, len(groups))
+	for i, g := range groups {
+		out[i] = g
+	}
+	return out, nil
+}
+
+// NodeGroupForNode implements cloud.Provider.
+func (p *Provider) NodeGroupForNode(ctx context.Context, node *corev1.Node) (cloud.NodeGroup, error) {
+	k, ok := keyOf(node)
+	if !ok {
+		return nil, cloud.NewNotFoundError(fmt.Errorf("node %s has no Compute Engine instance", node.Name))
+	}
+	if err := p.learn(ctx, []instanceKey{k}); err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	f := p.instances[k]
+	p.mu.Unlock()
+	if f.gone || f.group.name == "" {
+		return nil, cloud.NewNotFoundError(fmt.Errorf("instance %s of node %s is in no managed instance group", k.url(), node.Name))
+	}
+	return p.group(ctx, f.group.id())
+}
+
+// group returns the group with ID id among the provider's groups.
+func (p *Provider) group(ctx context.Context, id string) (*NodeGroup, error) {
+	groups, err := p.readGroups(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, g := range groups {
+		if g.ID() == id {
+			return g, nil
+		}
+	}
+	return nil, cloud.NewNotFoundError(fmt.Errorf("the managed instance group %s is not one cloud.gcp.nodeGroups selects", id))
+}
+
+// price is a machine type's hourly price from the configuration; the
+// caller may hold p.mu (price reads only the options).
+func (p *Provider) price(machineType string, spot bool) (float64, bool) {
+	conf, ok := p.opts.Pricing.InstanceTypes[machineType]
+	if spot {
+		return conf.Spot, ok && conf.Spot > 0
+	}
+	return conf.OnDemand, ok && conf.OnDemand > 0
+}
+
+func ptr[T any](v T) *T { return &v }

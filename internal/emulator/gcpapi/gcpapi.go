@@ -1,0 +1,350 @@
+// Package gcpapi emulates, in process and on the wire, the parts of the
+// Compute Engine REST API (v1, JSON) that a node-group provider calls, so that
+// the provider can be tested through the official Go client
+// (cloud.google.com/go/compute/apiv1, REST transport) pointed at an
+// httptest server (option.WithEndpoint, option.WithoutAuthentication).
+//
+// Emulated, with the paths, query parameters and bodies the client sends and
+// the JSON it parses (64-bit IDs as strings, enums as names, errors in
+// Google's envelope {"error":{"code","message","errors":[{"reason",...}]}}):
+//
+//   - instances: aggregatedList (maxResults, pageToken), list (one zone),
+//     get, delete;
+//   - instanceGroupManagers and regionInstanceGroupManagers: aggregatedList
+//     (zonal and regional groups), get, resize, deleteInstances,
+//     listManagedInstances (currentAction, instanceStatus, lastAttempt
+//     errors);
+//   - instanceTemplates (global) and regionInstanceTemplates: get;
+//   - machineTypes: get (guestCpus, memoryMb);
+//   - zoneOperations and regionOperations: get. Every write answers with an
+//     operation, RUNNING for the operation delay (SetOperationDelay), then
+//     DONE, its effect applied when it is done.
+//
+// State (templates, groups, instances) is set up and read through Go
+// methods. Step is the managed instance groups' control loop: it adds
+// members up to a group's target size and removes those above it, creates
+// the members' instances (after the creation delay, SetCreateDelay), and
+// deletes instances, on the injected clock. Faults can be injected:
+// throttling (429 rateLimitExceeded), capacity shortages (a group's
+// creations fail with ZONE_RESOURCE_POOL_EXHAUSTED in the managed
+// instance's lastAttempt, as Compute Engine reports a stock-out, and keep
+// being retried), an error for the next call of a method, a failed
+// operation, slow operations and slow creation.
+//
+// Not emulated: authentication (any or no token is accepted), filters and
+// orderBy (refused with 400, so that a caller relying on them notices),
+// any method not listed above, autoscalers, instance group updates and
+// versions, stateful policies, health checks and autohealing, standby
+// pools, networking and disks, and fine points of Compute Engine's choice
+// of which instances a resize removes (see Step).
+package gcpapi
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Clock stamps resources and times delays; nil means the real clock.
+	Clock clock.WithTicker
+	// CreateDelay is how long a member's instance stays PROVISIONING (and
+	// the member CREATING) before it is RUNNING. SetCreateDelay changes it.
+	CreateDelay time.Duration
+	// DeleteDelay is how long a deleted instance stays STOPPING before it
+	// is gone.
+	DeleteDelay time.Duration
+	// OperationDelay is how long an operation stays RUNNING before it is
+	// DONE and its effect applied. SetOperationDelay changes it.
+	OperationDelay time.Duration
+	// ProjectNumber is what the created-by metadata of a group's instances
+	// names the project by, as Compute Engine does; default 123456789012.
+	ProjectNumber string
+	// Seed seeds instance names and SetThrottleFraction, so that runs
+	// repeat.
+	Seed uint64
+	// MachineTypes is the catalog, the same in every zone; nil means
+	// DefaultMachineTypes().
+	MachineTypes []MachineType
+}
+
+// APIError is an error the emulator answers a call with: the HTTP status,
+// the reason of its single error item and the message.
+type APIError struct {
+	Code    int
+	Reason  string
+	Message string
+}
+
+// Error implements error.
+func (e *APIError) Error() string { return fmt.Sprintf("%d %s: %s", e.Code, e.Reason, e.Message) }
+
+// OperationError is what a failed operation reports: the code of its error
+// item (ZONE_RESOURCE_POOL_EXHAUSTED, QUOTA_EXCEEDED, ...), a message, and
+// the HTTP status Compute Engine puts on it (httpErrorStatusCode).
+type OperationError struct {
+	Code       string
+	Message    string
+	HTTPStatus int
+}
+
+// Server is the emulated Compute Engine endpoint, an http.Handler. It is
+// safe for concurrent use.
+type Server struct {
+	clock         clock.WithTicker
+	projectNumber string
+
+	mu             sync.Mutex
+	createDelay    time.Duration
+	deleteDelay    time.Duration
+	operationDelay time.Duration
+	rand           *rand.Rand
+	seq            uint64
+
+	machineTypes map[string]MachineType
+	templates    map[string]*InstanceTemplate // by path
+	groups       map[string]*group            // by path
+	instances    map[string]*instance         // by path
+	operations   map[string]*operation        // by path
+
+	calls         map[string]int
+	throttleNext  int
+	throttleFrac  float64
+	throttled     map[string]int
+	failNext      map[string][]APIError
+	failNextOp    map[string][]OperationError
+	shortage      map[string]bool // group names
+	zoneShortage  map[string]bool // zones
+	onRunning     []func(Instance)
+	onDeleted     []func(Instance)
+	retryAfterSec int
+}
+
+// New returns an emulator with no template, group or instance.
+func New(opts Options) *Server {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.ProjectNumber == "" {
+		opts.ProjectNumber = "123456789012"
+	}
+	if opts.MachineTypes == nil {
+		opts.MachineTypes = DefaultMachineTypes()
+	}
+	s := &Server{
+		clock:          opts.Clock,
+		projectNumber:  opts.ProjectNumber,
+		createDelay:    opts.CreateDelay,
+		deleteDelay:    opts.DeleteDelay,
+		operationDelay: opts.OperationDelay,
+		rand:           rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x6c65)),
+		seq:            1_000_000 + opts.Seed%1000,
+		machineTypes:   map[string]MachineType{},
+		templates:      map[string]*InstanceTemplate{},
+		groups:         map[string]*group{},
+		instances:      map[string]*instance{},
+		operations:     map[string]*operation{},
+		calls:          map[string]int{},
+		throttled:      map[string]int{},
+		failNext:       map[string][]APIError{},
+		failNextOp:     map[string][]OperationError{},
+		shortage:       map[string]bool{},
+		zoneShortage:   map[string]bool{},
+	}
+	for _, m := range opts.MachineTypes {
+		s.machineTypes[m.Name] = m
+	}
+	return s
+}
+
+// Calls returns how many requests of method (a Compute Engine method ID
+// such as "compute.instances.aggregatedList") reached the emulator,
+// throttled and failed ones included.
+func (s *Server) Calls(method string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[method]
+}
+
+// AllCalls returns the call count of every method called so far.
+func (s *Server) AllCalls() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int, len(s.calls))
+	for k, v := range s.calls {
+		out[k] = v
+	}
+	return out
+}
+
+// Throttled returns how many requests of method were refused by an
+// injected throttle.
+func (s *Server) Throttled(method string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.throttled[method]
+}
+
+// ResetCalls zeroes the call and throttle counters.
+func (s *Server) ResetCalls() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.calls)
+	clear(s.throttled)
+}
+
+// ThrottleNext makes the next n requests fail as Compute Engine throttles:
+// HTTP 429, reason rateLimitExceeded.
+func (s *Server) ThrottleNext(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.throttleNext = n
+}
+
+// SetThrottleFraction throttles each request with probability f (0 turns
+// it off), drawn from the seeded source of Options.Seed.
+func (s *Server) SetThrottleFraction(f float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.throttleFrac = f
+}
+
+// SetRetryAfter makes throttled answers carry Retry-After: seconds (0:
+// none, the default, as Compute Engine mostly sends none).
+func (s *Server) SetRetryAfter(seconds int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.retryAfterSec = seconds
+}
+
+// FailNext makes the next request of method fail with err; several calls
+// queue several failures. Code 0 means 400.
+func (s *Server) FailNext(method string, err APIError) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failNext[method] = append(s.failNext[method], err)
+}
+
+// FailNextOperation makes the operation of the next accepted request of
+// method (a write, such as "compute.instanceGroupManagers.resize") end DONE
+// with err, its effect not applied. HTTPStatus 0 means 400.
+func (s *Server) FailNextOperation(method string, err OperationError) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failNextOp[method] = append(s.failNextOp[method], err)
+}
+
+// SetCapacityShortage makes the creation of every instance of the groups
+// named groupName (in any zone or region) fail with
+// ZONE_RESOURCE_POOL_EXHAUSTED (short), retried at every Step, or lifts
+// that (not short).
+func (s *Server) SetCapacityShortage(groupName string, short bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.shortage[groupName] = short
+}
+
+// SetZoneCapacityShortage makes creations in zone fail (short) or lifts
+// that. A regional group puts new members in its other zones while one is
+// short, as Compute Engine does.
+func (s *Server) SetZoneCapacityShortage(zone string, short bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.zoneShortage[zone] = short
+}
+
+// SetCreateDelay sets how long instances created from now on stay
+// PROVISIONING.
+func (s *Server) SetCreateDelay(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.createDelay = d
+}
+
+// SetOperationDelay sets how long operations started from now on stay
+// RUNNING.
+func (s *Server) SetOperationDelay(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.operationDelay = d
+}
+
+// OnRunning registers f, called (without the emulator's lock held) with
+// each instance that reaches RUNNING, created by a group or added with
+// AddInstance as RUNNING.
+func (s *Server) OnRunning(f func(Instance)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onRunning = append(s.onRunning, f)
+}
+
+// OnDeleted registers f, called (without the emulator's lock held) with each
+// instance once it is gone.
+func (s *Server) OnDeleted(f func(Instance)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onDeleted = append(s.onDeleted, f)
+}
+
+// Run calls Step every interval of the emulator's clock until ctx is done.
+func (s *Server) Run(ctx context.Context, interval time.Duration) {
+	t := s.clock.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			s.Step()
+		}
+	}
+}
+
+// nextID returns a fresh number for IDs; the caller holds s.mu.
+func (s *Server) nextID() uint64 {
+	s.seq++
+	return s.seq
+}
+
+// admit counts the call and applies injected faults; the caller holds s.mu.
+func (s *Server) admit(method string) (*APIError, int) {
+	s.calls[method]++
+	throttled := false
+	if s.throttleNext > 0 {
+		s.throttleNext--
+		throttled = true
+	} else if s.throttleFrac > 0 && s.rand.Float64() < s.throttleFrac {
+		throttled = true
+	}
+	if throttled {
+		s.throttled[method]++
+		return &APIError{http.StatusTooManyRequests, "rateLimitExceeded",
+			"Quota exceeded for quota metric 'Queries' and limit 'Queries per minute' of service 'compute.googleapis.com'."}, s.retryAfterSec
+	}
+	if q := s.failNext[method]; len(q) > 0 {
+		err := q[0]
+		s.failNext[method] = q[1:]
+		if err.Code == 0 {
+			err.Code = http.StatusBadRequest
+		}
+		return &err, 0
+	}
+	return nil, 0
+}
+
+// sortedKeys returns the keys of m in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
