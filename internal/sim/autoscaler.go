@@ -56,7 +56,8 @@ func (a *autoscaler) scaleUp(ctx context.Context, unschedulable []*Pod) error {
 	// answer.
 	expired := false
 	for _, g := range w.Groups {
-		expired = expired || (!g.backoffUntil.IsZero() && !now.Before(g.backoffUntil) && a.lastRun.Before(g.backoffUntil))
+		until := g.backoff.Until
+		expired = expired || (!until.IsZero() && !now.Before(until) && a.lastRun.Before(until))
 	}
 	if len(waiting) == 0 || (w.version == a.lastVersion && !expired) {
 		return nil
@@ -115,7 +116,7 @@ func (a *autoscaler) scaleUp(ctx context.Context, unschedulable []*Pod) error {
 	existing := nodeObjs(append(readyNodes, upcoming...))
 	for _, g := range w.Groups {
 		room := int(g.Max) - g.count
-		if room <= 0 || now.Before(g.backoffUntil) {
+		if room <= 0 || g.backoff.Active(now) {
 			continue
 		}
 		k := min(room, len(waiting))
@@ -154,13 +155,12 @@ func (a *autoscaler) scaleUp(ctx context.Context, unschedulable []*Pod) error {
 			if !errors.Is(err, ErrNoCapacity) {
 				return nil // at its maximum: the next step tries others
 			}
-			best.g.failures++
-			best.g.backoffUntil = now.Add(backoff.Delay(w.sc.Cluster.ScaleUpBackoff.Duration, w.sc.Cluster.MaxScaleUpBackoff.Duration, best.g.failures))
+			best.g.backoff.Fail(now, w.sc.Cluster.ScaleUpBackoff.Duration, w.sc.Cluster.MaxScaleUpBackoff.Duration)
 			w.changed() // the options changed: look again on the next step
 			return nil
 		}
 	}
-	best.g.failures = 0
+	best.g.backoff = backoff.Cooldown{}
 	return nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"spotter.dev/spotter/internal/backoff"
 	"spotter.dev/spotter/internal/classify"
 	"spotter.dev/spotter/internal/plan"
 	"spotter.dev/spotter/internal/snapshot"
@@ -53,9 +54,8 @@ type Group struct {
 	cpu   int64 // millicores
 	mem   int64 // bytes
 	count int   // nodes not terminated
-	// backoffUntil and failures implement the autoscaler's node group backoff.
-	backoffUntil time.Time
-	failures     int
+	// backoff is the autoscaler's rest of the group after failed scale-ups.
+	backoff backoff.Cooldown
 }
 
 // Node is a simulated node, from launch request to termination.

@@ -26,7 +26,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
@@ -34,6 +33,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"spotter.dev/spotter/internal/agent/notice"
+	"spotter.dev/spotter/internal/backoff"
 	"spotter.dev/spotter/internal/drain"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
@@ -418,17 +418,27 @@ func staleBoot(s State, boot string) bool {
 	return len(s.Notices) > 0 && s.BootID != "" && boot != "" && s.BootID != boot
 }
 
-// updateBackoff paces the retries of a failed node update: about 16 s in all,
-// within the shortest notice.
-var updateBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Steps: 8, Cap: 5 * time.Second}
+// updateAttempts bounds the tries of a node update; between two, the handler
+// waits on its clock 100 ms, doubling (backoff.Backoff, capped at 5 s): 6.3 s
+// of waits in all, well within the shortest notice (30 s).
+const updateAttempts = 7
 
 // update changes the agent's State on the node and applies it, retrying
 // conflicts at once and other errors (timeouts, 5xx) with backoff: a notice is
 // not sent twice, so a lost update would not come back.
 func (h *Handler) update(ctx context.Context, change func(*State)) error {
-	return retry.OnError(updateBackoff, func(err error) bool { return !apierrors.IsNotFound(err) && ctx.Err() == nil }, func() error {
-		return h.updateOnce(ctx, change)
-	})
+	retries := backoff.Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second}
+	for {
+		err := h.updateOnce(ctx, change)
+		if err == nil || apierrors.IsNotFound(err) || ctx.Err() != nil || retries.Failures() >= updateAttempts-1 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-h.clock.After(retries.Next()):
+		}
+	}
 }
 
 func (h *Handler) updateOnce(ctx context.Context, change func(*State)) error {

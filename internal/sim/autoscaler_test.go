@@ -1,0 +1,59 @@
+package sim
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A spot group that never gets capacity is backed off (internal/backoff's
+// Cooldown) for ever longer, and the rest always ends in the future: with a
+// 24h first rest and no cap, a doubling shifted past 17 failures would
+// overflow and end it in the past.
+func TestAutoscalerBackoffNeverEndsInThePast(t *testing.T) {
+	body := strings.Replace(tiny, "{name: b, spotCapacity: {nodes: 3}}", "{name: b, spotCapacity: {nodes: 0}}", 1)
+	body = strings.Replace(body, "pricePerHour: 0.1, initial: 1}", "pricePerHour: 0.1, initial: 0, max: 0}", 1)
+	sc, err := parse(t, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Beyond what a scenario file allows (24h at most): built in Go.
+	sc.Cluster.ScaleUpBackoff.Duration, sc.Cluster.MaxScaleUpBackoff.Duration = 24*time.Hour, 0
+	w, err := newWorld(sc, 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := mustEngine(t, w)
+	sched, as := &scheduler{w: w, e: e}, &autoscaler{w: w, e: e}
+	ctx := context.Background()
+	w.advance(0)
+	if err := sched.run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(sched.unschedulable) == 0 {
+		t.Fatal("no pod waits for a node")
+	}
+	var spot *Group
+	for _, g := range w.Groups {
+		if g.Spot {
+			spot = g
+		}
+	}
+	rest := time.Duration(0)
+	for failures := 1; failures <= 40; failures++ {
+		if err := as.scaleUp(ctx, sched.unschedulable); err != nil {
+			t.Fatal(err)
+		}
+		now := w.Now()
+		if spot.backoff.Failures != failures || !spot.backoff.Until.After(now) {
+			t.Fatalf("after %d failed launches: %d failures recorded, rest until %s (now %s)", failures, spot.backoff.Failures, spot.backoff.Until, now)
+		}
+		if d := spot.backoff.Until.Sub(now); d < rest {
+			t.Fatalf("failure %d: rest %s, shorter than the one before (%s)", failures, d, rest)
+		} else {
+			rest = d
+		}
+		w.Clock.SetTime(spot.backoff.Until)
+	}
+}
