@@ -1,8 +1,8 @@
 // Package backoff is Spotter's one implementation of exponential backoff: the
 // wait after a failure doubles from an initial value up to a cap. Every retry
-// and cooldown in Spotter (agent polls, evictions, drain failures, spot
-// shortages, the simulator's autoscaler) uses it, so the arithmetic, and its
-// guard against overflow, exist once.
+// and cooldown in Spotter (agent polls, the agent's node updates, evictions,
+// drain failures, spot shortages, the simulator's autoscaler) uses it, so the
+// arithmetic, and its guard against overflow, exist once.
 //
 // Doubling a time.Duration overflows int64 after 33 doublings of one second and
 // after 17 of 24 hours; a shifted duration that overflows turns negative and a
