@@ -17,8 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"spotter.dev/spotter/internal/agent/interrupt"
+	"spotter.dev/spotter/internal/agent/notice"
 	"spotter.dev/spotter/internal/backoff"
 	"spotter.dev/spotter/internal/classify"
+	"spotter.dev/spotter/internal/drain"
 	"spotter.dev/spotter/internal/plan"
 	"spotter.dev/spotter/internal/snapshot"
 )
@@ -387,13 +390,6 @@ func (w *World) TaintNotice(n *Node) {
 	}
 }
 
-// DrainingTaintKey is the taint a strategy's drain puts on a node; the value
-// names the strategy's component.
-const DrainingTaintKey = "spotter.dev/draining"
-
-// NoticeTaintKey is the taint of a node with a preemption notice.
-const NoticeTaintKey = "spotter.dev/interrupted"
-
 // refresh rebuilds the Node object after a change.
 func (w *World) refresh(n *Node) {
 	capType := OnDemand
@@ -419,11 +415,14 @@ func (w *World) refresh(n *Node) {
 	if !n.Group.Spot && w.onDemandTaint != nil {
 		obj.Spec.Taints = append(obj.Spec.Taints, *w.onDemandTaint)
 	}
+	// The taints are the drain engine's and the agent's own: a drain's (its
+	// value names the component), and the agent's on a termination notice (the
+	// notice's kind; NoSchedule, with the cordon).
 	if n.Draining != "" {
-		obj.Spec.Taints = append(obj.Spec.Taints, corev1.Taint{Key: DrainingTaintKey, Value: n.Draining, Effect: corev1.TaintEffectNoSchedule})
+		obj.Spec.Taints = append(obj.Spec.Taints, corev1.Taint{Key: drain.DrainingTaintKey, Value: n.Draining, Effect: corev1.TaintEffectNoSchedule})
 	}
 	if n.noticeTaint {
-		obj.Spec.Taints = append(obj.Spec.Taints, corev1.Taint{Key: NoticeTaintKey, Value: "true", Effect: corev1.TaintEffectNoSchedule})
+		obj.Spec.Taints = append(obj.Spec.Taints, corev1.Taint{Key: interrupt.TaintKey, Value: string(notice.Termination), Effect: corev1.TaintEffectNoSchedule})
 	}
 	n.Obj = obj
 	w.changed()

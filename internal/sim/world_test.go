@@ -6,6 +6,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"spotter.dev/spotter/internal/agent/interrupt"
+	"spotter.dev/spotter/internal/drain"
 )
 
 // staleBudgets counts the PodDisruptionBudgets whose status in the world's
@@ -91,4 +94,33 @@ func podReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// The simulated nodes carry the taints the product puts: the agent's on a
+// notice (interrupt.TaintKey, the notice's kind, NoSchedule), the drain
+// engine's while draining (drain.DrainingTaintKey, the component).
+func TestTaintsAreTheProducts(t *testing.T) {
+	w, err := newWorld(DefaultScenario(), 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := w.Nodes()[0]
+	w.TaintNotice(n)
+	w.SetDraining(n, componentAgent)
+	want := []corev1.Taint{
+		{Key: drain.DrainingTaintKey, Value: componentAgent, Effect: corev1.TaintEffectNoSchedule},
+		{Key: interrupt.TaintKey, Value: "termination", Effect: corev1.TaintEffectNoSchedule},
+	}
+	for _, taint := range want {
+		found := false
+		for _, got := range n.Obj.Spec.Taints {
+			found = found || got == taint
+		}
+		if !found {
+			t.Errorf("node %s lacks the taint %v: %v", n.Name, taint, n.Obj.Spec.Taints)
+		}
+	}
+	if !n.Obj.Spec.Unschedulable {
+		t.Errorf("a noticed node is cordoned, as the agent does")
+	}
 }
