@@ -163,31 +163,38 @@ th{background:#f9fafb;font-weight:600}
 svg.chart{display:block;margin:8px 0 20px;background:#fff}
 svg .title{font-weight:600;font-size:14px;fill:#111827}svg .tick,svg .legend{font-size:11px;fill:#4b5563}
 svg .grid{stroke:#e5e7eb;stroke-width:1}svg .mark{stroke-width:1.2}
-footer{color:#6b7280;font-size:12px;margin-top:24px}
+footer{color:#6b7280;font-size:12px;margin-top:24px}p.warning{color:#92400e;font-size:13px;margin:6px 0}
 </style></head><body>`)
 	fmt.Fprintf(&b, "<h1>Spotter simulation: %s</h1>\n", html.EscapeString(r.Scenario))
 	fmt.Fprintf(&b, `<p class="meta">Seed %d, %s from %s, step %s, simulated in %s. %s</p>`,
 		r.Seed, span(r.Days), html.EscapeString(r.Start), html.EscapeString(r.Step), r.Elapsed.Round(1e7), html.EscapeString(r.Description))
-	b.WriteString(`<table id="summary"><thead><tr><th>Strategy</th><th>Cost</th><th>Saving</th><th>Spot pod-hours</th><th>Evictions / pod / day</th><th>Preempted pods</th><th>Pending pod-minutes</th><th>PDB violations</th><th>Back to spot, mean (max)</th></tr></thead><tbody>`)
+	b.WriteString(`<table id="summary"><thead><tr><th>Strategy</th><th>Cost</th><th>Saving</th><th>Spot pod-hours</th><th>Evictions / pod / day</th><th>Preempted pods</th><th>Pending pod-minutes</th><th title="pods missing below what PodDisruptionBudgets demand, any cause, times minutes">PDB below budget, pod-minutes</th><th title="evictions a PodDisruptionBudget refused (429)">Evictions refused</th><th>Back to spot, mean (max)</th></tr></thead><tbody>`)
 	for _, res := range all {
 		saving := "-"
 		if res.Strategy != Baseline {
 			saving = fmt.Sprintf("%.1f%%", 100*res.Saving)
 		}
-		fmt.Fprintf(&b, "<tr><td>%s</td><td>%.2f %s</td><td>%s</td><td>%.1f%%</td><td>%.3f</td><td>%d</td><td>%.0f</td><td>%d</td><td>%s</td></tr>\n",
+		fmt.Fprintf(&b, "<tr><td>%s</td><td>%.2f %s</td><td>%s</td><td>%.1f%%</td><td>%.3f</td><td>%d</td><td>%.0f</td><td class=\"pdb-below\">%.0f</td><td>%d</td><td>%s</td></tr>\n",
 			html.EscapeString(res.Strategy), res.Cost, html.EscapeString(r.Currency), saving, 100*res.SpotShare, res.EvictionsPerPodDay,
-			res.PreemptedPods, res.PendingPodMinutes, res.PDBViolations, html.EscapeString(backToSpot(res)))
+			res.PreemptedPods, res.PendingPodMinutes, res.PDBBelowBudgetPodMinutes, res.EvictionsRefused, html.EscapeString(backToSpot(res)))
 	}
 	b.WriteString("</tbody></table>\n")
+	for _, w := range r.Warnings {
+		fmt.Fprintf(&b, "<p class=\"warning\">Warning: %s</p>\n", html.EscapeString(w))
+	}
 	for _, c := range []*chart{&cost, &share, &capacity, &pending} {
 		b.WriteString(c.svg(xMax))
 		b.WriteString("\n")
 	}
 	b.WriteString(`<footer>Saving is against the all-on-demand baseline: the same scenario with its spot node groups removed. ` +
+		`PDB below budget: the pods missing below what PodDisruptionBudgets demand, whatever the cause, times the minutes; evictions refused: what the budgets held back. ` +
 		`Every figure is computed from the simulation; docs/simulate.md defines them and says which parts of the spotter strategy are Spotter's own code and which are models.`)
 	if len(r.Traces) > 0 {
 		b.WriteString(` Spot capacity and preemptions replay traces published with "Can't Be Late: Optimizing Spot Instance Savings under Deadlines" (Wu et al., NSDI '24), repository skypilot-org/spot-traces: ` +
 			html.EscapeString(strings.Join(r.Traces, ", ")) + `.`)
+	}
+	if len(r.PricedZones) > 0 {
+		b.WriteString(` Spot prices follow the traces' prices in ` + html.EscapeString(strings.Join(r.PricedZones, ", ")) + ` (the node groups' prices are their mean).`)
 	}
 	b.WriteString(`</footer>
 <script>

@@ -82,6 +82,13 @@ func TestReportRendersInChromium(t *testing.T) {
 			t.Errorf("chart %s missing or without a series", id)
 		}
 	}
+	// The summary table has the budget columns, a figure for every run.
+	if !strings.Contains(dom, "PDB below budget, pod-minutes</th>") || !strings.Contains(dom, "Evictions refused</th>") {
+		t.Errorf("the summary lacks the PDB below budget or evictions refused column")
+	}
+	if got := strings.Count(dom, `<td class="pdb-below">`); got != 5 {
+		t.Errorf("%d PDB below budget figures, want 5 (baseline and 4 strategies)", got)
+	}
 	// cost: baseline + 4 strategies; share and pending: 4; capacity: 3 zones.
 	if got := attr("data-series"); got != "16" {
 		t.Errorf("%s series drawn, want 16", got)

@@ -40,8 +40,16 @@ type Result struct {
 	// LostPodMinutes adds up the minutes pods spent on a node that was gone
 	// before their controller noticed (no drain on the notice).
 	LostPodMinutes float64 `json:"lostPodMinutes"`
+	// PDBBelowBudgetPodMinutes adds up, over the workloads with a
+	// PodDisruptionBudget, the pods missing below what the budget demands
+	// (desired healthy less healthy, as the disruption controller counts
+	// them), minute by minute, whatever the cause: evictions, preemptions,
+	// lost nodes, pods still starting after a scale-up. What a user feels,
+	// where EvictionsRefused is what the budgets held back.
+	PDBBelowBudgetPodMinutes float64 `json:"pdbBelowBudgetPodMinutes"`
 	// PDBViolations counts voluntary evictions after which a
-	// PodDisruptionBudget had fewer healthy pods than it demands.
+	// PodDisruptionBudget had fewer healthy pods than it demands. The
+	// Eviction API refuses those, so it stays 0: a check of the model.
 	PDBViolations int `json:"pdbViolations"`
 	// BackToSpot measures how long spot capacity stayed unused while
 	// spot-eligible pods ran on on-demand nodes of the same zone.
@@ -93,6 +101,7 @@ type recorder struct {
 	r                                  Result
 	podSeconds, spotPodSeconds         float64
 	pendingSeconds, lostSeconds        float64
+	belowBudgetSeconds                 float64
 	podCountSum, steps                 float64
 	episode                            time.Duration
 	inEpisode                          bool
@@ -170,6 +179,13 @@ func (m *recorder) observe(step time.Duration) {
 			}
 		}
 	}
+	for _, a := range w.Apps {
+		if a.PDB != nil {
+			if healthy, desired := w.pdbHealth(a); healthy < desired {
+				m.belowBudgetSeconds += float64(desired-healthy) * sec
+			}
+		}
+	}
 	m.podSeconds += float64(running) * sec
 	m.spotPodSeconds += float64(onSpot) * sec
 	m.pendingSeconds += float64(pending) * sec
@@ -216,6 +232,7 @@ func (m *recorder) result(strategy string, days float64) Result {
 	}
 	r.PendingPodMinutes = m.pendingSeconds / 60
 	r.LostPodMinutes = m.lostSeconds / 60
+	r.PDBBelowBudgetPodMinutes = m.belowBudgetSeconds / 60
 	r.Evictions, r.EvictionsRefused, r.WastedEvictions, r.PDBViolations = m.evict, m.refused, m.wasted, m.violations
 	if len(m.evictBy) > 0 {
 		r.EvictionsBy = m.evictBy

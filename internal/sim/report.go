@@ -15,20 +15,23 @@ import (
 func (r *Report) WriteTable(out io.Writer) error {
 	fmt.Fprintf(out, "Scenario %q, seed %d, %s from %s, step %s\n\n", r.Scenario, r.Seed, span(r.Days), r.Start, r.Step)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "STRATEGY\tCOST\tSAVING\tSPOT POD-HOURS\tEVICTIONS/POD/DAY\tPREEMPTED PODS\tPENDING POD-MIN\tPDB VIOLATIONS\tBACK TO SPOT\t")
+	fmt.Fprintln(w, "STRATEGY\tCOST\tSAVING\tSPOT POD-HOURS\tEVICTIONS/POD/DAY\tPREEMPTED PODS\tPENDING POD-MIN\tPDB BELOW BUDGET POD-MIN\tEVICTIONS REFUSED\tBACK TO SPOT\t")
 	for _, res := range append([]Result{r.Baseline}, r.Results...) {
 		saving := "-"
 		if res.Strategy != Baseline {
 			saving = fmt.Sprintf("%.1f%%", 100*res.Saving)
 		}
-		fmt.Fprintf(w, "%s\t%.2f %s\t%s\t%.1f%%\t%.3f\t%d\t%.0f\t%d\t%s\t\n", res.Strategy, res.Cost, r.Currency, saving,
-			100*res.SpotShare, res.EvictionsPerPodDay, res.PreemptedPods, res.PendingPodMinutes, res.PDBViolations, backToSpot(res))
+		fmt.Fprintf(w, "%s\t%.2f %s\t%s\t%.1f%%\t%.3f\t%d\t%.0f\t%.0f\t%d\t%s\t\n", res.Strategy, res.Cost, r.Currency, saving,
+			100*res.SpotShare, res.EvictionsPerPodDay, res.PreemptedPods, res.PendingPodMinutes, res.PDBBelowBudgetPodMinutes,
+			res.EvictionsRefused, backToSpot(res))
 	}
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\nSaving: against the all-on-demand baseline (same scenario, spot groups removed). Back to spot: mean (max) time\n"+
-		"spot capacity sat unused while spot-eligible pods ran on on-demand nodes of the same zone. docs/simulate.md defines each column.\n")
+	fmt.Fprintf(out, "\nSaving: against the all-on-demand baseline (same scenario, spot groups removed). PDB below budget: pods missing\n"+
+		"below what PodDisruptionBudgets demand, any cause, times minutes; evictions refused: what the budgets held back (429).\n"+
+		"Back to spot: mean (max) time spot capacity sat unused while spot-eligible pods ran on on-demand nodes of the same\n"+
+		"zone. docs/simulate.md defines each column.\n")
 	if len(r.Traces) > 0 {
 		fmt.Fprintf(out, "Spot markets replay traces of \"Can't Be Late\" (NSDI '24), skypilot-org/spot-traces.\n")
 	}
@@ -103,10 +106,11 @@ func (r *Report) Summary() string {
 	fmt.Fprintf(&b, "scenario %s seed %d days %.0f step %s\n", r.Scenario, r.Seed, r.Days, r.Step)
 	for _, res := range append([]Result{r.Baseline}, r.Results...) {
 		fmt.Fprintf(&b, "%s: cost %.4f saving %.4f spotShare %.4f evictions %d by %v refused %d wasted %d evictionsPerPodDay %.4f "+
-			"preemptedNodes %d preemptedPods %d pendingPodMinutes %.1f lostPodMinutes %.1f pdbViolations %d backToSpot %+v nodesLaunched %d\n",
+			"preemptedNodes %d preemptedPods %d pendingPodMinutes %.1f lostPodMinutes %.1f pdbBelowBudgetPodMinutes %.1f pdbViolations %d "+
+			"backToSpot %+v nodesLaunched %d\n",
 			res.Strategy, res.Cost, res.Saving, res.SpotShare, res.Evictions, res.EvictionsBy, res.EvictionsRefused, res.WastedEvictions,
-			res.EvictionsPerPodDay, res.PreemptedNodes, res.PreemptedPods, res.PendingPodMinutes, res.LostPodMinutes, res.PDBViolations,
-			res.BackToSpot, res.NodesLaunched)
+			res.EvictionsPerPodDay, res.PreemptedNodes, res.PreemptedPods, res.PendingPodMinutes, res.LostPodMinutes,
+			res.PDBBelowBudgetPodMinutes, res.PDBViolations, res.BackToSpot, res.NodesLaunched)
 	}
 	return b.String()
 }

@@ -1,0 +1,94 @@
+package sim
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// "PDB below budget" counts the pods a budget misses, minute by minute,
+// whatever took them: here pods killed around the Eviction API (as a
+// preemption does), two below the budget for three minutes.
+func TestPDBBelowBudgetPodMinutes(t *testing.T) {
+	w, err := newWorld(DefaultScenario(), 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched := &scheduler{w: w, e: mustEngine(t, w)}
+	for range 10 {
+		w.advance(0)
+		if err := sched.run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		w.Clock.Step(time.Minute)
+	}
+	w.advance(0)
+	var app *App
+	for _, a := range w.Apps {
+		if a.PDB != nil {
+			if healthy, desired := w.pdbHealth(a); desired >= 2 && healthy >= desired {
+				app = a
+				break
+			}
+		}
+	}
+	if app == nil {
+		t.Fatal("no healthy workload with a budget of two or more")
+	}
+	healthy, desired := w.pdbHealth(app)
+	// Take the workload two pods below its budget.
+	taken := 0
+	for _, p := range app.pods {
+		if taken == healthy-desired+2 {
+			break
+		}
+		if p.Healthy(w.Now()) {
+			w.DeletePod(p)
+			taken++
+		}
+	}
+	if h, d := w.pdbHealth(app); d-h != 2 {
+		t.Fatalf("%d healthy of %d desired, want two below", h, d)
+	}
+	// Other workloads may still be starting: they count too.
+	others := 0.0
+	for _, a := range w.Apps {
+		if a != app && a.PDB != nil {
+			if h, d := w.pdbHealth(a); h < d {
+				others += float64(d - h)
+			}
+		}
+	}
+	start := w.m.belowBudgetSeconds
+	for range 3 {
+		w.m.observe(time.Minute)
+	}
+	if got, want := (w.m.belowBudgetSeconds-start)/60, 3*(2+others); got != want {
+		t.Errorf("%v pod-minutes below budget, want %v", got, want)
+	}
+	if res := w.m.result("test", 1); res.PDBBelowBudgetPodMinutes != w.m.belowBudgetSeconds/60 {
+		t.Errorf("result %v, recorder %v", res.PDBBelowBudgetPodMinutes, w.m.belowBudgetSeconds/60)
+	}
+}
+
+// The column tells strategies apart where PDB violations (0 by construction)
+// cannot: preemptions and drains cost pods below budget beyond what the load
+// cycle alone costs the all-on-demand baseline.
+func TestPDBBelowBudgetTellsStrategiesApart(t *testing.T) {
+	rep := run(t, short(t, 48*time.Hour))
+	base := rep.Baseline.PDBBelowBudgetPodMinutes
+	for _, name := range Strategies {
+		r := result(t, rep, name)
+		if r.PDBViolations != 0 {
+			t.Errorf("%s: %d PDB violations", name, r.PDBViolations)
+		}
+		if r.PDBBelowBudgetPodMinutes <= base {
+			t.Errorf("%s: %.0f pod-minutes below budget, not above the baseline's %.0f despite %d preempted pods",
+				name, r.PDBBelowBudgetPodMinutes, base, r.PreemptedPods)
+		}
+	}
+	if m, n := result(t, rep, StrategyMigrator), result(t, rep, StrategyNone); m.PDBBelowBudgetPodMinutes <= n.PDBBelowBudgetPodMinutes {
+		t.Errorf("migrator %.0f, none %.0f: draining every on-demand node hourly costs nothing below budget?",
+			m.PDBBelowBudgetPodMinutes, n.PDBBelowBudgetPodMinutes)
+	}
+}
