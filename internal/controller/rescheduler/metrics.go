@@ -28,13 +28,20 @@ var (
 		Namespace: "spotter", Subsystem: "rescheduler", Name: "drainable_nodes",
 		Help: "On-demand nodes with pods to move that the last plan found could be emptied onto spot (a node with nothing to move needs no drain).",
 	})
+	planErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "spotter", Subsystem: "rescheduler", Name: "plan_errors_total",
+		Help: "Cycles that made no plan, by stage: read (the cluster could not be read from the cache) or plan (the planner failed).",
+	}, []string{labelStage})
 	hourlySavings = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "spotter", Subsystem: "rescheduler", Name: "estimated_hourly_savings",
 		Help: "On-demand price per hour of the nodes counted by drainable_nodes, when prices are configured.",
 	})
 )
 
-const labelOutcome = "outcome"
+const (
+	labelOutcome = "outcome"
+	labelStage   = "stage"
+)
 
 // Drain outcomes.
 const (
@@ -45,7 +52,7 @@ const (
 )
 
 func init() {
-	metrics.Registry.MustRegister(drains, podsEvicted, evictionRetries, planDuration, drainableNodes, hourlySavings)
+	metrics.Registry.MustRegister(drains, podsEvicted, evictionRetries, planDuration, planErrors, drainableNodes, hourlySavings)
 }
 
 // CountEvictionRetry counts one eviction refused by a PodDisruptionBudget; give

@@ -164,6 +164,7 @@ func (c *Controller) Cycle(ctx context.Context) time.Duration {
 	snap, err := snapshot.FromReader(ctx, c.reader)
 	if err != nil {
 		logger.Error(err, "Reading the cluster from the cache")
+		planErrors.WithLabelValues("read").Inc()
 		return c.opts.Interval
 	}
 	inListOrder(snap)
@@ -172,6 +173,7 @@ func (c *Controller) Cycle(ctx context.Context) time.Duration {
 	planDuration.Observe(c.clock.Since(start).Seconds())
 	if err != nil {
 		logger.Error(err, "Planning")
+		planErrors.WithLabelValues("plan").Inc()
 		return c.opts.Interval
 	}
 	work := workOf(p)
