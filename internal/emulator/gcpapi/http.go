@@ -253,7 +253,7 @@ func (s *Server) getMachineType(c *call) (any, *APIError) {
 	zone := c.base + "projects/" + c.project + "/zones/" + c.seg[1]
 	return wireMachineType{Kind: "compute#machineType", ID: id(uint64(len(m.Name))*1000 + uint64(m.GuestCPUs)), Name: m.Name,
 		Description: fmt.Sprintf("%d vCPUs, %d GB RAM", m.GuestCPUs, m.MemoryMB/1024), GuestCpus: m.GuestCPUs, MemoryMb: m.MemoryMB,
-		IsSharedCpu: m.Name == "e2-medium", Zone: c.seg[1], SelfLink: zone + "/machineTypes/" + m.Name}, nil
+		IsSharedCPU: m.Name == "e2-medium", Zone: c.seg[1], SelfLink: zone + "/machineTypes/" + m.Name}, nil
 }
 
 func (s *Server) getTemplate(c *call) (any, *APIError) {

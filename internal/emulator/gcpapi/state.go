@@ -164,10 +164,9 @@ type GroupStatus struct {
 
 type instance struct {
 	Instance
-	readyAt   time.Time // PROVISIONING until then
-	deleteAt  time.Time // STOPPING until then
-	deleting  bool
-	lastError *OperationError
+	readyAt  time.Time // PROVISIONING until then
+	deleteAt time.Time // STOPPING until then
+	deleting bool
 }
 
 type member struct {

@@ -193,7 +193,7 @@ type wireMachineType struct {
 	Description string `json:"description"`
 	GuestCpus   int32  `json:"guestCpus"`
 	MemoryMb    int32  `json:"memoryMb"`
-	IsSharedCpu bool   `json:"isSharedCpu"`
+	IsSharedCPU bool   `json:"isSharedCpu"`
 	Zone        string `json:"zone"`
 	SelfLink    string `json:"selfLink"`
 }
