@@ -72,7 +72,8 @@ type ClusterAPI struct {
 // StartClusterAPI installs Cluster API's CRDs and the lab provider's into the
 // lab's apiserver, then starts Cluster API's core controller manager (no
 // leader election, webhooks served on a self-signed certificate but not
-// registered with the apiserver) and the lab provider. Both stop when the test
+// registered with the apiserver, the MachinePool controller on) and the lab
+// provider. Both stop when the test
 // ends. Objects must use cluster.x-k8s.io/v1beta2, the stored version: the CRDs
 // have no conversion webhook. See package capiinfra for what a Cluster needs.
 // The lab is both the management and the workload cluster; see
@@ -165,6 +166,10 @@ func startCAPIManager(t testing.TB, env *Env, bin string) *ClusterAPI {
 		"--insecure-diagnostics=true",
 		"--webhook-port=" + webhookPort,
 		"--webhook-cert-dir=" + certDir,
+		// MachinePools (the lab's LabMachinePool): on by default in v1.14
+		// (Beta), asked for all the same so that the lab does not depend on
+		// the default.
+		"--feature-gates=MachinePool=true",
 		"--v=2",
 	}
 

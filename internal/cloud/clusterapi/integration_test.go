@@ -443,6 +443,7 @@ func create(ctx context.Context, t *testing.T, dyn dynamic.Interface, objs ...*u
 		capiinfra.KindCluster: capiinfra.LabClustersGVR, capiinfra.KindControlPlane: capiinfra.LabControlPlanesGVR,
 		capiinfra.KindMachineTemplate: capiinfra.LabMachineTemplatesGVR, "Cluster": capiinfra.ClustersGVR,
 		"MachineDeployment": capiinfra.MachineDeploymentsGVR, clusterapi.KindKubeadmControlPlane: clusterapi.KubeadmControlPlanesGVR,
+		"MachinePool": capiinfra.MachinePoolsGVR, capiinfra.KindMachinePool: capiinfra.LabMachinePoolsGVR,
 	}
 	for _, o := range objs {
 		if _, err := dyn.Resource(resources[o.GetKind()]).Namespace(o.GetNamespace()).Create(ctx, o, metav1.CreateOptions{}); err != nil {

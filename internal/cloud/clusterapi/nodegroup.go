@@ -20,9 +20,9 @@ import (
 	"spotter.dev/spotter/internal/cloud"
 )
 
-// NodeGroup is a MachineDeployment, or a MachineSet no MachineDeployment owns,
-// as of one read of the Cluster API objects. Its methods read again (or use a
-// read younger than the TTL) for what changes.
+// NodeGroup is a MachineDeployment, a MachineSet no MachineDeployment owns, or
+// a MachinePool, as of one read of the Cluster API objects. Its methods read
+// again (or use a read younger than the TTL) for what changes.
 type NodeGroup struct {
 	p                         *Provider
 	kind, namespace, name, id string
@@ -34,6 +34,11 @@ type NodeGroup struct {
 	templateRef               templateRef
 	template                  templateFacts
 	machines                  []*machine
+	// Of a MachinePool: its spec.providerIDList and status.nodeRefs, and its
+	// instances that have no Machine.
+	providerIDs []string
+	nodeRefs    []nodeRef
+	poolOnly    []*machine
 
 	// live caches the template copied from a live Node for as long as this
 	// read of the Cluster API objects serves: a migrator run asks every
@@ -93,8 +98,11 @@ func (g *NodeGroup) TargetSize(ctx context.Context) (int, error) {
 }
 
 func (g *NodeGroup) gvr() schema.GroupVersionResource {
-	if g.kind == KindMachineSet {
+	switch g.kind {
+	case KindMachineSet:
 		return MachineSetsGVR
+	case KindMachinePool:
+		return MachinePoolsGVR
 	}
 	return MachineDeploymentsGVR
 }
@@ -157,7 +165,9 @@ func (g *NodeGroup) IncreaseSize(ctx context.Context, delta int) error {
 // DecreaseTargetSize implements cloud.NodeGroup: it cancels Machines that have
 // no Node yet (still provisioning), newest first: it annotates exactly those
 // for deletion and lowers spec.replicas by delta in one write. Replicas that
-// Cluster API has not made Machines for yet count as unfulfilled too.
+// Cluster API has not made Machines for yet count as unfulfilled too. Of a
+// MachinePool, an instance without a Machine is never cancelled, Node or not:
+// only replicas the infrastructure has listed no instance for are.
 func (g *NodeGroup) DecreaseTargetSize(ctx context.Context, delta int) error {
 	if delta <= 0 {
 		return fmt.Errorf("decrease of %d: %w", delta, cloud.ErrInvalidDelta)
@@ -171,7 +181,7 @@ func (g *NodeGroup) DecreaseTargetSize(ctx context.Context, delta int) error {
 		if err != nil {
 			return err
 		}
-		var registered int
+		registered := len(cur.poolOnly)
 		var provisioning []*machine
 		for _, m := range cur.machines {
 			switch {
@@ -184,7 +194,7 @@ func (g *NodeGroup) DecreaseTargetSize(ctx context.Context, delta int) error {
 		}
 		switch unfulfilled := replicas - registered; {
 		case delta > unfulfilled:
-			return fmt.Errorf("%s has %d Machine(s) without a Node yet, asked to cancel %d: %w", g.id, max(unfulfilled, 0), delta, cloud.ErrNotUnfulfilled)
+			return fmt.Errorf("%s has %d replica(s) without a Node yet, asked to cancel %d: %w", g.id, max(unfulfilled, 0), delta, cloud.ErrNotUnfulfilled)
 		case replicas-delta < cur.min:
 			return fmt.Errorf("%s: %d fewer would make %d, below its minimum %d: %w", g.id, delta, replicas-delta, cur.min, cloud.ErrBelowMinSize)
 		}
@@ -199,6 +209,10 @@ func (g *NodeGroup) DecreaseTargetSize(ctx context.Context, delta int) error {
 // spec.replicas by as many in one write, carrying the resourceVersion read,
 // so that Cluster API deletes exactly those Machines and, with them, their
 // Nodes. A node whose Machine is already being deleted needs nothing more.
+// Of a MachinePool it is the infrastructure machine pool that scales down and
+// removes the annotated Machines first, as Cluster API's MachinePool Machines
+// ask of it; a node of a MachinePool without a Machine is refused with a
+// *NotDeletableError.
 func (g *NodeGroup) DeleteNodes(ctx context.Context, nodes []*corev1.Node) error {
 	for _, n := range nodes {
 		if err := cloud.CheckDeletable(n); err != nil {
@@ -223,6 +237,8 @@ func (g *NodeGroup) DeleteNodes(ctx context.Context, nodes []*corev1.Node) error
 					Reason: fmt.Sprintf("its Machine %s/%s has label %s; Spotter never deletes it", m.namespace, m.name, ControlPlaneLabel)}
 			case m == nil || m.group == nil || m.group.id != g.id:
 				return fmt.Errorf("node %s in %s: %w", n.Name, g.id, cloud.ErrNotInNodeGroup)
+			case m.noMachine:
+				return m.group.notDeletable(n.Name)
 			case m.deleting || slices.Contains(doomed, m):
 				continue
 			}
@@ -297,20 +313,31 @@ func (g *NodeGroup) annotate(ctx context.Context, m *machine, value *string) err
 
 // Nodes implements cloud.NodeGroup: the group's Machines (Creating until they
 // have a Node, Deleting once being deleted, with the Machine's failure as Err),
-// and one Creating instance without ID per replica Cluster API has not made a
-// Machine for yet.
+// a MachinePool's instances without Machines (Running, with their Node's name
+// once Cluster API lists it in status.nodeRefs), and one Creating instance
+// without ID per replica that has neither a Machine nor an instance yet.
 func (g *NodeGroup) Nodes(ctx context.Context) ([]cloud.Instance, error) {
 	cur, err := g.fresh(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]cloud.Instance, 0, max(cur.replicas, len(cur.machines)))
+	names, err := cur.poolNodeNames(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]cloud.Instance, 0, max(cur.replicas, len(cur.machines)+len(cur.poolOnly)))
 	live := 0
 	for _, m := range cur.machines {
 		out = append(out, m.instance(g.p))
 		if !m.deleting {
 			live++
 		}
+	}
+	for _, m := range cur.poolOnly {
+		inst := m.instance(g.p)
+		inst.NodeName = names[m.providerID]
+		out = append(out, inst)
+		live++
 	}
 	for range cur.replicas - live {
 		out = append(out, cloud.Instance{NodeGroup: g.id, Spot: cur.spot, InstanceType: cur.template.instanceType, State: cloud.InstanceCreating})

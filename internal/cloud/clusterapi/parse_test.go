@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 func TestSizes(t *testing.T) {
@@ -96,4 +97,56 @@ func FuzzAnnotations(f *testing.F) {
 		_, _ = capacityFromAnnotations(map[string]string{CapacityCPUAnnotation: s, CapacityGPUCountAnnotation: s, CapacityGPUTypeAnnotation: s})
 		_, _, _, _ = sizes(map[string]string{MinSizeAnnotation: s, MaxSizeAnnotation: s})
 	})
+}
+
+// The one reader of spot fields reads infrastructure machine templates and
+// infrastructure machine pools of the known providers alike.
+func TestReadTemplateSpot(t *testing.T) {
+	obj := func(spec map[string]any) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	}
+	dist := func(base, pct any) map[string]any {
+		d := map[string]any{}
+		if base != nil {
+			d["onDemandBaseCapacity"] = base
+		}
+		if pct != nil {
+			d["onDemandPercentageAboveBaseCapacity"] = pct
+		}
+		return map[string]any{"mixedInstancesPolicy": map[string]any{"instancesDistribution": d}, "awsLaunchTemplate": map[string]any{"instanceType": "m5.large"}}
+	}
+	for _, tc := range []struct {
+		name      string
+		obj       *unstructured.Unstructured
+		spotField string
+		typ       string
+	}{
+		{"AWSMachineTemplate spot", obj(map[string]any{"template": map[string]any{"spec": map[string]any{"instanceType": "m5.large", "spotMarketOptions": map[string]any{}}}}),
+			"spec.template.spec.spotMarketOptions", "m5.large"},
+		{"AWSMachineTemplate on-demand", obj(map[string]any{"template": map[string]any{"spec": map[string]any{"instanceType": "m5.large"}}}), "", "m5.large"},
+		{"GCPMachineTemplate Spot", obj(map[string]any{"template": map[string]any{"spec": map[string]any{"instanceType": "n2-standard-4", "provisioningModel": "Spot"}}}),
+			"spec.template.spec.provisioningModel", "n2-standard-4"},
+		{"AWSMachinePool launch template spot", obj(map[string]any{"awsLaunchTemplate": map[string]any{"instanceType": "m5.large", "spotMarketOptions": map[string]any{"maxPrice": "0.1"}}}),
+			"spec.awsLaunchTemplate.spotMarketOptions", "m5.large"},
+		{"AWSMachinePool all spot above no base", obj(dist(nil, int64(0))), "spec.mixedInstancesPolicy.instancesDistribution.onDemandPercentageAboveBaseCapacity", "m5.large"},
+		{"AWSMachinePool all spot, base 0", obj(dist(int64(0), int64(0))), "spec.mixedInstancesPolicy.instancesDistribution.onDemandPercentageAboveBaseCapacity", "m5.large"},
+		{"AWSMachinePool on-demand base", obj(dist(int64(1), int64(0))), "", "m5.large"},
+		{"AWSMachinePool half spot", obj(dist(nil, int64(50))), "", "m5.large"},
+		{"AWSMachinePool default distribution", obj(dist(nil, nil)), "", "m5.large"},
+		{"AWSManagedMachinePool spot", obj(map[string]any{"capacityType": "spot"}), "spec.capacityType", ""},
+		{"AWSManagedMachinePool on-demand", obj(map[string]any{"capacityType": "onDemand"}), "", ""},
+		{"AzureMachinePool spot", obj(map[string]any{"template": map[string]any{"vmSize": "Standard_D4s_v3", "spotVMOptions": map[string]any{}}}),
+			"spec.template.spotVMOptions", "Standard_D4s_v3"},
+		{"AzureMachinePool regular", obj(map[string]any{"template": map[string]any{"vmSize": "Standard_D4s_v3"}}), "", "Standard_D4s_v3"},
+		{"GCPMachinePool preemptible", obj(map[string]any{"instanceType": "n1-standard-2", "preemptible": true}), "spec.preemptible", "n1-standard-2"},
+		{"LabMachinePool spot", obj(map[string]any{"template": map[string]any{"instanceType": "m5.xlarge", "spotMarketOptions": map[string]any{}}}),
+			"spec.template.spotMarketOptions", "m5.xlarge"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := readTemplate(tc.obj)
+			if f.spotField != tc.spotField || f.spot != (tc.spotField != "") || f.instanceType != tc.typ {
+				t.Errorf("spot %t field %q type %q, want field %q type %q", f.spot, f.spotField, f.instanceType, tc.spotField, tc.typ)
+			}
+		})
+	}
 }

@@ -1,7 +1,8 @@
 // Package clusterapi is the cloud.Provider of Cluster API: node groups are
-// MachineDeployments, and MachineSets that no MachineDeployment owns, that carry
-// the cluster autoscaler's min and max size annotations; instances are
-// Machines. It reads and writes Cluster API objects as unstructured ones
+// MachineDeployments, MachineSets that no MachineDeployment owns, and
+// MachinePools, that carry the cluster autoscaler's min and max size
+// annotations; instances are Machines, and the instances of MachinePools. It
+// reads and writes Cluster API objects as unstructured ones
 // (cluster.x-k8s.io/v1beta2, the version Cluster API v1.11 and later store),
 // through client-go's dynamic client, so Spotter needs no Cluster API Go
 // module and works with any infrastructure provider.
@@ -10,9 +11,9 @@
 // (cluster-autoscaler/cloudprovider/clusterapi) and uses its annotation names,
 // so that one set of annotations serves both tools:
 //
-//   - A MachineDeployment or MachineSet is a node group when it carries both
-//     cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size and
-//     ...-max-size (integers, 0 <= min <= max). The configuration can narrow the
+//   - A MachineDeployment, MachineSet or MachinePool is a node group when it
+//     carries both cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size
+//     and ...-max-size (integers, 0 <= min <= max). The configuration can narrow the
 //     groups down to one Cluster, one namespace and a label selector.
 //   - A group whose Machines are control plane (label
 //     cluster.x-k8s.io/control-plane on the Machine template) is never a node
@@ -29,6 +30,16 @@
 //     other, so it deletes exactly those (when the MachineDeployment is not in
 //     the middle of a rollout, which may scale down an older MachineSet first),
 //     draining their Nodes and deleting them.
+//   - A MachinePool's instances are its spec.providerIDList; their Nodes are
+//     its status.nodeRefs. When its infrastructure machine pool makes a
+//     Machine per instance (status.infrastructureMachineKind, Cluster API's
+//     MachinePool Machines), a node is deleted as above: its Machine
+//     annotated, the replicas lowered in one write, and the infrastructure
+//     removes the annotated Machine first, as the MachinePool Machines
+//     proposal asks of it. An instance without a Machine is never deleted:
+//     lowering the replicas would remove one of the infrastructure's choosing,
+//     so the delete is refused with a *NotDeletableError, as the cluster
+//     autoscaler refuses it.
 //   - Scale from zero reads the capacity annotations
 //     (capacity.cluster-autoscaler.kubernetes.io/cpu, memory, ephemeral-disk,
 //     maxPods, gpu-type, gpu-count, labels, taints), else the infrastructure
@@ -41,7 +52,8 @@
 // apiserver than the workload cluster, where the Nodes are. A Node is matched
 // to its Machine by the annotations Cluster API puts on it
 // (cluster.x-k8s.io/machine and cluster.x-k8s.io/cluster-namespace), else by
-// spec.providerID against the Machines' spec.providerID.
+// spec.providerID against the Machines' spec.providerID and the
+// MachinePools' spec.providerIDList.
 //
 // # Spot or not
 //
@@ -49,19 +61,26 @@
 // capacity: spec.template.spec.spotMarketOptions (AWSMachineTemplate, and the
 // lab's LabMachineTemplate), spec.template.spec.spotVMOptions
 // (AzureMachineTemplate), spec.template.spec.preemptible or provisioningModel
-// Spot (GCPMachineTemplate). An instance is spot when its group is, or when its
-// Node has the label cluster.x-k8s.io/interruptible, which Cluster API writes
-// (with an empty value) for Machines whose infrastructure reports them
-// interruptible.
+// Spot (GCPMachineTemplate); a MachinePool when its infrastructure machine
+// pool does, with the same fields where its kind keeps one instance's spec
+// (spec.awsLaunchTemplate of an AWSMachinePool, spec.template of an
+// AzureMachinePool and the lab's LabMachinePool, spec of a GCPMachinePool),
+// or with a mixed instances policy of no on-demand capacity (AWSMachinePool)
+// or capacityType spot (AWSManagedMachinePool). An instance is spot when its
+// group is, or when its Node has the label cluster.x-k8s.io/interruptible,
+// which Cluster API writes (with an empty value) for Machines whose
+// infrastructure reports them interruptible.
 //
 // # Calls
 //
-// One read is one List each of MachineDeployments, MachineSets, Machines and
-// KubeadmControlPlanes, and one List per kind of infrastructure machine
-// template the groups and control planes use; it
+// One read is one List each of MachineDeployments, MachineSets, MachinePools,
+// Machines and KubeadmControlPlanes, and one List per kind of infrastructure
+// machine template or machine pool the groups and control planes use; it
 // serves every call for TTL (default 5s), whatever the number of nodes, and a
 // write drops it. Instances never reads a single object; TemplateNode reads
-// one Node of the group once per read (it copies a live node).
+// one Node of the group once per read (it copies a live node); Nodes of a
+// MachinePool reads each Node of an instance without a Machine once in the
+// Node's life, to learn its providerID (status.nodeRefs has only names).
 package clusterapi
 
 import (
@@ -92,8 +111,8 @@ const ProviderName = "clusterapi"
 // Names of Cluster API and of the cluster autoscaler's clusterapi provider that
 // the provider reads or writes.
 const (
-	// MinSizeAnnotation and MaxSizeAnnotation, on a MachineDeployment or
-	// MachineSet, make it a node group and bound its replicas.
+	// MinSizeAnnotation and MaxSizeAnnotation, on a MachineDeployment,
+	// MachineSet or MachinePool, make it a node group and bound its replicas.
 	MinSizeAnnotation = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size"
 	MaxSizeAnnotation = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size"
 	// DeleteMachineAnnotation marks a Machine that its MachineSet deletes
@@ -126,12 +145,14 @@ var (
 	MachinesGVR           = GroupVersion.WithResource("machines")
 	MachineSetsGVR        = GroupVersion.WithResource("machinesets")
 	MachineDeploymentsGVR = GroupVersion.WithResource("machinedeployments")
+	MachinePoolsGVR       = GroupVersion.WithResource("machinepools")
 )
 
 // Kinds of node groups.
 const (
 	KindMachineDeployment = "MachineDeployment"
 	KindMachineSet        = "MachineSet"
+	KindMachinePool       = "MachinePool"
 )
 
 // Options configure the provider.
@@ -157,8 +178,9 @@ type Provider struct {
 	clock  clock.Clock
 	opts   Options
 
-	state  stateCache
-	events eventLog
+	state   stateCache
+	events  eventLog
+	nodeIDs nodeIDCache
 }
 
 var (
@@ -228,6 +250,9 @@ func (p *Provider) Instances(ctx context.Context, nodes []*corev1.Node) (map[str
 		if m == nil || m.group == nil {
 			continue
 		}
+		if m.noMachine {
+			p.nodeIDs.put(n.UID, n.Spec.ProviderID)
+		}
 		inst := m.instance(p)
 		inst.NodeName = n.Name
 		if n.Spec.ProviderID != "" {
@@ -266,9 +291,10 @@ func (p *Provider) price(typ string, spot bool) (float64, bool) {
 }
 
 // DeleteInstance implements cloud.Provider: the node's group deletes it
-// (NodeGroup.DeleteNodes). A node without a Machine is a *cloud.NotFoundError;
-// one whose Machine is in no node group is refused, as Spotter may lower the
-// replicas of node groups only.
+// (NodeGroup.DeleteNodes). A node without a Machine is a *cloud.NotFoundError,
+// unless it is an instance of a MachinePool node group (refused with a
+// *NotDeletableError); one whose Machine is in no node group is refused, as
+// Spotter may lower the replicas of node groups only.
 func (p *Provider) DeleteInstance(ctx context.Context, node *corev1.Node) error {
 	if err := cloud.CheckDeletable(node); err != nil {
 		return err
@@ -285,8 +311,8 @@ func (p *Provider) DeleteInstance(ctx context.Context, node *corev1.Node) error 
 	return g.DeleteNodes(ctx, []*corev1.Node{node})
 }
 
-// NodeGroups implements cloud.Provider: the annotated MachineDeployments and
-// MachineSets in scope, by ID.
+// NodeGroups implements cloud.Provider: the annotated MachineDeployments,
+// MachineSets and MachinePools in scope, by ID.
 func (p *Provider) NodeGroups(ctx context.Context) ([]cloud.NodeGroup, error) {
 	s, err := p.read(ctx)
 	if err != nil {
@@ -316,7 +342,7 @@ func (p *Provider) NodeGroupForNode(ctx context.Context, node *corev1.Node) (clo
 		return nil, &cloud.ControlPlaneError{Kind: "node", Name: node.Name,
 			Reason: fmt.Sprintf("its Machine %s/%s has label %s; Spotter never scales the control plane", m.namespace, m.name, ControlPlaneLabel)}
 	case m.group == nil:
-		return nil, cloud.NewNotFoundError(fmt.Errorf("machine %s/%s of node %s is in no node group: its MachineDeployment or MachineSet needs the annotations %s and %s (and to be in cloud.clusterAPI's scope)",
+		return nil, cloud.NewNotFoundError(fmt.Errorf("machine %s/%s of node %s is in no node group: its MachineDeployment, MachineSet or MachinePool needs the annotations %s and %s (and to be in cloud.clusterAPI's scope)",
 			m.namespace, m.name, node.Name, MinSizeAnnotation, MaxSizeAnnotation))
 	}
 	return m.group, nil

@@ -44,7 +44,9 @@ type state struct {
 	controlPlanesUnchecked error
 }
 
-// machine is what the provider needs of a Machine.
+// machine is what the provider needs of a Machine, or of an instance of a
+// MachinePool that has no Machine (noMachine: only its providerID and group
+// are known).
 type machine struct {
 	namespace, name string
 	providerID      string
@@ -56,6 +58,7 @@ type machine struct {
 	failureDomain   string
 	failure         error
 	group           *NodeGroup
+	noMachine       bool
 }
 
 // read returns the Cluster API objects as last read, or reads them again when
@@ -98,9 +101,9 @@ func (p *Provider) list(ctx context.Context, gvr schema.GroupVersionResource) ([
 	}
 }
 
-// load reads MachineDeployments, MachineSets, Machines, KubeadmControlPlanes
-// and the infrastructure machine templates they use: one List each (and one
-// per template kind).
+// load reads MachineDeployments, MachineSets, MachinePools, Machines,
+// KubeadmControlPlanes and the infrastructure machine templates and machine
+// pools they use: one List each (and one per infrastructure kind).
 func (p *Provider) load(ctx context.Context) (*state, error) {
 	logger := klog.FromContext(ctx).WithName(ProviderName)
 	mds, err := p.list(ctx, MachineDeploymentsGVR)
@@ -108,6 +111,10 @@ func (p *Provider) load(ctx context.Context) (*state, error) {
 		return nil, err
 	}
 	sets, err := p.list(ctx, MachineSetsGVR)
+	if err != nil {
+		return nil, err
+	}
+	pools, err := p.listMachinePools(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -148,6 +155,9 @@ func (p *Provider) load(ctx context.Context) (*state, error) {
 		}
 		add(KindMachineSet, ms)
 	}
+	for i := range pools {
+		add(KindMachinePool, &pools[i])
+	}
 	slices.SortFunc(s.groups, func(a, b *NodeGroup) int { return strings.Compare(a.id, b.id) })
 	if s.controlPlanes, s.controlPlanesUnchecked, err = p.listControlPlanes(ctx); err != nil {
 		return nil, err
@@ -183,6 +193,8 @@ func (p *Provider) load(ctx context.Context) (*state, error) {
 			} else {
 				m.group = byKind[groupID(KindMachineSet, m.namespace, set)]
 			}
+		} else if pool := ownerOf(obj, KindMachinePool); pool != "" {
+			m.group = byKind[groupID(KindMachinePool, m.namespace, pool)]
 		}
 		if m.controlPlane {
 			m.group = nil // whatever owns it, never a node group
@@ -196,6 +208,8 @@ func (p *Provider) load(ctx context.Context) (*state, error) {
 			s.byProviderID[m.providerID] = m
 		}
 	}
+	s.indexPoolInstances()
+	p.nodeIDs.keep(s.groups)
 	return s, nil
 }
 
@@ -246,6 +260,8 @@ func (m *machine) instance(p *Provider) cloud.Instance {
 		inst.PricePerHour, inst.PriceKnown = p.price(inst.InstanceType, inst.Spot)
 	}
 	switch {
+	case m.noMachine:
+		// Listed by the infrastructure: the instance exists.
 	case m.deleting:
 		inst.State = cloud.InstanceDeleting
 	case m.nodeName == "":
@@ -279,7 +295,8 @@ func clusterNameOf(obj *unstructured.Unstructured) string {
 
 func groupID(kind, namespace, name string) string { return kind + "/" + namespace + "/" + name }
 
-// nodeGroup reads a MachineDeployment or MachineSet as a node group. It returns
+// nodeGroup reads a MachineDeployment, MachineSet or MachinePool as a node
+// group (the three share spec.replicas and spec.template). It returns
 // nil, nil for one that is out of scope or not annotated, and an error for one
 // whose annotations are wrong.
 func (p *Provider) nodeGroup(kind string, obj *unstructured.Unstructured) (*NodeGroup, error) {
@@ -304,6 +321,9 @@ func (p *Provider) nodeGroup(kind string, obj *unstructured.Unstructured) (*Node
 		g.replicas = int(r)
 	}
 	g.failureDomain, _, _ = unstructured.NestedString(obj.Object, "spec", "template", "spec", "failureDomain")
+	if kind == KindMachinePool {
+		g.readPool(obj)
+	}
 	ref, _, _ := unstructured.NestedStringMap(obj.Object, "spec", "template", "spec", "infrastructureRef")
 	g.templateRef = templateRef{group: ref["apiGroup"], kind: ref["kind"], namespace: obj.GetNamespace(), name: ref["name"]}
 	if g.templateRef.group == "" && ref["apiVersion"] != "" { // v1beta1's shape

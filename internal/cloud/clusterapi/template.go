@@ -18,7 +18,7 @@ import (
 )
 
 // Capacity annotations of the cluster autoscaler's clusterapi provider, for
-// scale from zero, on a MachineDeployment or MachineSet.
+// scale from zero, on a MachineDeployment, MachineSet or MachinePool.
 const (
 	CapacityCPUAnnotation           = "capacity.cluster-autoscaler.kubernetes.io/cpu"
 	CapacityMemoryAnnotation        = "capacity.cluster-autoscaler.kubernetes.io/memory"
@@ -45,11 +45,12 @@ const (
 // onto the Node (besides those of its --additional-sync-machine-labels).
 var syncedLabelPrefixes = []string{"node-role.kubernetes.io/", "node-restriction.kubernetes.io/", "node.cluster.x-k8s.io/"}
 
-// templateRef names a group's infrastructure machine template.
+// templateRef names a group's infrastructure machine template (or, for a
+// MachinePool, its infrastructure machine pool).
 type templateRef struct{ group, kind, namespace, name string }
 
 // templateFacts is what the provider reads of an infrastructure machine
-// template.
+// template or machine pool.
 type templateFacts struct {
 	found bool
 	spot  bool
@@ -61,6 +62,10 @@ type templateFacts struct {
 	capacity       corev1.ResourceList
 	arch, os       string
 	capacityReason string // why capacity is unusable, when it is
+	// machineKind is an infrastructure machine pool's
+	// status.infrastructureMachineKind: set when the pool makes a Machine per
+	// instance (Cluster API's MachinePool Machines).
+	machineKind string
 }
 
 // readTemplates lists the infrastructure machine templates that refs name,
@@ -96,32 +101,42 @@ func (p *Provider) readTemplates(ctx context.Context, refs []templateRef) (map[t
 	return facts, nil
 }
 
-// readTemplate reads the facts of an infrastructure machine template, whatever
-// its provider: the fields of the known providers that ask for spot capacity
-// and name the machine type.
+// instanceSpecPaths are where the known infrastructure providers keep the
+// fields of one instance (spot options, machine type): in an infrastructure
+// machine template, or in an infrastructure machine pool (the
+// infrastructureRef of a MachinePool).
+var instanceSpecPaths = [][]string{
+	{"spec", "template", "spec"},  // AWSMachineTemplate, AzureMachineTemplate, GCPMachineTemplate, LabMachineTemplate
+	{"spec", "awsLaunchTemplate"}, // AWSMachinePool
+	{"spec", "template"},          // AzureMachinePool, LabMachinePool
+	{"spec"},                      // GCPMachinePool, AWSManagedMachinePool
+}
+
+// readTemplate reads the facts of an infrastructure machine template or
+// machine pool, whatever its provider: the fields of the known providers that
+// ask for spot capacity and name the machine type. It is the one reader of
+// spot fields, for node groups and control planes alike.
 func readTemplate(t *unstructured.Unstructured) templateFacts {
 	f := templateFacts{found: true}
-	spec, _, _ := unstructured.NestedMap(t.Object, "spec", "template", "spec")
-	has := func(k string) bool { v, ok := spec[k]; return ok && v != nil }
-	preemptible, _ := spec["preemptible"].(bool)
-	model, _ := spec["provisioningModel"].(string)
-	switch {
-	case has("spotMarketOptions"): // AWSMachineTemplate (and the lab's)
-		f.spotField = "spec.template.spec.spotMarketOptions"
-	case has("spotVMOptions"): // AzureMachineTemplate
-		f.spotField = "spec.template.spec.spotVMOptions"
-	case preemptible: // GCPMachineTemplate
-		f.spotField = "spec.template.spec.preemptible"
-	case strings.EqualFold(model, "Spot"): // GCPMachineTemplate
-		f.spotField = "spec.template.spec.provisioningModel"
-	}
-	f.spot = f.spotField != ""
-	for _, k := range []string{"instanceType", "vmSize", "machineType"} {
-		if s, ok := spec[k].(string); ok && s != "" {
-			f.instanceType = s
-			break
+	for _, path := range instanceSpecPaths {
+		spec, ok, _ := unstructured.NestedMap(t.Object, path...)
+		if !ok {
+			continue
+		}
+		if field := spotFieldOf(spec); field != "" && f.spotField == "" {
+			f.spotField = strings.Join(path, ".") + "." + field
+		}
+		for _, k := range []string{"instanceType", "vmSize", "machineType"} {
+			if s, ok := spec[k].(string); ok && s != "" && f.instanceType == "" {
+				f.instanceType = s
+			}
 		}
 	}
+	if f.spotField == "" {
+		f.spotField = poolSpotFieldOf(t)
+	}
+	f.spot = f.spotField != ""
+	f.machineKind, _, _ = unstructured.NestedString(t.Object, "status", "infrastructureMachineKind")
 	if c, ok, _ := unstructured.NestedMap(t.Object, "status", "capacity"); ok {
 		f.capacity = corev1.ResourceList{}
 		for k, v := range c {
@@ -137,6 +152,62 @@ func readTemplate(t *unstructured.Unstructured) templateFacts {
 	f.arch, _, _ = unstructured.NestedString(t.Object, "status", "nodeInfo", "architecture")
 	f.os, _, _ = unstructured.NestedString(t.Object, "status", "nodeInfo", "operatingSystem")
 	return f
+}
+
+// spotFieldOf names the field of one instance's spec that asks for spot
+// capacity, or "".
+func spotFieldOf(spec map[string]any) string {
+	has := func(k string) bool { v, ok := spec[k]; return ok && v != nil }
+	preemptible, _ := spec["preemptible"].(bool)
+	model, _ := spec["provisioningModel"].(string)
+	switch {
+	case has("spotMarketOptions"): // AWS (and the lab's)
+		return "spotMarketOptions"
+	case has("spotVMOptions"): // Azure
+		return "spotVMOptions"
+	case preemptible: // GCP
+		return "preemptible"
+	case strings.EqualFold(model, "Spot"): // GCP
+		return "provisioningModel"
+	}
+	return ""
+}
+
+// poolSpotFieldOf names the field of an infrastructure machine pool that makes
+// all its instances spot without a per-instance spot option, or "": an
+// AWSMachinePool whose mixed instances policy has no on-demand base capacity
+// and 0% on-demand above it (the Auto Scaling group's rule, as the aws
+// provider reads it), an AWSManagedMachinePool (EKS managed node group) of
+// capacityType spot.
+func poolSpotFieldOf(t *unstructured.Unstructured) string {
+	const dist = "spec.mixedInstancesPolicy.instancesDistribution"
+	if d, ok, _ := unstructured.NestedMap(t.Object, "spec", "mixedInstancesPolicy", "instancesDistribution"); ok {
+		base, hasBase := asInt(d["onDemandBaseCapacity"])
+		pct, hasPct := asInt(d["onDemandPercentageAboveBaseCapacity"])
+		// Absent, the base is 0 and the percentage 100 (CAPA's defaults, the
+		// Auto Scaling API's too).
+		if (!hasBase || base == 0) && hasPct && pct == 0 {
+			return dist + ".onDemandPercentageAboveBaseCapacity"
+		}
+	}
+	if c, _, _ := unstructured.NestedString(t.Object, "spec", "capacityType"); strings.EqualFold(c, "spot") {
+		return "spec.capacityType"
+	}
+	return ""
+}
+
+// asInt reads a whole number of unstructured content (int64 from the
+// apiserver's JSON, float64 from other decoders).
+func asInt(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return n, true
+	case int:
+		return int64(n), true
+	case float64:
+		return int64(n), n == float64(int64(n))
+	}
+	return 0, false
 }
 
 // TemplateNode implements cloud.NodeGroup. A group with a Node copies it (its
@@ -156,16 +227,25 @@ func (g *NodeGroup) TemplateNode(ctx context.Context) (*corev1.Node, error) {
 	if cur.live != nil {
 		return cur.live.DeepCopy(), nil
 	}
+	var names []string
 	for _, m := range cur.machines {
-		if m.nodeName == "" || m.deleting {
-			continue
+		if m.nodeName != "" && !m.deleting {
+			names = append(names, m.nodeName)
 		}
-		node, err := g.p.kube.CoreV1().Nodes().Get(ctx, m.nodeName, metav1.GetOptions{})
+	}
+	for _, r := range cur.nodeRefs { // a MachinePool's
+		names = append(names, r.name)
+	}
+	for _, name := range names {
+		node, err := g.p.kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			if cloud.IsNotFound(cloud.FromAPIError(err)) {
 				continue
 			}
-			return nil, fmt.Errorf("reading Node %s of node group %s: %w", m.nodeName, g.id, cloud.FromAPIError(err))
+			return nil, fmt.Errorf("reading Node %s of node group %s: %w", name, g.id, cloud.FromAPIError(err))
+		}
+		if node.DeletionTimestamp != nil {
+			continue
 		}
 		cur.live = cur.fromNode(node)
 		return cur.live.DeepCopy(), nil

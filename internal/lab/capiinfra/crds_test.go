@@ -2,6 +2,7 @@ package capiinfra
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
@@ -24,13 +25,39 @@ func TestTemplateSchemaMatchesMachine(t *testing.T) {
 			specs[KindMachine] = props
 		case KindMachineTemplate:
 			specs[KindMachineTemplate] = dig(props.(map[string]any), "properties", "template", "properties", "spec")
+		case KindMachinePool:
+			specs[KindMachinePool] = dig(props.(map[string]any), "properties", "template")
 		}
 	}
-	if specs[KindMachine] == nil || specs[KindMachineTemplate] == nil {
+	if specs[KindMachine] == nil || specs[KindMachineTemplate] == nil || specs[KindMachinePool] == nil {
 		t.Fatalf("schemas not found: %v", specs)
 	}
 	if !reflect.DeepEqual(specs[KindMachine], specs[KindMachineTemplate]) {
 		t.Errorf("LabMachine spec and LabMachineTemplate spec.template.spec differ:\n%v\n%v", specs[KindMachine], specs[KindMachineTemplate])
+	}
+	if !reflect.DeepEqual(specs[KindMachine], specs[KindMachinePool]) {
+		t.Errorf("LabMachine spec and LabMachinePool spec.template differ:\n%v\n%v", specs[KindMachine], specs[KindMachinePool])
+	}
+}
+
+// TestPoolLabelValue: the pool-name label value is Cluster API's
+// (format.MustFormatValue; the expected hash is from its own test).
+func TestPoolLabelValue(t *testing.T) {
+	long := strings.Repeat("machineSetName", 12)
+	for name, want := range map[string]string{"ms1": "ms1", "machineSetName": "machineSetName", long: "hash_FR_ghQ_z"} {
+		if got := poolLabelValue(name); got != want {
+			t.Errorf("poolLabelValue(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
+
+// TestMachinePoolSpecRoundTrip: what NewLabMachinePool writes, the pool
+// controller reads back.
+func TestMachinePoolSpecRoundTrip(t *testing.T) {
+	spec := MachineSpec{Spot: true, InstanceType: "m5.large", CPU: "4", NodeLabels: map[string]string{"a": "b"}}
+	got, err := machineSpecOf(NewLabMachinePool("ns", "p", spec, true).Object, "spec", "template")
+	if err != nil || !reflect.DeepEqual(got, spec) {
+		t.Errorf("got %+v, %v; want %+v", got, err, spec)
 	}
 }
 

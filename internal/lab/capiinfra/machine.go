@@ -49,6 +49,11 @@ func (r *machineReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		// cloud would not bring back a terminated instance.
 		return reconcile.Result{}, nil
 	}
+	if _, ok := lm.GetLabels()[MachinePoolNameLabel]; ok {
+		// An instance of a LabMachinePool, which provisions it; this
+		// controller only deletes its Node when it goes.
+		return reconcile.Result{}, nil
+	}
 
 	// Cluster API's contract: provision only once the Machine's bootstrap data
 	// is there. The lab needs none, but keeps the order.
@@ -70,17 +75,23 @@ func (r *machineReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	if err != nil {
 		return reconcile.Result{}, reconcile.TerminalError(fmt.Errorf("LabMachine %s: %w", req, err))
 	}
-	providerID := providerIDOf(lm)
-	if err := r.ensureNode(ctx, lm.GetName(), providerID, spec); err != nil {
-		return reconcile.Result{}, err
-	}
+	return reconcile.Result{}, provision(ctx, r.client, r.nodes, lm, spec)
+}
 
+// provision makes the instance of a LabMachine, its kwok Node, then records
+// it on the LabMachine: spec.providerID, status.initialization.provisioned,
+// status.interruptible and the Node's address.
+func provision(ctx context.Context, c, nodes client.Client, lm *unstructured.Unstructured, spec MachineSpec) error {
+	providerID := providerIDOf(lm)
+	if err := ensureNode(ctx, nodes, lab.Node(spec.nodeSpec(lm.GetName(), providerID))); err != nil {
+		return err
+	}
 	orig := lm.DeepCopy()
 	if err := unstructured.SetNestedField(lm.Object, providerID, "spec", "providerID"); err != nil {
-		return reconcile.Result{}, err
+		return err
 	}
-	if err := r.client.Patch(ctx, lm, client.MergeFrom(orig)); err != nil {
-		return reconcile.Result{}, fmt.Errorf("setting the providerID of LabMachine %s: %w", req, err)
+	if err := c.Patch(ctx, lm, client.MergeFrom(orig)); err != nil {
+		return fmt.Errorf("setting the providerID of LabMachine %s: %w", client.ObjectKeyFromObject(lm), err)
 	}
 	orig = lm.DeepCopy()
 	status := map[string]any{
@@ -89,32 +100,31 @@ func (r *machineReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		"addresses":      []any{map[string]any{"type": "Hostname", "address": lm.GetName()}},
 	}
 	if err := unstructured.SetNestedMap(lm.Object, status, "status"); err != nil {
-		return reconcile.Result{}, err
+		return err
 	}
-	if err := r.client.Status().Patch(ctx, lm, client.MergeFrom(orig)); err != nil {
-		return reconcile.Result{}, fmt.Errorf("marking LabMachine %s provisioned: %w", req, err)
+	if err := c.Status().Patch(ctx, lm, client.MergeFrom(orig)); err != nil {
+		return fmt.Errorf("marking LabMachine %s provisioned: %w", client.ObjectKeyFromObject(lm), err)
 	}
-	log.Info("LabMachine provisioned", "node", lm.GetName(), "providerID", providerID, "spot", spec.Spot)
-	return reconcile.Result{}, nil
+	ctrl.LoggerFrom(ctx).Info("LabMachine provisioned", "node", lm.GetName(), "providerID", providerID, "spot", spec.Spot)
+	return nil
 }
 
-// ensureNode creates the kwok Node of a LabMachine, unless it is there already
-// (a retry after a failed status update).
-func (r *machineReconciler) ensureNode(ctx context.Context, name, providerID string, spec MachineSpec) error {
-	node := lab.Node(spec.nodeSpec(name, providerID))
-	err := r.nodes.Create(ctx, node)
+// ensureNode creates a kwok Node, unless it is there already with the same
+// providerID (a retry after a failed status update).
+func ensureNode(ctx context.Context, nodes client.Client, node *corev1.Node) error {
+	err := nodes.Create(ctx, node)
 	if !apierrors.IsAlreadyExists(err) {
 		if err != nil {
-			return fmt.Errorf("creating Node %s: %w", name, err)
+			return fmt.Errorf("creating Node %s: %w", node.Name, err)
 		}
 		return nil
 	}
 	existing := &corev1.Node{}
-	if err := r.nodes.Get(ctx, client.ObjectKey{Name: name}, existing); err != nil {
-		return fmt.Errorf("reading Node %s: %w", name, err)
+	if err := nodes.Get(ctx, client.ObjectKey{Name: node.Name}, existing); err != nil {
+		return fmt.Errorf("reading Node %s: %w", node.Name, err)
 	}
-	if existing.Spec.ProviderID != providerID {
-		return reconcile.TerminalError(fmt.Errorf("node %s exists with providerID %q, not %q", name, existing.Spec.ProviderID, providerID))
+	if existing.Spec.ProviderID != node.Spec.ProviderID {
+		return reconcile.TerminalError(fmt.Errorf("node %s exists with providerID %q, not %q", node.Name, existing.Spec.ProviderID, node.Spec.ProviderID))
 	}
 	return nil
 }

@@ -171,3 +171,38 @@ func NewMachineDeployment(namespace, name, cluster, template string, replicas in
 	}
 	return md
 }
+
+// NewMachinePool returns a MachinePool of replicas instances of the cluster,
+// on the LabMachinePool named infra. It carries what Cluster API's defaulting
+// webhook would add, as the lab does not run it: the cluster-name label and
+// the replicas.
+func NewMachinePool(namespace, name, cluster, infra string, replicas int32) *unstructured.Unstructured {
+	mp := newUnstructured(MachinePoolGVK)
+	mp.SetNamespace(namespace)
+	mp.SetName(name)
+	mp.SetLabels(map[string]string{ClusterNameLabel: cluster})
+	mp.Object["spec"] = map[string]any{
+		"clusterName": cluster,
+		"replicas":    int64(replicas),
+		"template": map[string]any{
+			"metadata": map[string]any{"labels": map[string]any{ClusterNameLabel: cluster}},
+			"spec": map[string]any{
+				"clusterName":       cluster,
+				"bootstrap":         map[string]any{"dataSecretName": BootstrapDataSecretName},
+				"infrastructureRef": map[string]any{"apiGroup": Group, "kind": KindMachinePool, "name": infra},
+			},
+		},
+	}
+	return mp
+}
+
+// NewLabMachinePool returns a LabMachinePool whose instances have spec; with
+// machines, each is also a LabMachine for which Cluster API makes a Machine
+// (MachinePool Machines).
+func NewLabMachinePool(namespace, name string, spec MachineSpec, machines bool) *unstructured.Unstructured {
+	p := newUnstructured(LabMachinePoolGVK)
+	p.SetNamespace(namespace)
+	p.SetName(name)
+	p.Object["spec"] = map[string]any{"template": spec.object(), "machinePoolMachines": machines}
+	return p
+}

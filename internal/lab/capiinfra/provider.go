@@ -35,8 +35,8 @@ type Options struct {
 	Logger logr.Logger
 }
 
-// Provider runs the LabCluster, LabControlPlane and LabMachine controllers in a
-// controller-runtime manager of its own.
+// Provider runs the LabCluster, LabControlPlane, LabMachine and LabMachinePool
+// controllers in a controller-runtime manager of its own.
 type Provider struct {
 	mgr manager.Manager
 }
@@ -100,6 +100,14 @@ func New(cfg *rest.Config, opts Options) (*Provider, error) {
 		For(newUnstructured(LabMachineGVK)).
 		Watches(newUnstructured(MachineGVK), handler.EnqueueRequestsFromMapFunc(infrastructureRefTo(KindMachine))).
 		Complete(machines); err != nil {
+		return nil, err
+	}
+	pools := &poolReconciler{client: c, reader: reader, nodes: machines.nodes}
+	if err := ctrl.NewControllerManagedBy(mgr).Named("labmachinepool").
+		For(newUnstructured(LabMachinePoolGVK)).
+		Watches(newUnstructured(MachinePoolGVK), handler.EnqueueRequestsFromMapFunc(machinePoolToInfrastructure)).
+		Watches(newUnstructured(LabMachineGVK), handler.EnqueueRequestForOwner(scheme, mgr.GetRESTMapper(), newUnstructured(LabMachinePoolGVK))).
+		Complete(pools); err != nil {
 		return nil, err
 	}
 	return &Provider{mgr: mgr}, nil
