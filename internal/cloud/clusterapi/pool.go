@@ -182,7 +182,7 @@ func (c *nodeIDCache) keep(groups []*NodeGroup) {
 
 // poolNodeNames maps the providerIDs of the group's instances without
 // Machines to the names of their Nodes, from status.nodeRefs: a Node not seen
-// before (by Instances, or here) is read once.
+// before is read once.
 func (g *NodeGroup) poolNodeNames(ctx context.Context) (map[string]string, error) {
 	out := map[string]string{}
 	if len(g.poolOnly) == 0 {

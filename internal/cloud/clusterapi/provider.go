@@ -238,7 +238,11 @@ func (p *Provider) Name() string { return ProviderName }
 
 // Instances implements cloud.Provider: the nodes whose Machines belong to a
 // node group, from one read of the Cluster API objects. A Machine outside
-// every node group is not Spotter's to delete, so its node is absent.
+// every node group is not Spotter's to delete, so its node is absent; so is
+// the node of a MachinePool instance without a Machine (NodeGroupForNode
+// still finds its group), which Spotter cannot delete either: the migrator
+// takes a node's presence here as leave to drain it, and must not drain a
+// node whose delete would then be refused.
 func (p *Provider) Instances(ctx context.Context, nodes []*corev1.Node) (map[string]cloud.Instance, error) {
 	s, err := p.read(ctx)
 	if err != nil {
@@ -247,11 +251,8 @@ func (p *Provider) Instances(ctx context.Context, nodes []*corev1.Node) (map[str
 	out := make(map[string]cloud.Instance, len(nodes))
 	for _, n := range nodes {
 		m := s.machineOf(n)
-		if m == nil || m.group == nil {
+		if m == nil || m.group == nil || m.noMachine {
 			continue
-		}
-		if m.noMachine {
-			p.nodeIDs.put(n.UID, n.Spec.ProviderID)
 		}
 		inst := m.instance(p)
 		inst.NodeName = n.Name
