@@ -33,12 +33,17 @@ import (
 // The migrator on cloud.provider clusterapi, against real Cluster API: the
 // workers of a Cluster are two MachineDeployments, on-demand (two Machines)
 // and spot (none yet, with the capacity annotations for scale from zero),
-// both annotated with the cluster autoscaler's min and max sizes. The
-// migrator moves the on-demand workloads to spot make-before-break: it raises
-// the spot MachineDeployment's replicas, and Cluster API creates the spot
-// Machines; once their Nodes are Ready it drains each on-demand node, then
-// marks its Machine for deletion and lowers the on-demand replicas, and Cluster
-// API deletes exactly that Machine and its Node.
+// and a spot MachinePool whose infrastructure makes no Machines (a scale set
+// of one instance at most, of a cheaper instance type), all annotated with the
+// cluster autoscaler's min and max sizes. The migrator moves the on-demand
+// workloads to spot make-before-break: the first node's onto the cheaper
+// MachinePool (it raises its replicas, the lab's LabMachinePool makes the
+// instance, Cluster API lists its Node, the migrator waits for it to be Ready),
+// the second's onto the spot MachineDeployment (the pool is at its max): it
+// raises its replicas, and Cluster API creates the spot Machine; once the new
+// Nodes are Ready it drains each on-demand node, then marks its Machine for
+// deletion and lowers the on-demand replicas, and Cluster API deletes exactly
+// that Machine and its Node.
 //
 // The management cluster is a second apiserver, as with a real management
 // cluster: Cluster API's CRDs, its manager and the lab's provider run there,
@@ -65,6 +70,9 @@ func TestClusterAPIMigratorReplacesOnDemandBySpot(t *testing.T) {
 	spotMD := capiinfra.NewMachineDeployment(ns, "spot", clusterName, "spot", 0)
 	spotMD.SetAnnotations(map[string]string{clusterapi.MinSizeAnnotation: "0", clusterapi.MaxSizeAnnotation: "3",
 		clusterapi.CapacityCPUAnnotation: "4", clusterapi.CapacityMemoryAnnotation: "16Gi"})
+	spotPool := capiinfra.NewMachinePool(ns, "spot-pool", clusterName, "spot-pool", 0)
+	spotPool.SetAnnotations(map[string]string{clusterapi.MinSizeAnnotation: "0", clusterapi.MaxSizeAnnotation: "1",
+		clusterapi.CapacityCPUAnnotation: "4", clusterapi.CapacityMemoryAnnotation: "16Gi"})
 	for _, o := range []struct {
 		gvr schema.GroupVersionResource
 		obj *unstructured.Unstructured
@@ -76,6 +84,8 @@ func TestClusterAPIMigratorReplacesOnDemandBySpot(t *testing.T) {
 		{capiinfra.LabMachineTemplatesGVR, capiinfra.NewMachineTemplate(ns, "spot", capiinfra.MachineSpec{Spot: true, InstanceType: "m5.xlarge", CPU: "4", Memory: "16Gi"})},
 		{capiinfra.MachineDeploymentsGVR, odMD},
 		{capiinfra.MachineDeploymentsGVR, spotMD},
+		{capiinfra.LabMachinePoolsGVR, capiinfra.NewLabMachinePool(ns, "spot-pool", capiinfra.MachineSpec{Spot: true, InstanceType: "c5.xlarge", CPU: "4", Memory: "16Gi"}, false)},
+		{capiinfra.MachinePoolsGVR, spotPool},
 	} {
 		if _, err := dyn.Resource(o.gvr).Namespace(ns).Create(ctx, o.obj, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("creating %s %s: %v", o.obj.GetKind(), o.obj.GetName(), err)
@@ -107,6 +117,7 @@ cloud:
 pricing:
   instanceTypes:
     m5.xlarge: {onDemand: 0.192, spot: 0.07}
+    c5.xlarge: {onDemand: 0.17, spot: 0.05}
 migrator:
   enabled: true
   schedule: "@every 5s"
@@ -124,7 +135,8 @@ drain:
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--leader-elect=false")
 
 	var spotMachines []capiMachine
-	testenv.Eventually(t, 5*time.Minute, "the on-demand Machines gone, two spot Machines, every web pod Running on spot", func(ctx context.Context) (bool, string, error) {
+	var poolNodes []string
+	testenv.Eventually(t, 5*time.Minute, "the on-demand Machines gone, a spot Machine and a spot pool instance, every web pod Running on spot", func(ctx context.Context) (bool, string, error) {
 		od, err := machinesOf(ctx, dyn, ns, "od")
 		if err != nil {
 			return false, "", err
@@ -150,8 +162,11 @@ drain:
 			}
 		}
 		spotMachines = spot
-		return len(od) == 0 && len(spot) == 2 && onSpot == 2 && len(pods.Items) == 2,
-			fmt.Sprintf("od Machines %v, spot Machines %v, pods %v", od, spot, where), nil
+		if poolNodes, err = machinePoolNodes(ctx, dyn, ns, "spot-pool"); err != nil {
+			return false, "", err
+		}
+		return len(od) == 0 && len(spot) == 1 && len(poolNodes) == 1 && onSpot == 2 && len(pods.Items) == 2,
+			fmt.Sprintf("od Machines %v, spot Machines %v, spot pool Nodes %v, pods %v", od, spot, poolNodes, where), nil
 	})
 
 	// Cluster API made the spot Machines (its MachineSet owns them) and their
@@ -175,7 +190,7 @@ drain:
 			return err != nil, "", nil
 		})
 	}
-	for md, want := range map[string]int64{"od": 0, "spot": 2} {
+	for md, want := range map[string]int64{"od": 0, "spot": 1} {
 		obj, err := dyn.Resource(capiinfra.MachineDeploymentsGVR).Namespace(ns).Get(ctx, md, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -183,6 +198,11 @@ drain:
 		if got, _, _ := unstructured.NestedInt64(obj.Object, "spec", "replicas"); got != want {
 			t.Errorf("MachineDeployment %s: replicas %d, want %d", md, got, want)
 		}
+	}
+	if obj, err := dyn.Resource(capiinfra.MachinePoolsGVR).Namespace(ns).Get(ctx, "spot-pool", metav1.GetOptions{}); err != nil {
+		t.Error(err)
+	} else if got, _, _ := unstructured.NestedInt64(obj.Object, "spec", "replicas"); got != 1 {
+		t.Errorf("MachinePool spot-pool: replicas %d, want 1", got)
 	}
 	// Make-before-break: each on-demand node had its spot capacity asked for
 	// before it was selected for deletion (and so before it was drained).
@@ -215,7 +235,9 @@ drain:
 		}
 	}
 
-	// spotter plan with the same configuration names each spot node's group.
+	// spotter plan with the same configuration names the spot Machine's
+	// group; the pool's instance has none (no Machine: not Spotter's to
+	// delete, so not among the provider's instances).
 	var out, errOut bytes.Buffer
 	code := cli.Main([]string{"plan", "--kubeconfig", env.Kubeconfig, "--config", config, "-o", "json"},
 		cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errOut})
@@ -228,10 +250,33 @@ drain:
 		if n.NodeGroup == "MachineDeployment/"+ns+"/spot" {
 			inSpotGroup++
 		}
+		if len(poolNodes) == 1 && n.Name == poolNodes[0] && n.NodeGroup != "" {
+			t.Errorf("the spot pool's node %s in group %s in the plan, want none", n.Name, n.NodeGroup)
+		}
 	}
-	if inSpotGroup != 2 {
-		t.Errorf("%d nodes of group MachineDeployment/%s/spot in the plan, want 2:\n%s%s", inSpotGroup, ns, out.String(), errOut.String())
+	if inSpotGroup != 1 {
+		t.Errorf("%d nodes of group MachineDeployment/%s/spot in the plan, want 1:\n%s%s", inSpotGroup, ns, out.String(), errOut.String())
 	}
+}
+
+// machinePoolNodes returns the Nodes Cluster API matched to the instances of a
+// MachinePool (status.nodeRefs whose Node's providerID is in
+// spec.providerIDList).
+func machinePoolNodes(ctx context.Context, dyn dynamic.Interface, ns, mp string) ([]string, error) {
+	obj, err := dyn.Resource(capiinfra.MachinePoolsGVR).Namespace(ns).Get(ctx, mp, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	ids, _, _ := unstructured.NestedStringSlice(obj.Object, "spec", "providerIDList")
+	refs, _, _ := unstructured.NestedSlice(obj.Object, "status", "nodeRefs")
+	var out []string
+	for _, r := range refs {
+		if name, _ := r.(map[string]any)["name"].(string); name != "" && len(ids) > 0 {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
 }
 
 // capiMachine is a Machine of a MachineDeployment.
