@@ -88,8 +88,25 @@ func TestFastYAMLMatchesParser(t *testing.T) {
 // The generated clusters of the benchmarks are read by the fast path whole,
 // with the parser's answer.
 func TestFastYAMLOnGeneratedCluster(t *testing.T) {
+	doc := generatedYAML(t, 40)
+	got, ok := fastYAMLToJSON(doc)
+	if !ok {
+		t.Fatal("the fast path left a generated cluster to the parser")
+	}
+	want, err := yaml.YAMLToJSON(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !jsonEqual(t, got, want) {
+		t.Error("the fast path and the parser read the generated cluster differently")
+	}
+}
+
+// generatedYAML is the cluster go run ./hack/gencluster -nodes N writes.
+func generatedYAML(t *testing.T, nodes int) []byte {
+	t.Helper()
 	opts := gencluster.DefaultOptions()
-	opts.Nodes = 40
+	opts.Nodes = nodes
 	c, err := gencluster.Generate(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -98,17 +115,7 @@ func TestFastYAMLOnGeneratedCluster(t *testing.T) {
 	if _, err := c.WriteTo(&buf); err != nil {
 		t.Fatal(err)
 	}
-	got, ok := fastYAMLToJSON(buf.Bytes())
-	if !ok {
-		t.Fatal("the fast path left a generated cluster to the parser")
-	}
-	want, err := yaml.YAMLToJSON(buf.Bytes())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !jsonEqual(t, got, want) {
-		t.Error("the fast path and the parser read the generated cluster differently")
-	}
+	return buf.Bytes()
 }
 
 // Whatever the fast path reads, the full parser reads alike.
@@ -136,17 +143,7 @@ func FuzzFastYAML(f *testing.F) {
 // fields whose types decode themselves (quantities, times, int-or-strings) in
 // every spelling.
 func TestItemDecodersAgree(t *testing.T) {
-	opts := gencluster.DefaultOptions()
-	opts.Nodes = 30
-	c, err := gencluster.Generate(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if _, err := c.WriteTo(&buf); err != nil {
-		t.Fatal(err)
-	}
-	list, err := yaml.YAMLToJSON(buf.Bytes())
+	list, err := yaml.YAMLToJSON(generatedYAML(t, 30))
 	if err != nil {
 		t.Fatal(err)
 	}
