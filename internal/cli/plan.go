@@ -26,6 +26,7 @@ import (
 	"spotter.dev/spotter/internal/classify"
 	"spotter.dev/spotter/internal/cloud"
 	awsprovider "spotter.dev/spotter/internal/cloud/aws"
+	azureprovider "spotter.dev/spotter/internal/cloud/azure"
 	"spotter.dev/spotter/internal/cloud/clusterapi"
 	gcpprovider "spotter.dev/spotter/internal/cloud/gcp"
 	"spotter.dev/spotter/internal/plan"
@@ -158,7 +159,7 @@ func parseBytes(s string) (int64, error) {
 	return q.Value(), nil
 }
 
-// cloudInstances asks the configured cloud provider (aws, gcp or clusterapi) about
+// cloudInstances asks the configured cloud provider (aws, gcp, azure or clusterapi) about
 // the nodes of snap, with current spot prices where the provider reads them,
 // for the plan's group, instance type and price columns. A provider that
 // cannot answer is a warning: the plan goes on without it.
@@ -170,6 +171,8 @@ func cloudInstances(ctx context.Context, cfg *v1alpha1.SpotterConfiguration, rc 
 		p, err = awsprovider.FromConfig(ctx, client, clock.RealClock{}, cfg.Cloud.AWS, cfg.Pricing)
 	case v1alpha1.ProviderGCP:
 		p, err = gcpprovider.FromConfig(ctx, client, clock.RealClock{}, cfg.Cloud.GCP, cfg.Pricing)
+	case v1alpha1.ProviderAzure:
+		p, err = azureprovider.FromConfig(ctx, client, clock.RealClock{}, cfg.Cloud.Azure, cfg.Pricing)
 	case v1alpha1.ProviderClusterAPI:
 		p, err = clusterapi.FromConfig(rc, client, clock.RealClock{}, cfg.Cloud.ClusterAPI, cfg.Pricing)
 	default:

@@ -19,6 +19,7 @@ import (
 	"spotter.dev/spotter/internal/classify"
 	"spotter.dev/spotter/internal/cloud"
 	awsprovider "spotter.dev/spotter/internal/cloud/aws"
+	azureprovider "spotter.dev/spotter/internal/cloud/azure"
 	"spotter.dev/spotter/internal/cloud/clusterapi"
 	gcpprovider "spotter.dev/spotter/internal/cloud/gcp"
 	kubeprovider "spotter.dev/spotter/internal/cloud/kubernetes"
@@ -167,6 +168,16 @@ func newProvider(ctx context.Context, mgr ctrl.Manager, kube kubernetes.Interfac
 	case v1alpha1.ProviderGCP:
 		p, err := gcpprovider.FromConfig(ctx, kube, clk, cfg.Cloud.GCP, cfg.Pricing)
 		if err != nil {
+			return nil, nil, err
+		}
+		return cloudmetrics.Decorate(p), nil, nil
+	case v1alpha1.ProviderAzure:
+		p, err := azureprovider.FromConfig(ctx, kube, clk, cfg.Cloud.Azure, cfg.Pricing)
+		if err != nil {
+			return nil, nil, err
+		}
+		// Its sweep of evicted, deallocated spot VMs runs on the leader.
+		if err := mgr.Add(p); err != nil {
 			return nil, nil, err
 		}
 		return cloudmetrics.Decorate(p), nil, nil

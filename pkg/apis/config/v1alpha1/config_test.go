@@ -70,6 +70,9 @@ func normalize(c *SpotterConfiguration) *SpotterConfiguration {
 	if len(c.Cloud.GCP.NodeGroups) == 0 {
 		c.Cloud.GCP.NodeGroups = nil
 	}
+	if len(c.Cloud.Azure.NodeGroups) == 0 {
+		c.Cloud.Azure.NodeGroups = nil
+	}
 	if len(c.Pricing.InstanceTypes) == 0 {
 		c.Pricing.InstanceTypes = nil
 	}

@@ -224,8 +224,9 @@ type CloudConfig struct {
 	// docs/cloud-aws.md), clusterapi (Cluster API MachineDeployments and
 	// MachineSets that carry the cluster autoscaler's min and max size
 	// annotations), gcp (Compute Engine instances and managed instance groups,
-	// see docs/cloud-gcp.md) or kwok (node groups of kwok Nodes, for the lab
-	// and tests). Default kubernetes. Azure comes later.
+	// see docs/cloud-gcp.md), azure (Azure VM scale sets, Uniform and
+	// Flexible, and AKS node pools, see docs/cloud-azure.md) or kwok (node
+	// groups of kwok Nodes, for the lab and tests). Default kubernetes.
 	Provider CloudProvider `json:"provider"`
 	// KwokConfigFile is the kwok provider's node groups (see
 	// internal/cloud/kwok.Config). Required with provider kwok.
@@ -236,6 +237,58 @@ type CloudConfig struct {
 	ClusterAPI ClusterAPIConfig `json:"clusterAPI"`
 	// GCP configures provider gcp.
 	GCP GCPConfig `json:"gcp"`
+	// Azure configures provider azure.
+	Azure AzureConfig `json:"azure"`
+}
+
+// AzureConfig configures the azure provider. Credentials come from Microsoft
+// Entra workload identity (the AZURE_FEDERATED_TOKEN_FILE, AZURE_CLIENT_ID and
+// AZURE_TENANT_ID the AKS workload identity webhook sets) or, without it, from
+// a managed identity; Spotter stores no secret.
+type AzureConfig struct {
+	// SubscriptionID is the subscription of the scale sets. Required with
+	// provider azure.
+	SubscriptionID string `json:"subscriptionID"`
+	// ResourceGroup is the resource group of the scale sets (on AKS, the
+	// cluster's node resource group, MC_...), for the nodeGroups entries
+	// that name none. Required with provider azure unless every entry names
+	// its own.
+	ResourceGroup string `json:"resourceGroup"`
+	// NodeGroups says which VM scale sets Spotter may scale and their sizes;
+	// a scale set two entries select takes the first one's sizes. At least
+	// one with provider azure.
+	NodeGroups []AzureNodeGroup `json:"nodeGroups"`
+	// ManagedIdentityClientID is the client ID of the user-assigned managed
+	// identity to use when workload identity is not set up. Empty: the
+	// system-assigned identity (or the only user-assigned one).
+	ManagedIdentityClientID string `json:"managedIdentityClientID"`
+	// Endpoint overrides the Azure Resource Manager endpoint, for tests and
+	// proxies. An http:// endpoint is spoken to without credentials; an
+	// https:// one with them. Empty (the default): Azure's public cloud.
+	Endpoint string `json:"endpoint"`
+}
+
+// AzureNodeGroup selects VM scale sets of a resource group by exactly one of
+// scaleSet, namePrefix or nodePool, and gives their sizes: a scale set has no
+// minimum or maximum of its own.
+type AzureNodeGroup struct {
+	// ResourceGroup is the scale sets' resource group. Empty: the
+	// configuration's resourceGroup.
+	ResourceGroup string `json:"resourceGroup"`
+	// ScaleSet names one scale set.
+	ScaleSet string `json:"scaleSet"`
+	// NamePrefix selects every scale set of the resource group whose name
+	// starts with it.
+	NamePrefix string `json:"namePrefix"`
+	// NodePool selects the scale set of an AKS node pool (the tag
+	// aks-managed-poolName AKS puts on it).
+	NodePool string `json:"nodePool"`
+	// MinSize is the smallest capacity of each selected scale set. At least
+	// 0.
+	MinSize int32 `json:"minSize"`
+	// MaxSize is the largest capacity of each selected scale set. At least 1
+	// and at least minSize.
+	MaxSize int32 `json:"maxSize"`
 }
 
 // GCPConfig configures the gcp provider. Credentials come from Application
@@ -327,6 +380,7 @@ const (
 	ProviderAWS        CloudProvider = "aws"
 	ProviderClusterAPI CloudProvider = "clusterapi"
 	ProviderGCP        CloudProvider = "gcp"
+	ProviderAzure      CloudProvider = "azure"
 )
 
 // MigrationMode is the order in which the migrator replaces a node.

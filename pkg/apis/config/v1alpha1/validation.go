@@ -114,7 +114,7 @@ func validateClassification(c *ClassificationConfig, p *field.Path) field.ErrorL
 }
 
 func validateCloud(c *CloudConfig, p *field.Path) field.ErrorList {
-	errs := oneOf(p.Child("provider"), c.Provider, ProviderKubernetes, ProviderAWS, ProviderKwok, ProviderClusterAPI, ProviderGCP)
+	errs := oneOf(p.Child("provider"), c.Provider, ProviderKubernetes, ProviderAWS, ProviderKwok, ProviderClusterAPI, ProviderGCP, ProviderAzure)
 	if c.Provider == ProviderKwok && c.KwokConfigFile == "" {
 		errs = append(errs, field.Required(p.Child("kwokConfigFile"), "the kwok provider needs its node groups file"))
 	}
@@ -129,6 +129,7 @@ func validateCloud(c *CloudConfig, p *field.Path) field.ErrorList {
 	}
 	errs = append(errs, validateClusterAPI(&c.ClusterAPI, p.Child("clusterAPI"))...)
 	errs = append(errs, validateGCP(&c.GCP, c.Provider == ProviderGCP, p.Child("gcp"))...)
+	errs = append(errs, validateAzure(&c.Azure, c.Provider == ProviderAzure, p.Child("azure"))...)
 	return errs
 }
 
@@ -164,7 +165,7 @@ func Warnings(c *SpotterConfiguration) []string {
 	var out []string
 	if c.Migrator.Enabled != nil && *c.Migrator.Enabled && c.Cloud.Provider == ProviderKubernetes {
 		out = append(out, "migrator.enabled is true but cloud.provider is kubernetes, which has no node groups: "+
-			"the migrator can never replace a node; set cloud.provider to aws, gcp or clusterapi (or kwok in the lab)")
+			"the migrator can never replace a node; set cloud.provider to aws, gcp, azure or clusterapi (or kwok in the lab)")
 	}
 	return out
 }
