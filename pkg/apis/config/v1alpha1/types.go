@@ -221,9 +221,9 @@ type MigratorConfig struct {
 type CloudConfig struct {
 	// Provider is kubernetes (labels only: no node groups, deleting an instance
 	// deletes its Node object), aws (EC2 instances and Auto Scaling groups, see
-	// docs/cloud-aws.md), clusterapi (Cluster API MachineDeployments and
-	// MachineSets that carry the cluster autoscaler's min and max size
-	// annotations), gcp (Compute Engine instances and managed instance groups,
+	// docs/cloud-aws.md), clusterapi (Cluster API MachineDeployments,
+	// MachineSets and MachinePools that carry the cluster autoscaler's min and
+	// max size annotations), gcp (Compute Engine instances and managed instance groups,
 	// see docs/cloud-gcp.md), azure (Azure VM scale sets, Uniform and
 	// Flexible, and AKS node pools, see docs/cloud-azure.md) or kwok (node
 	// groups of kwok Nodes, for the lab and tests). Default kubernetes.
@@ -334,7 +334,8 @@ type GCPNodeGroup struct {
 }
 
 // ClusterAPIConfig configures the clusterapi provider. Its node groups are the
-// MachineDeployments, and the MachineSets no MachineDeployment owns, annotated
+// MachineDeployments, the MachineSets no MachineDeployment owns and the
+// MachinePools, annotated
 // cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size and
 // cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size, as for the
 // cluster autoscaler's clusterapi provider; the fields below narrow them down.
@@ -349,8 +350,8 @@ type ClusterAPIConfig struct {
 	// Namespace keeps the node groups of this namespace of the management
 	// cluster. Empty: every namespace.
 	Namespace string `json:"namespace"`
-	// LabelSelector keeps the MachineDeployments and MachineSets whose labels
-	// it selects (Kubernetes label selector syntax, e.g.
+	// LabelSelector keeps the MachineDeployments, MachineSets and MachinePools
+	// whose labels it selects (Kubernetes label selector syntax, e.g.
 	// "spotter.dev/managed=true,tier!=gpu"). Empty: all.
 	LabelSelector string `json:"labelSelector"`
 }

@@ -153,7 +153,7 @@ func validateClusterAPI(c *ClusterAPIConfig, p *field.Path) field.ErrorList {
 	}
 	if c.LabelSelector != "" {
 		if _, err := labels.Parse(c.LabelSelector); err != nil {
-			errs = append(errs, field.Invalid(p.Child("labelSelector"), c.LabelSelector, "a label selector of MachineDeployments and MachineSets: "+err.Error()))
+			errs = append(errs, field.Invalid(p.Child("labelSelector"), c.LabelSelector, "a label selector of MachineDeployments, MachineSets and MachinePools: "+err.Error()))
 		}
 	}
 	return errs

@@ -18,7 +18,7 @@ func TestClusterAPIConfig(t *testing.T) {
 		{"a bad namespace", "cloud:\n  provider: clusterapi\n  clusterAPI:\n    namespace: a.b\n",
 			`cloud.clusterAPI.namespace: Invalid value: "a.b": a namespace of the management cluster`},
 		{"a bad selector", "cloud:\n  provider: clusterapi\n  clusterAPI:\n    labelSelector: \"a in (b\"\n",
-			`cloud.clusterAPI.labelSelector: Invalid value: "a in (b": a label selector of MachineDeployments and MachineSets`},
+			`cloud.clusterAPI.labelSelector: Invalid value: "a in (b": a label selector of MachineDeployments, MachineSets and MachinePools`},
 		{"a blank kubeconfig path", "cloud:\n  provider: clusterapi\n  clusterAPI:\n    managementKubeconfig: \" \"\n",
 			`cloud.clusterAPI.managementKubeconfig: Invalid value: " ": a path to the management cluster's kubeconfig`},
 	} {
