@@ -164,8 +164,14 @@ func validateClusterAPI(c *ClusterAPIConfig, p *field.Path) field.ErrorList {
 func Warnings(c *SpotterConfiguration) []string {
 	var out []string
 	if c.Migrator.Enabled != nil && *c.Migrator.Enabled && c.Cloud.Provider == ProviderKubernetes {
-		out = append(out, "migrator.enabled is true but cloud.provider is kubernetes, which has no node groups: "+
-			"the migrator can never replace a node; set cloud.provider to aws, gcp, azure or clusterapi (or kwok in the lab)")
+		if c.Migrator.Mode == MigrationDrainFirst {
+			out = append(out, "migrator.enabled is true but cloud.provider is kubernetes, which has no node groups: "+
+				"in DrainFirst mode the migrator drains on-demand nodes onto the spot nodes already there and deletes their Node objects, "+
+				"but it cannot ask for spot capacity nor remove the machines; set cloud.provider to aws, gcp, azure or clusterapi for that")
+		} else {
+			out = append(out, "migrator.enabled is true but cloud.provider is kubernetes, which has no node groups: "+
+				"in MakeBeforeBreak mode the migrator can never replace a node; set cloud.provider to aws, gcp, azure or clusterapi (or kwok in the lab), or migrator.mode to DrainFirst")
+		}
 	}
 	return out
 }

@@ -34,14 +34,20 @@ func TestCloudProviders(t *testing.T) {
 }
 
 // A migrator with no node groups behind it is valid (the simulator brings its
-// own) but can never act: a warning says so.
+// own) but can never act in MakeBeforeBreak mode, and in DrainFirst mode only
+// onto the spot nodes already there: a warning says which.
 func TestMigratorWithoutNodeGroupsWarns(t *testing.T) {
 	c, errs := Parse([]byte(header + "migrator:\n  enabled: true\n"))
 	if len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}
-	if w := Warnings(c); len(w) != 1 || !strings.Contains(w[0], "cloud.provider is kubernetes, which has no node groups") {
+	if w := Warnings(c); len(w) != 1 || !strings.Contains(w[0], "cloud.provider is kubernetes, which has no node groups") ||
+		!strings.Contains(w[0], "MakeBeforeBreak mode the migrator can never replace a node") {
 		t.Errorf("warnings %q", w)
+	}
+	c, _ = Parse([]byte(header + "migrator:\n  enabled: true\n  mode: DrainFirst\n"))
+	if w := Warnings(c); len(w) != 1 || !strings.Contains(w[0], "drains on-demand nodes onto the spot nodes already there") {
+		t.Errorf("DrainFirst warnings %q", w)
 	}
 	c, _ = Parse([]byte(header + "migrator:\n  enabled: true\ncloud:\n  provider: aws\n  aws:\n    clusterName: prod\n"))
 	if w := Warnings(c); len(w) != 0 {
