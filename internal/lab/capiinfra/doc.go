@@ -73,10 +73,10 @@
 //     that Cluster API does not see one by one, and a scale down deletes the
 //     newest: nothing outside the provider can choose which.
 //
-// Not implemented: rolling the instances when spec.template changes (new
-// instances take the new spec, old ones stay), failure domains,
-// status.instances, conditions, and a LabMachinePoolTemplate for
-// ClusterClasses.
+// Outside what the lab needs, and left out: rolling the instances when
+// spec.template changes (new instances take the new spec, old ones stay),
+// failure domains, status.instances, conditions, and a LabMachinePoolTemplate
+// for ClusterClasses.
 //
 // # Why a control plane provider
 //
