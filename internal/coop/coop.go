@@ -131,6 +131,11 @@ func (g *Group) Go(ctx context.Context, fn func()) error {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
+	if ctx.Err() != nil {
+		// Both were ready and select took the slot: ctx ended all the same.
+		<-g.sem
+		return context.Cause(ctx)
+	}
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()

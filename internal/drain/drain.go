@@ -30,6 +30,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"spotter.dev/spotter/internal/coop"
 	"spotter.dev/spotter/internal/backoff"
 )
 
@@ -317,33 +318,14 @@ func (d *Drainer) evictAll(ctx context.Context, req Request, pods []*corev1.Pod,
 func (d *Drainer) evictConcurrently(ctx context.Context, req Request, pods []*corev1.Pod, limit int, res *Result, remove func(context.Context, *corev1.Pod) (bool, error)) ([]*corev1.Pod, error) {
 	var (
 		mu       sync.Mutex
-		wg       sync.WaitGroup
 		gone     []*corev1.Pod
 		firstErr error
 	)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sem := make(chan struct{}, limit)
+	g := coop.NewGroup(d.clock, limit)
 	for _, p := range pods {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			mu.Lock()
-			res.Blocked = append(res.Blocked, Blocked{Pod: key(p), Reason: "not attempted: the drain stopped"})
-			// A drain that ended before it tried every pod failed, also when
-			// no eviction did.
-			if firstErr == nil {
-				firstErr = fmt.Errorf("the drain stopped before evicting %s: %w", key(p), context.Cause(ctx))
-			}
-			mu.Unlock()
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
+		if ctx.Err() != nil || g.Go(ctx, func() {
 			deleted, err := remove(ctx, p)
 			mu.Lock()
 			defer mu.Unlock()
@@ -361,9 +343,18 @@ func (d *Drainer) evictConcurrently(ctx context.Context, req Request, pods []*co
 			} else {
 				res.Evicted = append(res.Evicted, key(p))
 			}
-		}()
+		}) != nil {
+			mu.Lock()
+			res.Blocked = append(res.Blocked, Blocked{Pod: key(p), Reason: "not attempted: the drain stopped"})
+			// A drain that ended before it tried every pod failed, also when
+			// no eviction did.
+			if firstErr == nil {
+				firstErr = fmt.Errorf("the drain stopped before evicting %s: %w", key(p), context.Cause(ctx))
+			}
+			mu.Unlock()
+		}
 	}
-	wg.Wait()
+	g.Wait()
 	sort.Strings(res.Evicted)
 	sort.Strings(res.Deleted)
 	return gone, firstErr
@@ -404,10 +395,8 @@ func (d *Drainer) evictWithRetry(ctx context.Context, req Request, p *corev1.Pod
 		default:
 			return fmt.Errorf("evicting: %w", err)
 		}
-		select {
-		case <-ctx.Done():
+		if coop.Sleep(ctx, d.clock, retry.Next()) != nil {
 			return fmt.Errorf("eviction still refused when time ran out: %w: %w", err, context.Cause(ctx))
-		case <-d.clock.After(retry.Next()):
 		}
 	}
 }
@@ -454,8 +443,7 @@ func (d *Drainer) waitGone(ctx context.Context, pods []*corev1.Pod, res *Result)
 		if len(pending) == 0 {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
+		if coop.Sleep(ctx, d.clock, d.opts.PollInterval) != nil {
 			keys := make([]string, 0, len(pending))
 			for _, p := range pending {
 				keys = append(keys, key(p))
@@ -465,7 +453,6 @@ func (d *Drainer) waitGone(ctx context.Context, pods []*corev1.Pod, res *Result)
 				res.Blocked = append(res.Blocked, Blocked{Pod: k, Reason: "still terminating when time ran out"})
 			}
 			return fmt.Errorf("waiting for %d pods to terminate: %w", len(pending), context.Cause(ctx))
-		case <-d.clock.After(d.opts.PollInterval):
 		}
 	}
 	return nil

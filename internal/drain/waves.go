@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
+
+	"spotter.dev/spotter/internal/coop"
 )
 
 // inWaves groups the pods to evict by their wave in waves (keyed by
@@ -112,8 +114,7 @@ func (d *Drainer) waitForBudgets(ctx context.Context, pods []*corev1.Pod) error 
 			lastShort = short
 			klog.FromContext(ctx).V(1).Info("Waiting for PodDisruptionBudgets before the next wave", "budgets", short)
 		}
-		select {
-		case <-ctx.Done():
+		if coop.Sleep(ctx, d.clock, d.opts.PollInterval) != nil {
 			why := lastShort
 			switch {
 			case why != "":
@@ -123,7 +124,6 @@ func (d *Drainer) waitForBudgets(ctx context.Context, pods []*corev1.Pod) error 
 				why = "the PodDisruptionBudgets could not be read before time ran out"
 			}
 			return fmt.Errorf("%s (the replacements of the pods evicted so far are not Ready): %w", why, context.Cause(ctx))
-		case <-d.clock.After(d.opts.PollInterval):
 		}
 	}
 }

@@ -32,6 +32,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"spotter.dev/spotter/internal/coop"
 	"spotter.dev/spotter/internal/agent/notice"
 	"spotter.dev/spotter/internal/backoff"
 	"spotter.dev/spotter/internal/drain"
@@ -312,9 +313,9 @@ func (h *Handler) startDrain(ctx context.Context, key string, n notice.Notice) {
 	h.mu.Unlock()
 	if prev != nil {
 		prev.cancel()
-		<-prev.done
+		_ = coop.WaitClosed(context.WithoutCancel(ctx), h.clock, prev.done)
 	}
-	go func() {
+	coop.Go(h.clock, func() {
 		defer h.jobs.Done()
 		defer close(j.done)
 		defer cancel()
@@ -324,7 +325,7 @@ func (h *Handler) startDrain(ctx context.Context, key string, n notice.Notice) {
 			h.job = nil
 		}
 		h.mu.Unlock()
-	}()
+	})
 }
 
 // drain empties the node before n's deadline less the margin, and acknowledges
@@ -334,10 +335,8 @@ func (h *Handler) drain(ctx context.Context, n notice.Notice) {
 	deadline := DrainDeadline(n, h.opts.DeadlineMargin, h.clock.Now())
 	if wait := deadline.Sub(h.clock.Now()) - h.opts.DrainLead; !deadline.IsZero() && n.Kind != notice.Termination && wait > 0 {
 		logger.Info("Drain scheduled before the maintenance event", "at", h.clock.Now().Add(wait))
-		select {
-		case <-ctx.Done():
+		if coop.Sleep(ctx, h.clock, wait) != nil {
 			return
-		case <-h.clock.After(wait):
 		}
 		deadline = DrainDeadline(n, h.opts.DeadlineMargin, h.clock.Now())
 	}
@@ -433,10 +432,8 @@ func (h *Handler) update(ctx context.Context, change func(*State)) error {
 		if err == nil || apierrors.IsNotFound(err) || ctx.Err() != nil || retries.Failures() >= updateAttempts-1 {
 			return err
 		}
-		select {
-		case <-ctx.Done():
+		if coop.Sleep(ctx, h.clock, retries.Next()) != nil {
 			return err
-		case <-h.clock.After(retries.Next()):
 		}
 	}
 }

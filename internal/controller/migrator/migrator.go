@@ -35,6 +35,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"spotter.dev/spotter/internal/coop"
 	"spotter.dev/spotter/internal/backoff"
 	"spotter.dev/spotter/internal/classify"
 	"spotter.dev/spotter/internal/cloud"
@@ -147,9 +148,7 @@ func (c *Controller) Start(ctx context.Context) error {
 	// A provider that learns its instances at start (kwok adopts its Nodes)
 	// must know them before a replacement is finished or sizes are read.
 	if c.opts.ProviderSynced != nil {
-		select {
-		case <-c.opts.ProviderSynced:
-		case <-ctx.Done():
+		if coop.WaitClosed(ctx, c.clock, c.opts.ProviderSynced) != nil {
 			return nil
 		}
 	}
@@ -176,10 +175,8 @@ func (c *Controller) Start(ctx context.Context) error {
 			logged = false
 			logger.V(1).Info("Next migration run", "at", next)
 		}
-		select {
-		case <-ctx.Done():
+		if coop.Sleep(ctx, c.clock, wait) != nil {
 			return nil
-		case <-c.clock.After(wait):
 		}
 		if !run {
 			continue
@@ -550,10 +547,7 @@ func (c *Controller) addCapacity(ctx context.Context, node *corev1.Node, g cloud
 			c.spotUnavailable(ctx, node, g, cause)
 			return false
 		}
-		select {
-		case <-ctx.Done():
-		case <-c.clock.After(c.opts.PollInterval):
-		}
+		_ = coop.Sleep(ctx, c.clock, c.opts.PollInterval)
 	}
 }
 
@@ -738,10 +732,8 @@ func (c *Controller) waitGone(ctx context.Context, name string) error {
 		if !c.clock.Now().Before(deadline) {
 			return fmt.Errorf("node %s still exists %s after its instance was deleted", name, c.opts.NodeGoneTimeout)
 		}
-		select {
-		case <-ctx.Done():
+		if coop.Sleep(ctx, c.clock, c.opts.PollInterval) != nil {
 			return ctx.Err()
-		case <-c.clock.After(c.opts.PollInterval):
 		}
 	}
 }

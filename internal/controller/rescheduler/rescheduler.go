@@ -25,6 +25,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"spotter.dev/spotter/internal/coop"
 	"spotter.dev/spotter/internal/backoff"
 	"spotter.dev/spotter/internal/classify"
 	"spotter.dev/spotter/internal/disruption"
@@ -118,11 +119,8 @@ func (c *Controller) Start(ctx context.Context) error {
 		}
 	}
 	for {
-		wait := c.Cycle(ctx)
-		select {
-		case <-ctx.Done():
+		if coop.Sleep(ctx, c.clock, c.Cycle(ctx)) != nil {
 			return nil
-		case <-c.clock.After(wait):
 		}
 	}
 }
@@ -454,10 +452,8 @@ func (c *Controller) waitReplacements(ctx context.Context, owners, existing map[
 			klog.FromContext(ctx).Info("Replacements not all Running yet; going on", "timeout", c.opts.ReplacementTimeout)
 			return nil
 		}
-		select {
-		case <-ctx.Done():
+		if coop.Sleep(ctx, c.clock, time.Second) != nil {
 			return nil
-		case <-c.clock.After(time.Second):
 		}
 	}
 }
