@@ -30,8 +30,8 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"spotter.dev/spotter/internal/coop"
 	"spotter.dev/spotter/internal/backoff"
+	"spotter.dev/spotter/internal/coop"
 )
 
 // Options configure a Drainer.

@@ -32,9 +32,9 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"spotter.dev/spotter/internal/coop"
 	"spotter.dev/spotter/internal/agent/notice"
 	"spotter.dev/spotter/internal/backoff"
+	"spotter.dev/spotter/internal/coop"
 	"spotter.dev/spotter/internal/drain"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )

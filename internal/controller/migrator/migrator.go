@@ -35,10 +35,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"spotter.dev/spotter/internal/coop"
 	"spotter.dev/spotter/internal/backoff"
 	"spotter.dev/spotter/internal/classify"
 	"spotter.dev/spotter/internal/cloud"
+	"spotter.dev/spotter/internal/coop"
 	"spotter.dev/spotter/internal/disruption"
 	"spotter.dev/spotter/internal/drain"
 	"spotter.dev/spotter/internal/plan"
