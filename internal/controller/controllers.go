@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"spotter.dev/spotter/internal/classify"
 	"spotter.dev/spotter/internal/cloud"
@@ -45,6 +46,92 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg *v1alpha1.SpotterConfigura
 	// The one clock of every controller, the drains and the kwok provider:
 	// none reads the time any other way.
 	clk := clock.RealClock{}
+	kube, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range v1alpha1.Warnings(cfg) {
+		mgr.GetLogger().Info("WARNING: " + w)
+	}
+	b, err := Build(cfg, Deps{
+		Reader:   mgr.GetCache(),
+		Kube:     kube,
+		Clock:    clk,
+		Recorder: func(name string) events.EventRecorder { return mgr.GetEventRecorder(name) },
+		Provider: func() (cloud.Provider, <-chan struct{}, error) { return newProvider(ctx, mgr, kube, clk, cfg) },
+		OwnNode:  os.Getenv("NODE_NAME"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	var started []string
+	register := func(name string, c interface{ Register(ctrl.Manager) error }) error {
+		if err := c.Register(mgr); err != nil {
+			return fmt.Errorf("registering the %s: %w", name, err)
+		}
+		started = append(started, name)
+		return nil
+	}
+	if b.Migrator != nil {
+		if err := register(b.Migrator.Name(), b.Migrator); err != nil {
+			return nil, err
+		}
+	}
+	if b.Rescheduler != nil {
+		if err := register(b.Rescheduler.Name(), b.Rescheduler); err != nil {
+			return nil, err
+		}
+	}
+	run := v1alpha1.ComponentsOf(cfg)
+	if run.Labeler.Enabled {
+		l := labeler.New(mgr.GetClient(), b.Classifier, mgr.GetEventRecorder("spotter-labeler"), labeler.Options{
+			InterruptibleLabel: *cfg.Labeler.InterruptibleLabel,
+			PreferSpotTaint:    *cfg.Labeler.PreferSpotTaint,
+			DryRun:             run.Labeler.DryRun,
+		})
+		if err := l.Register(mgr); err != nil {
+			return nil, fmt.Errorf("registering the %s: %w", l.Name(), err)
+		}
+		started = append(started, l.Name())
+	}
+	return started, nil
+}
+
+// Deps are what Build builds the controllers on.
+type Deps struct {
+	// Reader reads the cluster (the manager's cache); Kube writes to it.
+	Reader client.Reader
+	Kube   kubernetes.Interface
+	// Clock is the one clock of the controllers and their drains.
+	Clock clock.Clock
+	// Recorder returns the Event recorder of a component (nil: no Events).
+	Recorder func(component string) events.EventRecorder
+	// Provider builds the cloud provider, and a channel closed once it knows
+	// its instances (nil when it needs no start). Build calls it only when the
+	// migrator runs.
+	Provider func() (cloud.Provider, <-chan struct{}, error)
+	// OwnNode is the node Spotter runs on (NODE_NAME): drained last, never
+	// replaced.
+	OwnNode string
+}
+
+// Built are the controllers of a configuration, built and not started.
+type Built struct {
+	// Migrator and Rescheduler are nil when the configuration does not run
+	// them.
+	Migrator    *migrator.Controller
+	Rescheduler *rescheduler.Controller
+	// Budget is the disruption budget the migrator and the rescheduler share.
+	Budget     *disruption.Budget
+	Classifier *classify.Classifier
+}
+
+// Build builds the migrator and the rescheduler the configuration runs (what
+// runs, and what only reports, is read by v1alpha1.ComponentsOf), with every
+// option they take from it. `spotter controller` (Setup) and `spotter
+// simulate` both build them here: the simulator runs the product's
+// controllers, not a model of them.
+func Build(cfg *v1alpha1.SpotterConfiguration, d Deps) (*Built, error) {
 	classifier, err := classify.New(cfg.Classification, nil)
 	if err != nil {
 		return nil, err
@@ -53,19 +140,16 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg *v1alpha1.SpotterConfigura
 	if err != nil {
 		return nil, err
 	}
-	kube, err := kubernetes.NewForConfig(mgr.GetConfig())
-	if err != nil {
-		return nil, err
+	recorder := func(name string) events.EventRecorder {
+		if d.Recorder == nil {
+			return nil
+		}
+		return d.Recorder(name)
 	}
-	for _, w := range v1alpha1.Warnings(cfg) {
-		mgr.GetLogger().Info("WARNING: " + w)
-	}
-	// What runs, and what only reports, is read in one place, which the
-	// simulator's spotter strategy reads too.
+	b := &Built{Budget: budget, Classifier: classifier}
 	run := v1alpha1.ComponentsOf(cfg)
-	var started []string
 	if run.Migrator.Enabled {
-		provider, synced, err := newProvider(ctx, mgr, kube, clk, cfg)
+		provider, synced, err := d.Provider()
 		if err != nil {
 			return nil, err
 		}
@@ -78,9 +162,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg *v1alpha1.SpotterConfigura
 			return nil, fmt.Errorf("migrator.timeZone: %w", err)
 		}
 		dryRun := run.Migrator.DryRun
-		recorder := mgr.GetEventRecorder("spotter-migrator")
-		m := migrator.New(mgr.GetCache(), kube, provider, newPlanner(cfg, classifier), newDrainer(kube, clk, recorder, cfg, migrator.Component, dryRun, nil),
-			budget, clk, recorder, migrator.Options{
+		rec := recorder("spotter-migrator")
+		b.Migrator = migrator.New(d.Reader, d.Kube, provider, newPlanner(cfg, classifier), newDrainer(d.Kube, d.Clock, rec, cfg, migrator.Component, dryRun, nil),
+			budget, d.Clock, rec, migrator.Options{
 				Schedule:               inZone{schedule, loc},
 				Mode:                   cfg.Migrator.Mode,
 				NodeReadyTimeout:       cfg.Migrator.NodeReadyTimeout.Duration,
@@ -89,19 +173,15 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg *v1alpha1.SpotterConfigura
 				MaxSpotUnavailable:     cfg.Migrator.MaxSpotUnavailableBackoff.Duration,
 				ShutdownGracePeriod:    cfg.Drain.ShutdownGracePeriod.Duration,
 				ProviderSynced:         synced,
-				OwnNode:                os.Getenv("NODE_NAME"),
+				OwnNode:                d.OwnNode,
 				DryRun:                 dryRun,
 			})
-		if err := m.Register(mgr); err != nil {
-			return nil, fmt.Errorf("registering the %s: %w", m.Name(), err)
-		}
-		started = append(started, m.Name())
 	}
 	if run.Rescheduler.Enabled {
 		dryRun := run.Rescheduler.DryRun
-		recorder := mgr.GetEventRecorder("spotter-rescheduler")
-		drainer := newDrainer(kube, clk, recorder, cfg, rescheduler.Component, dryRun, rescheduler.CountEvictionRetry)
-		r := rescheduler.New(mgr.GetCache(), newPlanner(cfg, classifier), drainer, budget, clk, recorder, rescheduler.Options{
+		rec := recorder("spotter-rescheduler")
+		drainer := newDrainer(d.Kube, d.Clock, rec, cfg, rescheduler.Component, dryRun, rescheduler.CountEvictionRetry)
+		b.Rescheduler = rescheduler.New(d.Reader, newPlanner(cfg, classifier), drainer, budget, d.Clock, rec, rescheduler.Options{
 			Interval:            cfg.Rescheduler.Interval.Duration,
 			DrainDelay:          cfg.Rescheduler.DrainDelay.Duration,
 			ReplacementTimeout:  cfg.Rescheduler.ReplacementTimeout.Duration,
@@ -110,26 +190,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg *v1alpha1.SpotterConfigura
 			MaxFailureBackoff:   cfg.Rescheduler.MaxFailureBackoff.Duration,
 			OnRestart:           drain.RecoverPolicy(cfg.Drain.OnRestart),
 			ShutdownGracePeriod: cfg.Drain.ShutdownGracePeriod.Duration,
-			OwnNode:             os.Getenv("NODE_NAME"),
+			OwnNode:             d.OwnNode,
 			DryRun:              dryRun,
 		})
-		if err := r.Register(mgr); err != nil {
-			return nil, fmt.Errorf("registering the %s: %w", r.Name(), err)
-		}
-		started = append(started, r.Name())
 	}
-	if run.Labeler.Enabled {
-		l := labeler.New(mgr.GetClient(), classifier, mgr.GetEventRecorder("spotter-labeler"), labeler.Options{
-			InterruptibleLabel: *cfg.Labeler.InterruptibleLabel,
-			PreferSpotTaint:    *cfg.Labeler.PreferSpotTaint,
-			DryRun:             run.Labeler.DryRun,
-		})
-		if err := l.Register(mgr); err != nil {
-			return nil, fmt.Errorf("registering the %s: %w", l.Name(), err)
-		}
-		started = append(started, l.Name())
-	}
-	return started, nil
+	return b, nil
 }
 
 func newPlanner(cfg *v1alpha1.SpotterConfiguration, classifier *classify.Classifier) *plan.Planner {
