@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -21,7 +20,6 @@ import (
 	"spotter.dev/spotter/internal/agent/gcp"
 	"spotter.dev/spotter/internal/agent/interrupt"
 	"spotter.dev/spotter/internal/agent/notice"
-	"spotter.dev/spotter/internal/drain"
 	"spotter.dev/spotter/internal/metricsauth"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
@@ -62,27 +60,8 @@ func runWatch(ctx context.Context, cfg *v1alpha1.SpotterConfiguration, client ku
 	defer close(eventsDone)
 	recorder := broadcaster.NewRecorder(scheme.Scheme, "spotter-agent")
 
-	clk := clock.RealClock{}
-	drainer := drain.New(client, clk, recorder, drain.Options{
-		Component:              interrupt.Component,
-		MaxConcurrentEvictions: int(cfg.Drain.MaxConcurrentEvictions),
-		Timeout:                cfg.Drain.Timeout.Duration,
-		MaxGracePeriod:         cfg.Drain.MaxGracePeriod.Duration,
-		Backoff:                cfg.Drain.EvictionBackoff.Duration,
-		MaxBackoff:             cfg.Drain.MaxEvictionBackoff.Duration,
-		// The agent evicts many pods at once: the deadline is short.
-		PollInterval: 250 * time.Millisecond,
-		DryRun:       dryRun,
-	})
 	ack, _ := source.(notice.Acknowledger)
-	handler := interrupt.New(client, drainer, clk, recorder, ack, interrupt.Options{
-		Node:              node.Name,
-		DeadlineMargin:    a.DeadlineMargin.Duration,
-		RebalanceAction:   a.RebalanceAction,
-		MaintenanceAction: a.MaintenanceAction,
-		Acknowledge:       *a.AcknowledgeAzureEvents,
-		DryRun:            dryRun,
-	})
+	handler := interrupt.FromConfig(client, clock.RealClock{}, recorder, ack, cfg, node.Name, dryRun)
 
 	notices := make(chan notice.Notice, 16)
 	watchErr := make(chan error, 1)
