@@ -69,6 +69,27 @@ type Provider interface {
 	NodeGroupForNode(ctx context.Context, node *corev1.Node) (NodeGroup, error)
 }
 
+// PriceReader is a Provider that reads prices from the cloud (or from a
+// table it ships), beyond the configuration's pricing section. spotter plan
+// and spotter simulate --from-cluster call it after Instances, with every
+// instance type of the cluster's nodes.
+type PriceReader interface {
+	// RefreshPrices reads the current prices (spot and on-demand) of
+	// instanceTypes that were read longer ago than the provider's price TTL
+	// (an hour by default: list prices change rarely), in as few calls as
+	// the cloud allows, never one per node. Afterwards Instances, node
+	// groups and InstanceTypePrice use them. An error leaves the prices read
+	// before in place.
+	RefreshPrices(ctx context.Context, instanceTypes []string) error
+
+	// InstanceTypePrice returns the hourly price of instanceType in region
+	// and zone (as an Instance names them; a provider derives the one it
+	// needs from the other where it can), spot or on-demand, as Instances
+	// prices an instance there: from the configuration's pricing and what
+	// RefreshPrices read. It calls nothing.
+	InstanceTypePrice(instanceType, region, zone string, spot bool) (price float64, known bool)
+}
+
 // NodeGroup is a set of nodes with the same template (capacity, labels, taints,
 // spot or not) whose size the cloud keeps at a target: an AWS Auto Scaling
 // group, a GCP managed instance group, an Azure VM scale set, a Cluster API
@@ -153,6 +174,9 @@ type Instance struct {
 	InstanceType string
 	// Zone is the instance's availability zone, when known.
 	Zone string
+	// Region is the instance's region (an Azure VM's location), when the
+	// provider knows it.
+	Region string
 	// PricePerHour is the hourly price of the instance; meaningful only when
 	// PriceKnown.
 	PricePerHour float64

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	billing "cloud.google.com/go/billing/apiv1"
 	compute "cloud.google.com/go/compute/apiv1"
 	"google.golang.org/api/option"
 	"k8s.io/client-go/kubernetes"
@@ -14,7 +15,8 @@ import (
 )
 
 // FromConfig builds the provider from Spotter's configuration: REST clients
-// of the Compute Engine API with Application Default Credentials, or, for an
+// of the Compute Engine API and of the Cloud Billing Catalog API (prices)
+// with Application Default Credentials, or, for an
 // http:// cfg.Endpoint (tests, a local proxy), none: credentials are never
 // sent in the clear.
 func FromConfig(ctx context.Context, kube kubernetes.Interface, clk clock.Clock, cfg v1alpha1.GCPConfig, pricing v1alpha1.PricingConfig) (*Provider, error) {
@@ -47,6 +49,11 @@ func FromConfig(ctx context.Context, kube kubernetes.Interface, clk clock.Clock,
 	}
 	if c.MachineTypes, err = compute.NewMachineTypesRESTClient(ctx, opts...); err != nil {
 		return nil, wrap("machine types", err)
+	}
+	// The Cloud Billing Catalog at the same endpoint when one is set: one
+	// emulator (or proxy) serves both.
+	if c.Billing, err = billing.NewCloudCatalogRESTClient(ctx, opts...); err != nil {
+		return nil, fmt.Errorf("cloud.gcp: the Cloud Billing Catalog client (Application Default Credentials): %w", err)
 	}
 	return New(c, kube, clk, Options{Project: cfg.Project, ClusterName: cfg.ClusterName, NodeGroups: cfg.NodeGroups, Pricing: pricing})
 }

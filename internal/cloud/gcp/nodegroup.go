@@ -205,10 +205,15 @@ func (g *NodeGroup) TargetSize(ctx context.Context) (int, error) {
 	return int(m.GetTargetSize()), nil
 }
 
-// PricePerHour implements cloud.NodeGroup: the configured price of its
-// machine type, spot or on-demand.
+// PricePerHour implements cloud.NodeGroup: the price of its template's
+// machine type, spot or on-demand, in its (first) zone's region: configured,
+// else from the catalog as last read (Provider.RefreshPrices).
 func (g *NodeGroup) PricePerHour() (float64, bool) {
-	return g.p.price(g.template.machineType, g.template.spot)
+	region := ""
+	if len(g.zones) > 0 {
+		region = regionOf(g.zones[0])
+	}
+	return g.p.InstanceTypePrice(g.template.machineType, region, "", g.template.spot)
 }
 
 // IncreaseSize implements cloud.NodeGroup: resize to the target size plus

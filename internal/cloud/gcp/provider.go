@@ -35,8 +35,15 @@
 // an operation or a managed instance's last attempt,
 // *cloud.CapacityUnavailableError; 404 *cloud.NotFoundError.
 //
-// Prices come from the configuration's pricing only: Compute Engine's API
-// publishes none.
+// # Prices
+//
+// A machine type's price is the configuration's (pricing.instanceTypes)
+// where it gives one, else Compute Engine's list price from the Cloud
+// Billing Catalog API (cloud.google.com/go/billing/apiv1, REST transport,
+// the same endpoint and credentials): its family's per-vCPU and per-GiB
+// prices in the region, on-demand or spot, times the type's size (from
+// machineTypes.get). RefreshPrices reads the catalog (one paged list of the
+// Compute Engine service's SKUs) at most every PriceTTL; see prices.go.
 package gcp
 
 import (
@@ -108,6 +115,13 @@ type Options struct {
 	OperationPoll, OperationPollMax time.Duration
 	// OperationTimeout bounds the wait for an operation. Default 5m.
 	OperationTimeout time.Duration
+	// PriceTTL is how long a read of the Cloud Billing Catalog serves.
+	// Default 1h.
+	PriceTTL time.Duration
+	// CatalogRetryWait is the first wait before a throttled page of the
+	// catalog is asked again (without the cloud's Retry-After); it doubles.
+	// Default 1s.
+	CatalogRetryWait time.Duration
 }
 
 // Provider is the GCP cloud provider. Build it with New or FromConfig.
@@ -123,11 +137,14 @@ type Provider struct {
 	groupsAt     time.Time
 	templates    map[string]*templateFacts // by templateRef.key(), for good
 	machineTypes map[string]machineFacts   // by machine type name, for good
+	prices       *priceTable               // the catalog's rates, for PriceTTL; nil before the first read
+	unknownTypes map[string]time.Time      // machine types Compute Engine did not know, and when
 }
 
 var (
-	_ cloud.Provider  = (*Provider)(nil)
-	_ cloud.NodeGroup = (*NodeGroup)(nil)
+	_ cloud.Provider    = (*Provider)(nil)
+	_ cloud.PriceReader = (*Provider)(nil)
+	_ cloud.NodeGroup   = (*NodeGroup)(nil)
 )
 
 // instanceFacts is what never changes for an instance, or, for one the
@@ -166,8 +183,10 @@ func New(c Clients, kube kubernetes.Interface, clk clock.Clock, opts Options) (*
 	def(&opts.OperationPoll, 500*time.Millisecond)
 	def(&opts.OperationPollMax, 10*time.Second)
 	def(&opts.OperationTimeout, 5*time.Minute)
+	def(&opts.PriceTTL, time.Hour)
+	def(&opts.CatalogRetryWait, time.Second)
 	return &Provider{c: c, kube: kube, clock: clk, opts: opts, instances: map[instanceKey]instanceFacts{},
-		templates: map[string]*templateFacts{}, machineTypes: map[string]machineFacts{}}, nil
+		templates: map[string]*templateFacts{}, machineTypes: map[string]machineFacts{}, unknownTypes: map[string]time.Time{}}, nil
 }
 
 // Name implements cloud.Provider.
@@ -195,11 +214,12 @@ func (p *Provider) Instances(ctx context.Context, nodes []*corev1.Node) (map[str
 		if !ok || f.gone {
 			continue
 		}
-		inst := cloud.Instance{ID: k.providerID(), NodeName: n.Name, Spot: f.spot, InstanceType: f.machineType, Zone: k.zone, State: cloud.InstanceRunning}
+		inst := cloud.Instance{ID: k.providerID(), NodeName: n.Name, Spot: f.spot, InstanceType: f.machineType, Zone: k.zone,
+			Region: regionOf(k.zone), State: cloud.InstanceRunning}
 		if f.group.name != "" {
 			inst.NodeGroup = f.group.id()
 		}
-		inst.PricePerHour, inst.PriceKnown = p.price(f.machineType, f.spot)
+		inst.PricePerHour, inst.PriceKnown = p.priceLocked(f.machineType, inst.Region, f.spot)
 		out[n.Name] = inst
 	}
 	return out, nil
@@ -392,16 +412,6 @@ func (p *Provider) group(ctx context.Context, id string) (*NodeGroup, error) {
 		}
 	}
 	return nil, cloud.NewNotFoundError(fmt.Errorf("the managed instance group %s is not one cloud.gcp.nodeGroups selects", id))
-}
-
-// price is a machine type's hourly price from the configuration; the
-// caller may hold p.mu (price reads only the options).
-func (p *Provider) price(machineType string, spot bool) (float64, bool) {
-	conf, ok := p.opts.Pricing.InstanceTypes[machineType]
-	if spot {
-		return conf.Spot, ok && conf.Spot > 0
-	}
-	return conf.OnDemand, ok && conf.OnDemand > 0
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -63,6 +63,9 @@ type Clients struct {
 	Templates         TemplatesAPI
 	RegionalTemplates RegionalTemplatesAPI
 	MachineTypes      MachineTypesAPI
+	// Billing reads prices from the Cloud Billing Catalog; nil: configured
+	// prices only.
+	Billing BillingAPI
 }
 
 var (

@@ -20,6 +20,9 @@
 //     operation, RUNNING for the operation delay (SetOperationDelay), then
 //     DONE, its effect applied when it is done.
 //
+// At the same address, the Cloud Billing Catalog's list of Compute Engine
+// SKUs, which prices machine types (billing.go).
+//
 // State (templates, groups, instances) is set up and read through Go
 // methods. Step is the managed instance groups' control loop: it adds
 // members up to a group's target size and removes those above it, creates
@@ -125,6 +128,8 @@ type Server struct {
 	onRunning     []func(Instance)
 	onDeleted     []func(Instance)
 	retryAfterSec int
+
+	billing billingCatalog // the Cloud Billing Catalog's SKUs (billing.go)
 }
 
 // New returns an emulator with no template, group or instance.

@@ -32,6 +32,10 @@ type handler func(s *Server, c *call) (any, *APIError)
 
 // ServeHTTP answers a Compute Engine v1 request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/v1/services/") {
+		s.serveBilling(w, r) // the Cloud Billing Catalog (billing.go)
+		return
+	}
 	rest, ok := strings.CutPrefix(r.URL.Path, "/compute/v1/projects/")
 	if !ok || rest == "" {
 		writeError(w, &APIError{http.StatusNotFound, "notFound", fmt.Sprintf("The requested URL %s was not found on this server.", r.URL.Path)}, 0)
