@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
@@ -36,7 +37,17 @@ func FromConfig(_ context.Context, kube kubernetes.Interface, clk clock.Clock, c
 	if err != nil {
 		return nil, fmt.Errorf("cloud.azure: %w", err)
 	}
-	return New(c, kube, clk, Options{SubscriptionID: cfg.SubscriptionID, ResourceGroup: cfg.ResourceGroup, NodeGroups: cfg.NodeGroups, Pricing: pricing})
+	// The Retail Prices API at the endpoint when one is set (one emulator or
+	// proxy serves both), without a credential: it is public.
+	retail, err := NewRetailPrices(cfg.Endpoint, 4, time.Second, nil)
+	if err != nil {
+		return nil, fmt.Errorf("cloud.azure: endpoint: %w", err)
+	}
+	p, err := New(c, kube, clk, Options{SubscriptionID: cfg.SubscriptionID, ResourceGroup: cfg.ResourceGroup, NodeGroups: cfg.NodeGroups, Pricing: pricing})
+	if err != nil {
+		return nil, err
+	}
+	return p.WithRetailPrices(retail), nil
 }
 
 // credential is workload identity when its environment is set, else a

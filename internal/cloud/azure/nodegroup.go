@@ -1,6 +1,7 @@
 package azure
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -84,7 +85,8 @@ func recordOfSetVM(set *setFacts, v *armcompute.VirtualMachineScaleSetVM) (vmRec
 		return vmRecord{}, false
 	}
 	r := vmRecord{armID: str(v.ID), instanceID: str(v.InstanceID),
-		facts: vmFacts{key: k, set: set.key, size: set.sku, spot: set.spot, maxPrice: set.maxPrice, zone: zoneOf(str(v.Location), v.Zones)}}
+		facts: vmFacts{key: k, set: set.key, size: set.sku, spot: set.spot, maxPrice: set.maxPrice, zone: zoneOf(str(v.Location), v.Zones),
+			location: strings.ToLower(cmp.Or(str(v.Location), set.location))}}
 	if v.SKU != nil && v.SKU.Name != nil {
 		r.facts.size = *v.SKU.Name
 	}
@@ -103,7 +105,7 @@ func recordOfVM(v *armcompute.VirtualMachine) (vmRecord, bool) {
 	if !ok || k.uniform() {
 		return vmRecord{}, false
 	}
-	r := vmRecord{armID: str(v.ID), instanceID: str(v.Name), facts: vmFacts{key: k, zone: zoneOf(str(v.Location), v.Zones)}}
+	r := vmRecord{armID: str(v.ID), instanceID: str(v.Name), facts: vmFacts{key: k, zone: zoneOf(str(v.Location), v.Zones), location: strings.ToLower(str(v.Location))}}
 	if props := v.Properties; props != nil {
 		r.state = str(props.ProvisioningState)
 		r.facts.spot = props.Priority != nil && *props.Priority == armcompute.VirtualMachinePriorityTypesSpot
@@ -289,11 +291,14 @@ func (g *NodeGroup) capacity(ctx context.Context) (int, error) {
 // TargetSize implements cloud.NodeGroup: the set's sku.capacity.
 func (g *NodeGroup) TargetSize(ctx context.Context) (int, error) { return g.capacity(ctx) }
 
-// PricePerHour implements cloud.NodeGroup: the configured price of its VM
-// size, spot or on-demand (a spot set without a configured spot price: its
-// billingProfile.maxPrice, when set).
+// PricePerHour implements cloud.NodeGroup: the price of its VM size in its
+// location, spot or on-demand: configured, else the Retail Prices API's as
+// last read (Provider.RefreshPrices); a spot set without either, its
+// billingProfile.maxPrice, when set.
 func (g *NodeGroup) PricePerHour() (float64, bool) {
-	return g.p.price(g.facts.sku, g.facts.spot, g.facts.maxPrice)
+	g.p.mu.Lock()
+	defer g.p.mu.Unlock()
+	return g.p.priceLocked(g.facts.sku, g.facts.location, g.facts.spot, g.facts.maxPrice)
 }
 
 // IncreaseSize implements cloud.NodeGroup: an update of the set's
@@ -512,8 +517,10 @@ func (g *NodeGroup) Nodes(ctx context.Context) ([]cloud.Instance, error) {
 			continue
 		}
 		inst := cloud.Instance{ID: "azure://" + r.armID, NodeName: names[r.facts.key.resourceID()], NodeGroup: g.ID(), Spot: r.facts.spot,
-			InstanceType: r.facts.size, Zone: r.facts.zone, State: cloud.InstanceRunning}
-		inst.PricePerHour, inst.PriceKnown = g.p.price(r.facts.size, r.facts.spot, r.facts.maxPrice)
+			InstanceType: r.facts.size, Zone: r.facts.zone, Region: r.facts.location, State: cloud.InstanceRunning}
+		g.p.mu.Lock()
+		inst.PricePerHour, inst.PriceKnown = g.p.priceLocked(r.facts.size, r.facts.location, r.facts.spot, r.facts.maxPrice)
+		g.p.mu.Unlock()
 		switch {
 		case r.unfulfilled():
 			inst.State = cloud.InstanceCreating

@@ -41,9 +41,14 @@
 // call, an operation or a VM's failed provisioning,
 // *cloud.CapacityUnavailableError; 404 *cloud.NotFoundError.
 //
-// Prices come from the configuration's pricing (a spot scale set without a
-// configured spot price is priced at its billingProfile.maxPrice when that
-// is set): the compute API publishes none.
+// # Prices
+//
+// A VM size's price is the configuration's (pricing.instanceTypes) where it
+// gives one, else the Linux pay-as-you-go price of the public Retail Prices
+// API in the VM's location, on-demand or Spot (RefreshPrices reads it, at
+// most every PriceTTL, through an azcore pipeline: Azure ships no SDK for
+// it; see retailprices.go); a spot VM without either is priced at its
+// billingProfile.maxPrice when that is set.
 package azure
 
 import (
@@ -114,6 +119,8 @@ type Options struct {
 	// EvictedSweep is how often Start looks for evicted, deallocated spot
 	// VMs to delete. Default 1m.
 	EvictedSweep time.Duration
+	// PriceTTL is how long a VM size's retail prices serve. Default 1h.
+	PriceTTL time.Duration
 }
 
 // Provider is the Azure cloud provider. Build it with New or FromConfig.
@@ -129,11 +136,15 @@ type Provider struct {
 	groups   []*NodeGroup                   // the selected ones
 	groupsAt time.Time                      // when groups were read
 	skus     map[string]map[string]skuFacts // by location, then lowercase size
+
+	retail       *RetailPrices // nil: configured prices only
+	retailPrices map[retailKey]retailEntry
 }
 
 var (
-	_ cloud.Provider  = (*Provider)(nil)
-	_ cloud.NodeGroup = (*NodeGroup)(nil)
+	_ cloud.Provider    = (*Provider)(nil)
+	_ cloud.PriceReader = (*Provider)(nil)
+	_ cloud.NodeGroup   = (*NodeGroup)(nil)
 )
 
 // vmFacts is what never changes for a VM (and, updated at each list,
@@ -146,6 +157,7 @@ type vmFacts struct {
 	spot        bool
 	maxPrice    float64
 	zone        string
+	location    string // lowercase
 	deallocated bool
 	gone        bool
 	seen        time.Time
@@ -200,8 +212,16 @@ func New(c Clients, kube kubernetes.Interface, clk clock.Clock, opts Options) (*
 	def(&opts.OperationPollMax, 15*time.Second)
 	def(&opts.OperationTimeout, 10*time.Minute)
 	def(&opts.EvictedSweep, time.Minute)
+	def(&opts.PriceTTL, time.Hour)
 	return &Provider{c: c, kube: kube, clock: clk, opts: opts, vms: map[vmKey]vmFacts{}, sets: map[setKey]*setFacts{},
-		skus: map[string]map[string]skuFacts{}}, nil
+		skus: map[string]map[string]skuFacts{}, retailPrices: map[retailKey]retailEntry{}}, nil
+}
+
+// WithRetailPrices makes the provider read prices from the Retail Prices
+// API through c (see RefreshPrices), and returns it.
+func (p *Provider) WithRetailPrices(c *RetailPrices) *Provider {
+	p.retail = c
+	return p
 }
 
 // Name implements cloud.Provider.
@@ -230,14 +250,15 @@ func (p *Provider) Instances(ctx context.Context, nodes []*corev1.Node) (map[str
 		if !ok || f.gone {
 			continue
 		}
-		inst := cloud.Instance{ID: n.Spec.ProviderID, NodeName: n.Name, Spot: f.spot, InstanceType: f.size, Zone: f.zone, State: cloud.InstanceRunning}
+		inst := cloud.Instance{ID: n.Spec.ProviderID, NodeName: n.Name, Spot: f.spot, InstanceType: f.size, Zone: f.zone, Region: f.location,
+			State: cloud.InstanceRunning}
 		if f.set.name != "" {
 			inst.NodeGroup = f.set.id()
 		}
 		if f.deallocated {
 			inst.State, inst.Err = cloud.InstanceDeleting, &EvictedError{VM: n.Spec.ProviderID}
 		}
-		inst.PricePerHour, inst.PriceKnown = p.price(f.size, f.spot, f.maxPrice)
+		inst.PricePerHour, inst.PriceKnown = p.priceLocked(f.size, f.location, f.spot, f.maxPrice)
 		out[n.Name] = inst
 	}
 	return out, nil
@@ -507,23 +528,4 @@ func (p *Provider) group(ctx context.Context, id string) (*NodeGroup, error) {
 		}
 	}
 	return nil, cloud.NewNotFoundError(fmt.Errorf("the scale set %s is not one cloud.azure.nodeGroups selects", id))
-}
-
-// price is a VM size's hourly price from the configuration. A spot VM
-// without a configured spot price is priced at its maxPrice when that is
-// set: what Azure charges at most (-1, up to the on-demand price, gives the
-// configured on-demand price).
-func (p *Provider) price(size string, spot bool, maxPrice float64) (float64, bool) {
-	conf, ok := p.opts.Pricing.InstanceTypes[size]
-	switch {
-	case !spot:
-		return conf.OnDemand, ok && conf.OnDemand > 0
-	case ok && conf.Spot > 0:
-		return conf.Spot, true
-	case maxPrice > 0:
-		return maxPrice, true
-	case maxPrice == -1 && ok && conf.OnDemand > 0:
-		return conf.OnDemand, true
-	}
-	return 0, false
 }

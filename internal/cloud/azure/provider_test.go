@@ -45,6 +45,7 @@ type lab struct {
 	clock *testingclock.FakeClock
 	kube  *fake.Clientset
 	p     *Provider
+	url   string // the emulator's
 }
 
 // prodGroups selects: the on-demand set by name, the AKS spot pool by node
@@ -74,7 +75,7 @@ func newLab(t testing.TB, groups []v1alpha1.AzureNodeGroup, opts azureapi.Option
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &lab{emu: emu, clock: clk, kube: kube, p: p}
+	return &lab{emu: emu, clock: clk, kube: kube, p: p, url: srv.URL}
 }
 
 func scaleSetID(name string) string {

@@ -40,6 +40,8 @@
 // failures per scale set, slow operations and slow creation. A bearer token
 // can be required.
 //
+// At the same address, the public Retail Prices API (retailprices.go).
+//
 // Not emulated: authentication beyond comparing a fixed token, any method not
 // listed above, other $filter and $select expressions (refused with 400, so
 // that a caller relying on them notices), scale set models beyond what is
@@ -146,6 +148,8 @@ type Server struct {
 	onDeleted     []func(VM)
 	onEvicted     []func(VM)
 	pending       []func() // hooks to run once the lock is released
+
+	retail retailCatalog // the Retail Prices API's items (retailprices.go)
 }
 
 // New returns an emulator with no scale set or VM.

@@ -36,6 +36,10 @@ type handler func(s *Server, c *call) (*response, *APIError)
 
 // ServeHTTP answers an ARM request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.EqualFold(r.URL.Path, "/api/retail/prices") {
+		s.serveRetailPrices(w, r) // the public Retail Prices API (retailprices.go)
+		return
+	}
 	seg := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	c := &call{r: r, seg: seg, q: r.URL.Query(), base: base(r)}
 	for _, p := range seg {
