@@ -568,6 +568,15 @@ func (p *Provider) RefreshPrices(ctx context.Context, types []string) error {
 	return nil
 }
 
+// InstanceTypePrice implements cloud.PriceReader: the price of an instance
+// type in zone (spot prices are per zone; on-demand ones per the provider's
+// region, whatever region says), as priceLocked gives it.
+func (p *Provider) InstanceTypePrice(typ, _, zone string, spot bool) (float64, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.priceLocked(typ, zone, spot)
+}
+
 // priceLocked is an instance's hourly price: spot from the last spot price
 // read for its type and zone (else the configured spot price), on-demand from
 // the configuration, else from the table Spotter ships for the provider's

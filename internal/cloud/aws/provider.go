@@ -136,8 +136,9 @@ type Provider struct {
 }
 
 var (
-	_ cloud.Provider  = (*Provider)(nil)
-	_ cloud.NodeGroup = (*NodeGroup)(nil)
+	_ cloud.Provider    = (*Provider)(nil)
+	_ cloud.PriceReader = (*Provider)(nil)
+	_ cloud.NodeGroup   = (*NodeGroup)(nil)
 )
 
 // instanceFacts is what never changes for an instance.
@@ -210,7 +211,7 @@ func (p *Provider) Instances(ctx context.Context, nodes []*corev1.Node) (map[str
 // instance renders what is known of an instance; p.mu is held.
 func (p *Provider) instance(f instanceFacts, node string) cloud.Instance {
 	inst := cloud.Instance{ID: providerID(f.zone, f.id), NodeName: node, NodeGroup: f.group, Spot: f.spot,
-		InstanceType: f.typ, Zone: f.zone, State: cloud.InstanceRunning}
+		InstanceType: f.typ, Zone: f.zone, Region: p.opts.Region, State: cloud.InstanceRunning}
 	inst.PricePerHour, inst.PriceKnown = p.priceLocked(f.typ, f.zone, f.spot)
 	return inst
 }

@@ -366,6 +366,28 @@ func TestThrottledAndPrices(t *testing.T) {
 	if price, ok := od.PricePerHour(); !ok || price != 0.192 {
 		t.Errorf("on-demand group price %v %v, want the configured 0.192", price, ok)
 	}
+	// The same prices by instance type and place, as spotter plan and
+	// simulate --from-cluster ask for them: spot per zone, on-demand from
+	// the configuration, else the shipped table of the provider's region.
+	if price, ok := l.p.InstanceTypePrice("m5.xlarge", "", "us-east-1a", true); !ok || price != 0.0612 {
+		t.Errorf("InstanceTypePrice(m5.xlarge, us-east-1a, spot) = %v %v, want EC2's 0.0612", price, ok)
+	}
+	list, _ := OnDemandListPrice("us-east-1", "c5.xlarge")
+	if price, ok := l.p.InstanceTypePrice("c5.xlarge", "us-east-1", "us-east-1b", false); !ok || price != list || list == 0 {
+		t.Errorf("InstanceTypePrice(c5.xlarge, on-demand) = %v %v, want the shipped %v", price, ok, list)
+	}
+	if _, ok := l.p.InstanceTypePrice("c5.xlarge", "us-east-1", "us-east-1b", true); ok {
+		t.Error("a spot price for a type EC2 was not asked about and the configuration does not price")
+	}
+	inst, err := l.p.Instances(ctx, nodes)
+	if err != nil || len(inst) == 0 {
+		t.Fatalf("instances: %v %v", inst, err)
+	}
+	for _, i := range inst {
+		if i.Region != "us-east-1" {
+			t.Errorf("instance %s: region %q, want us-east-1", i.ID, i.Region)
+		}
+	}
 }
 
 // Instance lookups for 5,000 nodes against the emulator, through the SDK:
