@@ -10,6 +10,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -28,6 +29,7 @@ import (
 	cloudmetrics "spotter.dev/spotter/internal/cloud/metrics"
 	"spotter.dev/spotter/internal/controller/labeler"
 	"spotter.dev/spotter/internal/controller/migrator"
+	"spotter.dev/spotter/internal/controller/preemptible"
 	"spotter.dev/spotter/internal/controller/rescheduler"
 	"spotter.dev/spotter/internal/disruption"
 	"spotter.dev/spotter/internal/drain"
@@ -40,7 +42,8 @@ import (
 // with the manager and returns the names of those it started.
 //
 // They are the migrator (off by default: it needs node groups from a cloud
-// provider), the rescheduler and the labeler; the migrator and the rescheduler
+// provider), the rescheduler, the preemptible controller (off by default) and
+// the labeler; the migrator, the rescheduler and the preemptible controller
 // share one disruption budget.
 func Setup(ctx context.Context, mgr ctrl.Manager, cfg *v1alpha1.SpotterConfiguration) ([]string, error) {
 	// The one clock of every controller, the drains and the kwok provider:
@@ -82,6 +85,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg *v1alpha1.SpotterConfigura
 			return nil, err
 		}
 	}
+	if b.Preemptible != nil {
+		if err := register(b.Preemptible.Name(), b.Preemptible); err != nil {
+			return nil, err
+		}
+	}
 	run := v1alpha1.ComponentsOf(cfg)
 	if run.Labeler.Enabled {
 		l := labeler.New(mgr.GetClient(), b.Classifier, mgr.GetEventRecorder("spotter-labeler"), labeler.Options{
@@ -117,18 +125,20 @@ type Deps struct {
 
 // Built are the controllers of a configuration, built and not started.
 type Built struct {
-	// Migrator and Rescheduler are nil when the configuration does not run
-	// them.
+	// Migrator, Rescheduler and Preemptible are nil when the configuration
+	// does not run them.
 	Migrator    *migrator.Controller
 	Rescheduler *rescheduler.Controller
-	// Budget is the disruption budget the migrator and the rescheduler share.
+	Preemptible *preemptible.Controller
+	// Budget is the disruption budget the migrator, the rescheduler and the
+	// preemptible controller share.
 	Budget     *disruption.Budget
 	Classifier *classify.Classifier
 }
 
-// Build builds the migrator and the rescheduler the configuration runs (what
-// runs, and what only reports, is read by v1alpha1.ComponentsOf), with every
-// option they take from it. `spotter controller` (Setup) and `spotter
+// Build builds the migrator, the rescheduler and the preemptible controller
+// the configuration runs (what runs, and what only reports, is read by
+// v1alpha1.ComponentsOf), with every option they take from it. `spotter controller` (Setup) and `spotter
 // simulate` both build them here: the simulator runs the product's
 // controllers, not a model of them.
 func Build(cfg *v1alpha1.SpotterConfiguration, d Deps) (*Built, error) {
@@ -194,7 +204,42 @@ func Build(cfg *v1alpha1.SpotterConfiguration, d Deps) (*Built, error) {
 			DryRun:              dryRun,
 		})
 	}
+	if run.Preemptible.Enabled {
+		p, err := newPreemptible(cfg, d, classifier, budget, run.Preemptible.DryRun, recorder("spotter-preemptible"))
+		if err != nil {
+			return nil, err
+		}
+		b.Preemptible = p
+	}
 	return b, nil
+}
+
+// newPreemptible builds the preemptible controller of cfg.
+func newPreemptible(cfg *v1alpha1.SpotterConfiguration, d Deps, classifier *classify.Classifier, budget *disruption.Budget, dryRun bool,
+	rec events.EventRecorder) (*preemptible.Controller, error) {
+	pc := cfg.Preemptible
+	var selectors []labels.Selector
+	for i, s := range pc.NodeSelectors {
+		sel, err := v1alpha1.ParseSelector(s)
+		if err != nil {
+			return nil, fmt.Errorf("preemptible.nodeSelectors[%d] %q: %w", i, s, err)
+		}
+		selectors = append(selectors, sel)
+	}
+	// Its drains always cordon, whatever drain.cordon says: a node drained
+	// before the end of its run must stay empty until its VM goes.
+	drainCfg := *cfg
+	drainCfg.Drain.Cordon = true
+	drainer := newDrainer(d.Kube, d.Clock, rec, &drainCfg, preemptible.Component, dryRun, preemptible.CountEvictionRetry)
+	return preemptible.New(d.Reader, d.Kube, classifier, drainer, budget, d.Clock, rec, preemptible.Options{
+		Selectors:           selectors,
+		Timing:              preemptible.Timing{MaxRunTime: pc.MaxRunTime.Duration, DrainBefore: pc.DrainBefore.Duration},
+		ReplacementTimeout:  pc.ReplacementTimeout.Duration,
+		OnRestart:           drain.RecoverPolicy(cfg.Drain.OnRestart),
+		ShutdownGracePeriod: cfg.Drain.ShutdownGracePeriod.Duration,
+		OwnNode:             d.OwnNode,
+		DryRun:              dryRun,
+	}), nil
 }
 
 func newPlanner(cfg *v1alpha1.SpotterConfiguration, classifier *classify.Classifier) *plan.Planner {

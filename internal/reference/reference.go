@@ -13,6 +13,7 @@ import (
 	"spotter.dev/spotter/internal/cloud/kwok"
 	"spotter.dev/spotter/internal/controller/labeler"
 	"spotter.dev/spotter/internal/controller/migrator"
+	"spotter.dev/spotter/internal/controller/preemptible"
 	"spotter.dev/spotter/internal/drain"
 	"spotter.dev/spotter/internal/plan"
 )
@@ -42,15 +43,17 @@ type Key struct {
 // Keys lists the keys, grouped: Spotter's own first, then those of other
 // tools it honours.
 var Keys = []Key{
-	{drain.DrainingAnnotation, Annotation, "Node", "reads, writes", "rescheduler, migrator, agent",
+	{drain.DrainingAnnotation, Annotation, "Node", "reads, writes", "rescheduler, migrator, preemptible, agent",
 		"a drain in progress: JSON with who drains, why, since when and whether the drain cordoned the node; the only state of a drain, so that a restart resumes or rolls it back"},
-	{drain.DrainingTaintKey, Taint, "Node", "reads, writes", "rescheduler, migrator, agent", "NoSchedule while a drain runs, so that no new pod lands on the node"},
-	{drain.EvictedByLabel, Label, "Eviction", "writes", "rescheduler, migrator, agent", "the component that asks for the eviction; the chart's admission policy holds the agent's evictions to pods of its own node by it"},
+	{drain.DrainingTaintKey, Taint, "Node", "reads, writes", "rescheduler, migrator, preemptible, agent", "NoSchedule while a drain runs, so that no new pod lands on the node"},
+	{drain.EvictedByLabel, Label, "Eviction", "writes", "rescheduler, migrator, preemptible, agent", "the component that asks for the eviction; the chart's admission policy holds the agent's evictions to pods of its own node by it"},
 	{interrupt.TaintKey, Taint, "Node", "reads, writes", "agent", "an interruption notice: NoSchedule for a termination, PreferNoSchedule for a rebalance recommendation; the value is the notice's kind"},
 	{interrupt.Annotation, Annotation, "Node", "reads, writes", "agent", "the agent's record of the notice it acts on (cloud, kind, deadline, boot ID), cleared when the notice ends"},
 	{labeler.OnDemandTaintKey, Taint, "Node", "reads, writes", "labeler", "PreferNoSchedule on on-demand nodes (labeler.preferSpotTaint), so that new pods and replacements prefer spot"},
 	{classify.LabeledByUsAnnotation, Annotation, "Node", "reads, writes", "labeler", "marks an interruptible label the labeler wrote; the labeler removes only those"},
 	{migrator.SelectedForDeletionLabel, Label, "Node", "reads, writes", "migrator", "an on-demand node being replaced (the value is when it was selected); a restart finishes its replacement"},
+	{preemptible.DrainedAnnotation, Annotation, "Node", "reads, writes", "preemptible",
+		"a preemptible node drained before the end of its VM's run: JSON with when, the run's end, the node's boot ID and whether the cordon is Spotter's; the node is not drained again, and its cordon is lifted once another boot ID shows its VM was replaced"},
 	{classify.ExcludeLabel, Label, "Node", "reads", "all", "=true: never drained, never a destination"},
 	{plan.DoNotMoveKey, Label + ", " + Annotation, "Pod", "reads", "planner", "=true: the pod is never moved, and its node is not drained"},
 	{kwok.NodeGroupLabel, Label, "Node", "reads, writes", "kwok provider (lab)", "the lab node group a kwok node belongs to"},
@@ -60,7 +63,7 @@ var Keys = []Key{
 	{classify.KarpenterCapacityLabel, Label, "Node", "reads", "classification", "spot, on-demand or reserved"},
 	{classify.EKSCapacityLabel, Label, "Node", "reads", "classification, aws provider (template nodes)", "SPOT, ON_DEMAND or CAPACITY_BLOCK"},
 	{classify.GKESpotLabel, Label, "Node", "reads", "classification", "=true: spot"},
-	{classify.GKEPreemptibleLabel, Label, "Node", "reads", "classification", "=true: spot (preemptible)"},
+	{classify.GKEPreemptibleLabel, Label, "Node", "reads", "classification, preemptible", "=true: spot (preemptible); the preemptible controller's default nodeSelectors"},
 	{classify.AKSPriorityLabel, Label, "Node", "reads", "classification", "spot or regular"},
 	{classify.LifecycleLabel, Label, "Node", "reads", "classification", "spot, normal or on-demand"},
 	{classify.SpotWorkerRoleLabel, Label, "Node", "reads", "classification", "present: spot"},
@@ -95,10 +98,10 @@ var Reasons = []Reason{
 	{drain.ReasonDrainWave, "Node", "Normal", "drain engine", "a wave of a drain in waves started (one Event action per wave)"},
 	{drain.ReasonDrainSucceeded, "Node", "Normal", "drain engine", "the node is empty"},
 	{drain.ReasonDrainFailed, "Node", "Warning", "drain engine", "a drain failed: why, and the pods that blocked it"},
-	{drain.ReasonDrainRolledBack, "Node", "Normal", "drain engine, rescheduler", "the drain's taint, annotation and cordon were removed"},
+	{drain.ReasonDrainRolledBack, "Node", "Normal", "drain engine, rescheduler, preemptible", "the drain's taint, annotation and cordon were removed"},
 	{drain.ReasonEvicted, "Pod", "Normal", "drain engine", "the pod was evicted to drain its node"},
 	{drain.ReasonDeleted, "Pod", "Warning", "drain engine (deadline mode)", "the pod was deleted because the interruption's deadline came"},
-	{drain.ReasonWouldDrain, "Node", "Normal", "drain engine, rescheduler (dry run)", "what a drain would do"},
+	{drain.ReasonWouldDrain, "Node", "Normal", "drain engine, rescheduler, preemptible (dry run)", "what a drain would do"},
 	{"SpotterDrainable", "Node", "Normal", "rescheduler", "the plan found all the node's pods fit on spot"},
 	{"SpotterNotDrainable", "Node", "Normal", "rescheduler", "why the node stays on-demand, as spotter plan says it; recorded again when the reason changes"},
 	{"SpotterReplacementsOnOnDemand", "Node", "Warning", "rescheduler", "replacements of evicted pods were scheduled on on-demand nodes; the rescheduler pauses"},
@@ -112,6 +115,8 @@ var Reasons = []Reason{
 	{migrator.ReasonMigrated, "Node", "Normal", "migrator", "the node was replaced by spot capacity"},
 	{migrator.ReasonMigrationFailed, "Node", "Warning", "migrator", "a replacement failed, and why"},
 	{migrator.ReasonWouldMigrate, "Node", "Normal", "migrator (dry run)", "what the migrator would do"},
+	{preemptible.ReasonNotDrained, "Node", "Warning", "preemptible", "the run of a preemptible node's VM ended before Spotter drained it, and why; its pods were left to the preemption notice"},
+	{preemptible.ReasonReplaced, "Node", "Normal", "preemptible", "the VM behind a drained preemptible node was replaced (another boot ID): its cordon and drain record were lifted"},
 	{interrupt.ReasonNotice, "Node", "Warning (Normal when no action is configured)", "agent", "an interruption notice arrived: kind, deadline, what the agent does"},
 	{interrupt.ReasonEnded, "Node", "Normal", "agent", "a notice ended, or the node booted again after it: the notice's taint and cordon are lifted"},
 	{interrupt.ReasonAcknowledged, "Node", "Normal", "agent", "an Azure Scheduled Event was acknowledged after the drain"},

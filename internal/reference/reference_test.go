@@ -22,6 +22,7 @@ import (
 	_ "spotter.dev/spotter/internal/cloud/metrics"
 	_ "spotter.dev/spotter/internal/controller/labeler"
 	_ "spotter.dev/spotter/internal/controller/migrator"
+	_ "spotter.dev/spotter/internal/controller/preemptible"
 	_ "spotter.dev/spotter/internal/controller/rescheduler"
 	_ "spotter.dev/spotter/internal/kubeclient"
 )

@@ -22,8 +22,8 @@ func (c Component) Acts() bool { return c.Enabled && !c.DryRun }
 // exactly these controllers with these dry-run settings, and the spotter
 // strategy of `spotter simulate` runs exactly these.
 type Components struct {
-	// Rescheduler, Migrator and Labeler are the controllers.
-	Rescheduler, Migrator, Labeler Component
+	// Rescheduler, Migrator, Preemptible and Labeler are the controllers.
+	Rescheduler, Migrator, Preemptible, Labeler Component
 	// Agent is spotter-agent. It runs wherever its DaemonSet puts it, so it is
 	// always Enabled here; the configuration says whether it acts.
 	Agent Component
@@ -40,6 +40,7 @@ func ComponentsOf(c *SpotterConfiguration) Components {
 	out := Components{
 		Rescheduler: Component{Enabled: on(c.Rescheduler.Enabled, def.Rescheduler.Enabled), DryRun: c.DryRun || c.Rescheduler.DryRun},
 		Migrator:    Component{Enabled: on(c.Migrator.Enabled, def.Migrator.Enabled), DryRun: c.DryRun || c.Migrator.DryRun},
+		Preemptible: Component{Enabled: on(c.Preemptible.Enabled, def.Preemptible.Enabled), DryRun: c.DryRun || c.Preemptible.DryRun},
 		Labeler:     Component{Enabled: on(c.Labeler.Enabled, def.Labeler.Enabled), DryRun: c.DryRun || c.Labeler.DryRun},
 		Agent:       Component{Enabled: true, DryRun: c.DryRun || c.Agent.DryRun},
 	}

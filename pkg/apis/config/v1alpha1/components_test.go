@@ -28,10 +28,15 @@ func TestComponentsOf(t *testing.T) {
 			Components{Rescheduler: on, Migrator: off, Labeler: dry, Agent: on}},
 		{"one controller dry run", func(c *SpotterConfiguration) { c.Rescheduler.DryRun = true },
 			Components{Rescheduler: dry, Migrator: off, Labeler: on, Agent: on, PreferSpotTaint: true}},
-		{"dryRun: everything reports", func(c *SpotterConfiguration) { c.DryRun, c.Migrator.Enabled = true, ptr.To(true) },
-			Components{Rescheduler: dry, Migrator: dry, Labeler: dry, Agent: dry}},
+		{"dryRun: everything reports", func(c *SpotterConfiguration) {
+			c.DryRun, c.Migrator.Enabled, c.Preemptible.Enabled = true, ptr.To(true), ptr.To(true)
+		}, Components{Rescheduler: dry, Migrator: dry, Preemptible: dry, Labeler: dry, Agent: dry}},
 		{"agent dry run", func(c *SpotterConfiguration) { c.Agent.DryRun = true },
 			Components{Rescheduler: on, Migrator: off, Labeler: on, Agent: dry, PreferSpotTaint: true}},
+		{"preemptible on", func(c *SpotterConfiguration) { c.Preemptible.Enabled = ptr.To(true) },
+			Components{Rescheduler: on, Migrator: off, Preemptible: on, Labeler: on, Agent: on, PreferSpotTaint: true}},
+		{"preemptible dry run", func(c *SpotterConfiguration) { c.Preemptible.Enabled, c.Preemptible.DryRun = ptr.To(true), true },
+			Components{Rescheduler: on, Migrator: off, Preemptible: dry, Labeler: on, Agent: on, PreferSpotTaint: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := NewDefaults()

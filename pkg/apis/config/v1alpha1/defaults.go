@@ -55,6 +55,15 @@ func SetDefaults(c *SpotterConfiguration) {
 	defaultDuration(&m.SpotUnavailableBackoff, 15*time.Minute)
 	defaultDuration(&m.MaxSpotUnavailableBackoff, 4*time.Hour)
 
+	pr := &c.Preemptible
+	defaultBool(&pr.Enabled, false)
+	if pr.NodeSelectors == nil {
+		pr.NodeSelectors = []string{GKEPreemptibleSelector}
+	}
+	defaultDuration(&pr.MaxRunTime, 24*time.Hour)
+	defaultDuration(&pr.DrainBefore, time.Hour)
+	defaultDuration(&pr.ReplacementTimeout, 5*time.Minute)
+
 	l := &c.Labeler
 	defaultBool(&l.Enabled, true)
 	defaultBool(&l.InterruptibleLabel, true)

@@ -49,6 +49,10 @@ type SpotterConfiguration struct {
 	// Migrator replaces on-demand nodes by spot nodes through node groups.
 	Migrator MigratorConfig `json:"migrator"`
 
+	// Preemptible drains the nodes of Compute Engine preemptible VMs before
+	// their run ends (Compute Engine stops them after 24 hours).
+	Preemptible PreemptibleConfig `json:"preemptible"`
+
 	// Labeler marks spot nodes interruptible and, optionally, taints on-demand nodes
 	// so that new pods prefer spot.
 	Labeler LabelerConfig `json:"labeler"`
@@ -215,6 +219,42 @@ type MigratorConfig struct {
 	SpotUnavailableBackoff metav1.Duration `json:"spotUnavailableBackoff"`
 	// MaxSpotUnavailableBackoff caps that pause. Default 4h.
 	MaxSpotUnavailableBackoff metav1.Duration `json:"maxSpotUnavailableBackoff"`
+}
+
+// PreemptibleConfig configures the preemptible controller. Compute Engine
+// stops a preemptible VM (scheduling.preemptible; not a Spot VM) after 24
+// hours of running, with 30 seconds of notice. The controller drains each
+// preemptible node from drainBefore ahead of the end of its run, through the
+// drain engine (PodDisruptionBudgets honoured), one node at a time with a
+// slot of the disruption budget and inside its windows, oldest first, and
+// leaves it cordoned until its VM is stopped or replaced. A run is taken to
+// start when the node registered (its creationTimestamp); see
+// docs/preemptible.md.
+type PreemptibleConfig struct {
+	// Enabled switches the controller on. Default false.
+	Enabled *bool `json:"enabled"`
+	// DryRun logs and records what the controller would drain and changes
+	// nothing.
+	DryRun bool `json:"dryRun"`
+	// NodeSelectors: a node matching any of them runs on a preemptible VM.
+	// Default ["cloud.google.com/gke-preemptible=true"], the label GKE puts on
+	// the nodes of preemptible node pools. Same syntax as
+	// classification.spotSelectors. Control-plane and excluded nodes are never
+	// drained.
+	NodeSelectors []string `json:"nodeSelectors"`
+	// MaxRunTime is how long a preemptible VM runs before it is stopped.
+	// Default 24h, Compute Engine's limit; 10m to 24h. A shorter time
+	// replaces preemptible nodes sooner than Compute Engine would.
+	MaxRunTime metav1.Duration `json:"maxRunTime"`
+	// DrainBefore is how long before the end of its run a node is drained.
+	// It must cover the drain itself and the wait for a slot of the
+	// disruption budget or for a drain window. Default 1h; from 1m to
+	// maxRunTime less 1m.
+	DrainBefore metav1.Duration `json:"drainBefore"`
+	// ReplacementTimeout bounds the wait, after a drain, for the evicted
+	// pods' replacements to be Running before the next node is drained.
+	// Default 5m; 10s to 1h.
+	ReplacementTimeout metav1.Duration `json:"replacementTimeout"`
 }
 
 // CloudConfig chooses the cloud provider.

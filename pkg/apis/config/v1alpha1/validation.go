@@ -79,6 +79,7 @@ func Validate(c *SpotterConfiguration) field.ErrorList {
 	errs = append(errs, validateDisruption(&c.Disruption, field.NewPath("disruption"))...)
 	errs = append(errs, validateRescheduler(&c.Rescheduler, field.NewPath("rescheduler"))...)
 	errs = append(errs, validateMigrator(&c.Migrator, field.NewPath("migrator"))...)
+	errs = append(errs, validatePreemptible(&c.Preemptible, field.NewPath("preemptible"))...)
 	errs = append(errs, ValidateAgent(&c.Agent, field.NewPath("agent"))...)
 	errs = append(errs, validatePricing(&c.Pricing, field.NewPath("pricing"))...)
 	errs = append(errs, validateManager(&c.Manager, field.NewPath("manager"))...)
@@ -173,6 +174,7 @@ func Warnings(c *SpotterConfiguration) []string {
 				"in MakeBeforeBreak mode the migrator can never replace a node; set cloud.provider to aws, gcp, azure or clusterapi (or kwok in the lab), or migrator.mode to DrainFirst")
 		}
 	}
+	out = append(out, preemptibleWarnings(c)...)
 	return out
 }
 
