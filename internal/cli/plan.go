@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net"
 	"net/url"
-	"slices"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -20,15 +18,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/clock"
 	"sigs.k8s.io/yaml"
 
 	"spotter.dev/spotter/internal/classify"
 	"spotter.dev/spotter/internal/cloud"
-	awsprovider "spotter.dev/spotter/internal/cloud/aws"
-	azureprovider "spotter.dev/spotter/internal/cloud/azure"
-	"spotter.dev/spotter/internal/cloud/clusterapi"
-	gcpprovider "spotter.dev/spotter/internal/cloud/gcp"
 	"spotter.dev/spotter/internal/plan"
 	"spotter.dev/spotter/internal/snapshot"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
@@ -118,7 +111,7 @@ func runPlan(ctx context.Context, o *planOptions, out, errOut io.Writer) error {
 		if snap, rc, client, err = readCluster(ctx, o); err != nil {
 			return err
 		}
-		instances = cloudInstances(ctx, cfg, rc, client, snap, errOut)
+		instances = readCloud(ctx, cfg, rc, client, snap.Nodes, errOut).instances
 	}
 	loaded := time.Since(start)
 
@@ -157,53 +150,6 @@ func parseBytes(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is not a size such as 512Mi, 1Gi or 600000000", s)
 	}
 	return q.Value(), nil
-}
-
-// cloudInstances asks the configured cloud provider (aws, gcp, azure or clusterapi) about
-// the nodes of snap, with current spot prices where the provider reads them,
-// for the plan's group, instance type and price columns. A provider that
-// cannot answer is a warning: the plan goes on without it.
-func cloudInstances(ctx context.Context, cfg *v1alpha1.SpotterConfiguration, rc *rest.Config, client kubernetes.Interface, snap *snapshot.Snapshot, errOut io.Writer) map[string]cloud.Instance {
-	var p cloud.Provider
-	var err error
-	switch cfg.Cloud.Provider {
-	case v1alpha1.ProviderAWS:
-		p, err = awsprovider.FromConfig(ctx, client, clock.RealClock{}, cfg.Cloud.AWS, cfg.Pricing)
-	case v1alpha1.ProviderGCP:
-		p, err = gcpprovider.FromConfig(ctx, client, clock.RealClock{}, cfg.Cloud.GCP, cfg.Pricing)
-	case v1alpha1.ProviderAzure:
-		p, err = azureprovider.FromConfig(ctx, client, clock.RealClock{}, cfg.Cloud.Azure, cfg.Pricing)
-	case v1alpha1.ProviderClusterAPI:
-		p, err = clusterapi.FromConfig(rc, client, clock.RealClock{}, cfg.Cloud.ClusterAPI, cfg.Pricing)
-	default:
-		return nil
-	}
-	if err == nil {
-		var instances map[string]cloud.Instance
-		if instances, err = p.Instances(ctx, snap.Nodes); err == nil {
-			pricer, ok := p.(interface {
-				RefreshPrices(context.Context, []string) error
-			})
-			if !ok {
-				return instances
-			}
-			types := map[string]bool{}
-			for _, inst := range instances {
-				if inst.Spot && inst.InstanceType != "" {
-					types[inst.InstanceType] = true
-				}
-			}
-			if err = pricer.RefreshPrices(ctx, slices.Sorted(maps.Keys(types))); err == nil {
-				// Known instances are cached: this asks the cloud nothing more.
-				instances, err = p.Instances(ctx, snap.Nodes)
-			}
-			if err == nil {
-				return instances
-			}
-		}
-	}
-	fmt.Fprintf(errOut, "warning: cloud provider %s: %v; the plan shows no node groups and only configured prices\n", cfg.Cloud.Provider, err)
-	return nil
 }
 
 // readCluster lists the objects the planner needs, and returns the REST

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"spotter.dev/spotter/internal/classify"
 	"spotter.dev/spotter/internal/sim"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
@@ -49,8 +50,10 @@ PodDisruptionBudgets and a daily load cycle, spot capacity and preemptions
 replayed from real AWS traces. It prints a table and writes report.json and
 report.html (self-contained, charts inline) into --out.
 
---from-cluster starts from a real cluster's nodes and workloads instead, with the
-prices of the configuration's pricing section. See docs/simulate.md.`,
+--from-cluster starts from a real cluster's nodes and workloads instead, priced
+as spotter plan prices them: by the configured cloud provider (cloud.provider)
+where it reads prices, else by the configuration's pricing section. See
+docs/simulate.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runSimulate(cmd.Context(), &o, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -88,11 +91,18 @@ func runSimulate(ctx context.Context, o *simulateOptions, out, errOut io.Writer)
 		if o.scenario != "" {
 			return errors.New("--from-cluster and --scenario exclude each other: the cluster is the scenario")
 		}
-		snap, _, _, err := readCluster(ctx, &o.plan)
+		snap, rc, client, err := readCluster(ctx, &o.plan)
 		if err != nil {
 			return err
 		}
-		if sc, opts, err = sim.FromCluster(snap, cfg.Pricing); err != nil {
+		classifier, err := classify.New(cfg.Classification, nil)
+		if err != nil {
+			return err
+		}
+		// Prices as spotter plan reads them: the configured provider's
+		// (configured ones first), else the configuration's.
+		c := readCloud(ctx, cfg, rc, client, snap.Nodes, errOut)
+		if sc, opts, err = sim.FromCluster(snap, sim.ClusterPrices{Pricing: cfg.Pricing, Price: c.price, Provider: c.provider, Classifier: classifier}); err != nil {
 			return err
 		}
 		fmt.Fprintf(errOut, "read %s; simulating them with the built-in spot markets\n", snap.Counts())
