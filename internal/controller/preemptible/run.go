@@ -16,13 +16,18 @@ const (
 	// it is as much late: drainBefore covers it.
 	FromRegistration = "registered"
 	// FromReady: the last transition of the Node's Ready condition to True,
-	// for a Node object older than a run: the VM behind it was replaced while
+	// for a Node object older than a run that became Ready again well after
+	// it registered (FirstReadyWithin): the VM behind it was replaced while
 	// the Node object stayed (GKE replaces the object with the VM; other
 	// setups may keep it), and the replacement became Ready then. A node that
 	// went NotReady and Ready again since (a lost heartbeat) is read as
 	// younger than it is.
 	FromReady = "last became Ready"
 )
+
+// FirstReadyWithin is how soon after its registration a node's first Ready
+// comes: a later Ready transition is another one, not the first.
+const FirstReadyWithin = 10 * time.Minute
 
 // Run is the current run of a node's VM, as read from the Node.
 type Run struct {
@@ -33,13 +38,14 @@ type Run struct {
 
 // RunOf reads the current run of node's VM at now: from its registration,
 // or, when the Node object is older than a run can be, from the last time it
-// became Ready, if that is within a run of now. Otherwise the run read from
-// the registration has ended long ago: the node is not a preemptible VM, or
-// its VM was replaced in a way the Node does not show.
+// became Ready, if that is more than FirstReadyWithin after the registration
+// and within a run of now. Otherwise the run read from the registration has
+// ended: the node is not a preemptible VM, or its VM was replaced in a way
+// the Node does not show.
 func RunOf(node *corev1.Node, maxRunTime time.Duration, now time.Time) Run {
 	start := node.CreationTimestamp.Time
 	if now.Sub(start) >= maxRunTime {
-		if ready := readySince(node); ready.After(start) && now.Sub(ready) < maxRunTime {
+		if ready := readySince(node); ready.Sub(start) > FirstReadyWithin && now.Sub(ready) < maxRunTime {
 			return Run{Start: ready, End: ready.Add(maxRunTime), From: FromReady}
 		}
 	}
@@ -47,21 +53,28 @@ func RunOf(node *corev1.Node, maxRunTime time.Duration, now time.Time) Run {
 }
 
 // readySince is when node's Ready condition last became True; zero when it
-// is not True.
+// is not True or does not say.
 func readySince(node *corev1.Node) time.Time {
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			if c.Status != corev1.ConditionTrue {
-				return time.Time{}
-			}
-			return c.LastTransitionTime.Time
-		}
+	if c := readyCondition(node); c != nil && c.Status == corev1.ConditionTrue {
+		return c.LastTransitionTime.Time
 	}
 	return time.Time{}
 }
 
 // ready reports whether node's Ready condition is True.
-func ready(node *corev1.Node) bool { return !readySince(node).IsZero() }
+func ready(node *corev1.Node) bool {
+	c := readyCondition(node)
+	return c != nil && c.Status == corev1.ConditionTrue
+}
+
+func readyCondition(node *corev1.Node) *corev1.NodeCondition {
+	for i := range node.Status.Conditions {
+		if node.Status.Conditions[i].Type == corev1.NodeReady {
+			return &node.Status.Conditions[i]
+		}
+	}
+	return nil
+}
 
 // State is where a preemptible node is in its run.
 type State string
