@@ -168,6 +168,9 @@ func runOne(ctx context.Context, sc *Scenario, name string, opts Options, progre
 		return Result{}, err
 	}
 	sched := &scheduler{w: w, e: e}
+	if u, ok := strategyImpl.(interface{ useScheduler(*scheduler) }); ok {
+		u.useScheduler(sched) // a seed that waits while pods are unschedulable
+	}
 	as := &autoscaler{w: w, e: e}
 	step := sc.Step.Duration
 	steps := int(sc.Duration.Duration / step)

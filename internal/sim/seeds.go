@@ -2,66 +2,241 @@ package sim
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	fwk "k8s.io/kube-scheduler/framework"
 
 	"spotter.dev/spotter/internal/plan"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
 
-// reschedulerSeed is k8s-spot-rescheduler (pusher/k8s-spot-rescheduler) as its
-// documentation describes it, with its default flags:
+// reschedulerSeed is k8s-spot-rescheduler (pusher/k8s-spot-rescheduler) as
+// its code (rescheduler.go, nodes/nodes.go, scaler/scaler.go at its last
+// commit, 2c20e24) runs with its default flags. Where its README and its code
+// differ, the code is followed.
 //
-//   - on-demand nodes carry a PreferNoSchedule taint (its README asks for one);
-//   - every housekeeping interval (10s: every step here), unless a drain ended
-//     less than --node-drain-delay (10m) ago: on-demand nodes are taken least
-//     requested CPU first, and for each, its pods are fitted one by one on the
-//     spot nodes, the one with the most free CPU first, with the predicates
-//     (here the planner's fit engine, the real filter plugins);
-//   - the first node whose pods all fit is drained: ToBeDeleted taint, every
-//     pod evicted through the Eviction API, each retried for
-//     --pod-eviction-timeout (2m); if one cannot be evicted the drain is
-//     abandoned and the taint removed: the pods already evicted stay evicted.
+//   - On-demand nodes carry a PreferNoSchedule taint (its README asks for one).
+//   - Its loop acts every --housekeeping-interval (10s), counted from the end
+//     of the previous round, the first 10s after the start. A round does
+//     nothing while --node-drain-delay (10m) since the end of the last drain
+//     has not passed, nor while any pod is unschedulable (Pending with the
+//     scheduler's Unschedulable condition: here, a pod the scheduler could not
+//     place at its last run and still unbound).
+//   - Otherwise on-demand nodes are taken least requested CPU first. For each,
+//     its pods, largest CPU request first, are fitted one by one on the spot
+//     nodes, taken in one order fixed at the start of the round: most
+//     requested CPU first (the fullest node first; its README says the
+//     opposite, its code sorts this way). Each pod goes to the first spot node
+//     that passes the predicates (here the planner's fit engine, the real
+//     filter plugins), and counts there for the next pods.
+//   - The first on-demand node whose pods all fit is drained, and the loop
+//     waits for the drain (it is synchronous): ToBeDeleted taint; every pod
+//     evicted through the Eviction API at once, each retried every 10s while
+//     --pod-eviction-timeout (2m) since the drain began has not passed. If one
+//     is still refused then, the drain fails: the taint is removed and the
+//     pods already evicted stay evicted (wasted evictions). If all are
+//     evicted, it checks every 5s until 5s after that timeout that none of
+//     them is on the node any more, and then removes the taint (the empty
+//     node is left to the autoscaler); pods still there then fail the drain.
+//     Success or failure, the drain delay starts when the drain ends.
 //
-// PodDisruptionBudgets are not simulated in its plan; the Eviction API still
-// enforces them, so a budget shows up as refused evictions and abandoned
-// drains (wasted evictions), not as violations.
+// It does not know about preemption notices (no agent runs in its world), and
+// PodDisruptionBudgets do not enter its plan (its drain filter reads them only
+// for kube-system pods, and only with a flag it leaves off); the Eviction API
+// still enforces them, so a budget shows up as refused evictions and failed
+// drains, not as violations.
+//
+// Time: the world moves once per step (one minute by default); the loop's own
+// times (rounds, eviction retries, checks, delays) are kept exactly, so one
+// step runs every round, retry and check whose time falls in it, each against
+// the world as the step has it (its own evictions of the step included; a pod
+// evicted leaves the node when its grace period ends, seen from the first
+// step after that).
 type reschedulerSeed struct {
-	e           *plan.Engine
-	lastDrain   time.Time
+	e *plan.Engine
+	// sched tells which pods the scheduler could not place.
+	sched *scheduler
+	// wake is the loop's next action; nextDrain the end of the drain delay.
+	wake, nextDrain time.Time
+	// lastVersion is the world's version when a whole round last found no
+	// node to drain (looked): a round on the same world finds the same.
 	lastVersion uint64
-	drain       *seedDrain
+	looked      bool
+	drain       *reschedulerDrain
+	// drains counts the drains started (for tests).
+	drains int
 }
 
-type seedDrain struct {
+// reschedulerDrain is a drain of k8s-spot-rescheduler's scaler.DrainNode.
+type reschedulerDrain struct {
 	node    *Node
 	pods    []*Pod
 	evicted map[*Pod]bool
-	until   time.Time
+	// retryUntil is the start plus --pod-eviction-timeout; waiting is set
+	// once every pod is evicted (the check for pods gone).
+	retryUntil time.Time
+	waiting    bool
 }
 
+// k8s-spot-rescheduler's defaults and constants.
 const (
-	seedTaint          = "node-role.kubernetes.io/worker"
-	seedDrainDelay     = 10 * time.Minute
-	seedEvictionTimout = 2 * time.Minute
+	seedTaint              = "node-role.kubernetes.io/worker"
+	seedHousekeeping       = 10 * time.Second // --housekeeping-interval
+	seedDrainDelay         = 10 * time.Minute // --node-drain-delay
+	seedEvictionTimeout    = 2 * time.Minute  // --pod-eviction-timeout
+	seedEvictionRetry      = 10 * time.Second // scaler.EvictionRetryTime
+	seedGonePoll           = 5 * time.Second  // DrainNode's check for pods gone
+	seedGoneGrace          = 5 * time.Second  // ... until this after retryUntil
+	seedDrainingTaintValue = "rescheduler"
 )
 
 func (s *reschedulerSeed) setup(w *World, e *plan.Engine) error {
 	s.e = e
+	s.wake, s.nextDrain = w.Now().Add(seedHousekeeping), w.Now()
 	w.setOnDemandTaint(&corev1.Taint{Key: seedTaint, Value: "true", Effect: corev1.TaintEffectPreferNoSchedule})
 	return nil
 }
 
+// useScheduler lets the rounds see which pods the scheduler could not place.
+func (s *reschedulerSeed) useScheduler(sched *scheduler) { s.sched = sched }
+
+// step runs every action of the loop whose time falls in the step.
 func (s *reschedulerSeed) step(ctx context.Context, w *World) error {
-	now := w.Now()
-	if d := s.drain; d != nil {
-		if !alive(w, d.node) {
-			s.drain, s.lastDrain = nil, now
-			return nil
+	end := w.Now().Add(w.sc.Step.Duration)
+	for s.wake.Before(end) {
+		next, err := s.act(ctx, w, s.wake)
+		if err != nil {
+			return err
 		}
+		s.wake = next
+	}
+	return nil
+}
+
+// act runs the loop's action due at time at and returns the time of the next.
+func (s *reschedulerSeed) act(ctx context.Context, w *World, at time.Time) (time.Time, error) {
+	if s.drain != nil {
+		return s.drainAt(w, at), nil
+	}
+	return s.round(ctx, w, at)
+}
+
+// unschedulable reports whether a pod is Pending as unschedulable.
+func (s *reschedulerSeed) unschedulable() bool {
+	if s.sched == nil {
+		return false
+	}
+	for _, p := range s.sched.unschedulable {
+		if p.Node == nil && !p.Terminating && !p.lost {
+			return true
+		}
+	}
+	return false
+}
+
+// round is one housekeeping round at time at.
+func (s *reschedulerSeed) round(ctx context.Context, w *World, at time.Time) (time.Time, error) {
+	next := at.Add(seedHousekeeping)
+	if at.Before(s.nextDrain) || s.unschedulable() {
+		return next, nil
+	}
+	if s.looked && w.version == s.lastVersion {
+		return next, nil
+	}
+	od, err := s.drainable(ctx, w)
+	if err != nil || od == nil {
+		s.looked, s.lastVersion = err == nil, w.version
+		return next, err
+	}
+	pods := movable(od)
+	sortByCPU(pods)
+	w.SetDraining(od, seedDrainingTaintValue)
+	s.drain = &reschedulerDrain{node: od, pods: pods, evicted: map[*Pod]bool{}, retryUntil: at.Add(seedEvictionTimeout)}
+	s.drains++
+	return s.drainAt(w, at), nil
+}
+
+// drainable is the first on-demand node, least requested CPU first, whose
+// pods all fit on the spot nodes as the seed fits them; nil when none.
+func (s *reschedulerSeed) drainable(ctx context.Context, w *World) (*Node, error) {
+	ods := onDemandNodes(w)
+	sort.SliceStable(ods, func(i, j int) bool { return requestedCPU(ods[i]) < requestedCPU(ods[j]) })
+	nodes, isSpot := spotFirst(w)
+	for _, od := range ods {
+		pods := movable(od)
+		if len(pods) == 0 {
+			continue
+		}
+		placed, err := s.fit(ctx, w, od, pods, nodes, isSpot)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.ContainsFunc(placed, func(pl plan.Placement) bool { return pl.Node == "" }) {
+			return od, nil
+		}
+	}
+	return nil, nil
+}
+
+// spotFirst orders the Ready nodes as a round sees them: the spot nodes,
+// most requested CPU first (the order stays for the whole round), then the
+// others, which count for spread and affinity but receive nothing.
+func spotFirst(w *World) ([]*corev1.Node, map[string]bool) {
+	var spot, other []*Node
+	for _, n := range w.ReadyNodes() {
+		if n.Spot() {
+			spot = append(spot, n)
+		} else {
+			other = append(other, n)
+		}
+	}
+	sort.SliceStable(spot, func(i, j int) bool { return requestedCPU(spot[i]) > requestedCPU(spot[j]) })
+	isSpot := make(map[string]bool, len(spot))
+	for _, n := range spot {
+		isSpot[n.Name] = true
+	}
+	return nodeObjs(append(spot, other...)), isSpot
+}
+
+// fit places the pods of on-demand node od, largest CPU request first, each
+// on the first spot node of nodes' order that passes the filter plugins (the
+// seed's canDrainNode and findSpotNodeForPod); it sorts pods.
+func (s *reschedulerSeed) fit(ctx context.Context, w *World, od *Node, pods []*Pod, nodes []*corev1.Node, isSpot map[string]bool) ([]plan.Placement, error) {
+	sortByCPU(pods)
+	var others []*corev1.Pod
+	for _, p := range w.pods {
+		if p.Node != nil && p.Node != od {
+			others = append(others, p.Obj)
+		}
+	}
+	pending := make([]*corev1.Pod, len(pods))
+	for i, p := range pods {
+		c := *p.Obj
+		c.Spec.NodeName = ""
+		pending[i] = &c
+	}
+	// Pick nil: the first node that passes, in the order of Nodes.
+	return s.e.Schedule(ctx, plan.ScheduleRequest{Nodes: nodes, Pods: others, Pending: pending,
+		Eligible: func(n *corev1.Node) bool { return isSpot[n.Name] }})
+}
+
+// sortByCPU orders pods largest CPU request first, as the seed orders each
+// node's pods (stable: equal requests keep their order).
+func sortByCPU(pods []*Pod) {
+	sort.SliceStable(pods, func(i, j int) bool { return pods[i].App.cpu > pods[j].App.cpu })
+}
+
+// drainAt advances the drain at time at (an eviction attempt or a check for
+// pods gone) and returns the time of the loop's next action.
+func (s *reschedulerSeed) drainAt(w *World, at time.Time) time.Time {
+	d := s.drain
+	if !alive(w, d.node) {
+		// The pods are gone with the node: the check succeeds.
+		return s.endDrain(w, at)
+	}
+	if !d.waiting {
 		left := 0
 		for _, p := range d.pods {
 			if d.evicted[p] {
@@ -73,82 +248,43 @@ func (s *reschedulerSeed) step(ctx context.Context, w *World) error {
 			}
 			d.evicted[p] = true
 		}
-		switch {
-		case left == 0:
-			w.SetDraining(d.node, "")
-			s.drain, s.lastDrain = nil, now
-		case !now.Before(d.until):
-			w.m.wastedEvictions(len(d.evicted))
-			w.SetDraining(d.node, "")
-			s.drain, s.lastDrain = nil, now
-		}
-		return nil
-	}
-	if !s.lastDrain.IsZero() && now.Sub(s.lastDrain) < seedDrainDelay {
-		return nil
-	}
-	if w.version == s.lastVersion {
-		return nil // nothing changed since the last look found nothing
-	}
-	s.lastVersion = w.version
-	ods := onDemandNodes(w)
-	sort.SliceStable(ods, func(i, j int) bool { return requestedCPU(ods[i]) < requestedCPU(ods[j]) })
-	isSpot := func(n *corev1.Node) bool {
-		return n.Labels[NodeGroupLabel] != "" && w.groupOf(n.Name).Spot && !w.NodeByName(n.Name).Noticed()
-	}
-	nodes := nodeObjs(w.ReadyNodes())
-	for _, od := range ods {
-		pods := movable(od)
-		if len(pods) == 0 {
-			continue
-		}
-		var others []*corev1.Pod
-		for _, p := range w.pods {
-			if p.Node != nil && p.Node != od {
-				others = append(others, p.Obj)
+		if left > 0 {
+			// Each refused pod is tried again after the retry time if the
+			// timeout has not passed by then; else its eviction fails then.
+			retry := at.Add(seedEvictionRetry)
+			if retry.Before(d.retryUntil) {
+				return retry
 			}
+			w.m.wastedEvictions(len(d.evicted))
+			return s.endDrain(w, retry)
 		}
-		pending := make([]*corev1.Pod, len(pods))
-		for i, p := range pods {
-			c := *p.Obj
-			c.Spec.NodeName = ""
-			pending[i] = &c
-		}
-		placed, err := s.e.Schedule(ctx, plan.ScheduleRequest{Nodes: nodes, Pods: others, Pending: pending, Eligible: isSpot, Pick: mostFreeCPU})
-		if err != nil {
-			return err
-		}
-		fits := true
-		for _, pl := range placed {
-			fits = fits && pl.Node != ""
-		}
-		if !fits {
-			continue
-		}
-		w.SetDraining(od, "rescheduler")
-		s.drain = &seedDrain{node: od, pods: pods, evicted: map[*Pod]bool{}, until: now.Add(seedEvictionTimout)}
-		return s.step(ctx, w)
+		d.waiting = true
 	}
-	return nil
+	gone := true
+	for _, p := range d.pods {
+		if p.Node == d.node {
+			gone = false
+			break
+		}
+	}
+	if gone {
+		return s.endDrain(w, at)
+	}
+	if check := at.Add(seedGonePoll); check.Before(d.retryUntil.Add(seedGoneGrace)) {
+		return check
+	}
+	return s.endDrain(w, at.Add(seedGonePoll))
 }
 
-// mostFreeCPU picks the spot node with the most CPU left.
-func mostFreeCPU(_ *corev1.Pod, feasible []fwk.NodeInfo) int {
-	best, bestFree := 0, int64(-1)
-	for i, ni := range feasible {
-		if free := ni.GetAllocatable().GetMilliCPU() - ni.GetRequested().GetMilliCPU(); free > bestFree {
-			best, bestFree = i, free
-		}
+// endDrain ends the drain at time at: the taint goes, the drain delay starts,
+// and the next round comes one housekeeping interval later.
+func (s *reschedulerSeed) endDrain(w *World, at time.Time) time.Time {
+	if alive(w, s.drain.node) {
+		w.SetDraining(s.drain.node, "")
 	}
-	return best
-}
-
-// groupOf returns the node group of a node of the world.
-func (w *World) groupOf(node string) *Group {
-	if n := w.NodeByName(node); n != nil {
-		return n.Group
-	}
-	return &Group{}
+	s.drain, s.looked = nil, false
+	s.nextDrain = at.Add(seedDrainDelay)
+	return at.Add(seedHousekeeping)
 }
 
 // migratorSeed is cost-manager's spot-migrator (hsbc/cost-manager) as its
@@ -173,8 +309,14 @@ type migratorSeed struct {
 	next     time.Time
 	running  bool
 	before   map[*Node]bool
-	drain    *seedDrain
+	drain    *migratorDrain
 	started  time.Time
+}
+
+// migratorDrain is the node a migration run drains.
+type migratorDrain struct {
+	node    *Node
+	evicted map[*Pod]bool
 }
 
 func (s *migratorSeed) setup(w *World, _ *plan.Engine) error {
@@ -235,7 +377,7 @@ func (s *migratorSeed) step(_ context.Context, w *World) error {
 	}
 	target := ods[0]
 	w.Cordon(target, true)
-	s.drain = &seedDrain{node: target, evicted: map[*Pod]bool{}}
+	s.drain = &migratorDrain{node: target, evicted: map[*Pod]bool{}}
 	s.started = now
 	return s.step(context.Background(), w)
 }
