@@ -21,8 +21,9 @@ type retailEntry struct {
 // RefreshPrices implements cloud.PriceReader: the Linux pay-as-you-go
 // prices (on-demand and Spot) of sizes from the Retail Prices API, in every
 // region where a VM or scale set is known, for those read longer than
-// PriceTTL ago: one query (and its pages) per region and 20 sizes. Without
-// a Retail Prices client it does nothing.
+// PriceTTL ago and not priced by the configuration (spot and on-demand):
+// one query (and its pages) per region and 20 sizes. Without a Retail
+// Prices client it does nothing.
 func (p *Provider) RefreshPrices(ctx context.Context, sizes []string) error {
 	if p.retail == nil {
 		return nil
@@ -47,6 +48,9 @@ func (p *Provider) RefreshPrices(ctx context.Context, sizes []string) error {
 	for _, r := range regions {
 		for _, s := range sizes {
 			e, ok := p.retailPrices[retailKey{r, strings.ToLower(s)}]
+			if conf := p.opts.Pricing.InstanceTypes[s]; conf.OnDemand > 0 && conf.Spot > 0 {
+				continue
+			}
 			if s != "" && (!ok || now.Sub(e.at) >= p.opts.PriceTTL) && !slices.Contains(stale[r], s) {
 				stale[r] = append(stale[r], s)
 			}

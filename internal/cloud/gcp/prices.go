@@ -257,8 +257,9 @@ func regionOf(zone string) string {
 // RefreshPrices implements cloud.PriceReader: the sizes of machineTypes not
 // read yet (machineTypes.get, cached for good), and, when the prices are
 // older than PriceTTL, the Compute Engine service's SKUs of the Cloud
-// Billing Catalog in one paged list. Without a catalog client it reads
-// sizes only. A failed read of sizes does not stop the catalog's; both
+// Billing Catalog in one paged list; not when the configuration prices
+// every one of machineTypes, spot and on-demand. Without a catalog client
+// it reads sizes only. A failed read of sizes does not stop the catalog's; both
 // errors are returned.
 func (p *Provider) RefreshPrices(ctx context.Context, machineTypes []string) error {
 	sizeErr := p.learnSizes(ctx, machineTypes)
@@ -269,7 +270,7 @@ func (p *Provider) RefreshPrices(ctx context.Context, machineTypes []string) err
 	p.mu.Lock()
 	fresh := p.prices != nil && now.Sub(p.prices.at) < p.opts.PriceTTL
 	p.mu.Unlock()
-	if fresh {
+	if fresh || !slices.ContainsFunc(machineTypes, p.unconfigured) {
 		return sizeErr
 	}
 	t, err := p.readCatalog(ctx)
@@ -308,10 +309,9 @@ func (p *Provider) learnSizes(ctx context.Context, machineTypes []string) error 
 	for _, t := range machineTypes {
 		_, known := p.machineTypes[t]
 		unknownAt, unknown := p.unknownTypes[t]
-		conf := p.opts.Pricing.InstanceTypes[t]
 		switch {
 		case known, t == "", customType.MatchString(t), slices.Contains(missing, t),
-			unknown && now.Sub(unknownAt) < p.opts.PriceTTL, conf.OnDemand > 0 && conf.Spot > 0:
+			unknown && now.Sub(unknownAt) < p.opts.PriceTTL, !p.unconfigured(t):
 			continue
 		}
 		missing = append(missing, t)
@@ -370,6 +370,13 @@ func (p *Provider) readCatalog(ctx context.Context) (*priceTable, error) {
 			t.add(keys, res, price)
 		}
 	}
+}
+
+// unconfigured reports whether the configuration lacks a spot or an
+// on-demand price of machineType.
+func (p *Provider) unconfigured(machineType string) bool {
+	conf := p.opts.Pricing.InstanceTypes[machineType]
+	return conf.OnDemand <= 0 || conf.Spot <= 0
 }
 
 // catalogRetries is how many times a throttled catalog page is asked again.

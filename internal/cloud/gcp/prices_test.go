@@ -82,6 +82,9 @@ func TestPricesFromCatalog(t *testing.T) {
 		types = append(types, i.InstanceType)
 	}
 	l.emu.ResetCalls()
+	if err := l.p.RefreshPrices(ctx, []string{"e2-standard-4"}); err != nil || len(l.emu.AllCalls()) != 0 {
+		t.Errorf("a refresh of configured types only: %v, calls %v, want none", err, l.emu.AllCalls())
+	}
 	if err := l.p.RefreshPrices(ctx, types); err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +200,7 @@ func TestCatalogPagingAndThrottling(t *testing.T) {
 
 	// Another error (the API not enabled in the project) is returned as it is.
 	l.emu.FailNext(gcpapi.BillingMethod, gcpapi.APIError{Code: http.StatusForbidden, Reason: "accessNotConfigured", Message: "Cloud Billing API has not been used in project 1"})
-	if err := l.p.RefreshPrices(ctx, nil); err == nil || cloud.IsThrottled(err) {
+	if err := l.p.RefreshPrices(ctx, []string{"n2-standard-4"}); err == nil || cloud.IsThrottled(err) {
 		t.Errorf("403: %v", err)
 	}
 }
