@@ -439,3 +439,45 @@ func BenchmarkInstances5000(b *testing.B) {
 	b.ReportMetric(float64(cold.Milliseconds())/float64(b.N), "ms-cold")
 	b.ReportMetric(float64(warm.Microseconds())/float64(b.N), "µs-warm")
 }
+
+// A spot price refresh through the SDK against the emulator: 30 instance
+// types, each with a price in 6 zones (and an older one each), in one
+// paged DescribeSpotPriceHistory.
+//
+//	go test ./internal/cloud/aws -run '^$' -bench PriceRefresh -benchtime 5x
+func BenchmarkPriceRefresh(b *testing.B) {
+	clk := testingclock.NewFakeClock(epoch)
+	emu := awsapi.New(awsapi.Options{Clock: clk})
+	srv := httptest.NewServer(emu)
+	b.Cleanup(srv.Close)
+	for k, v := range map[string]string{
+		"AWS_ENDPOINT_URL": srv.URL, "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret",
+		"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+	} {
+		b.Setenv(k, v)
+	}
+	var types []string
+	for i := range 30 {
+		typ := fmt.Sprintf("m%d.%dxlarge", 5+i%3, 2+i/3)
+		types = append(types, typ)
+		for _, z := range []string{"a", "b", "c", "d", "e", "f"} {
+			emu.SetSpotPrice(typ, "us-east-1"+z, 0.05+float64(i)/1000, epoch.Add(-2*time.Hour))
+			emu.SetSpotPrice(typ, "us-east-1"+z, 0.06+float64(i)/1000, epoch.Add(-time.Hour))
+		}
+	}
+	p, err := FromConfig(context.Background(), nil, clk, v1alpha1.AWSConfig{ClusterName: "bench"}, v1alpha1.PricingConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for b.Loop() {
+		clk.Step(2 * time.Hour) // every refresh asks again
+		if err := p.RefreshPrices(ctx, types); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, ok := p.InstanceTypePrice(types[29], "", "us-east-1f", true); !ok {
+		b.Fatal("no price")
+	}
+	b.ReportMetric(float64(emu.Calls("DescribeSpotPriceHistory"))/float64(b.N), "spot-price-calls/op")
+}

@@ -199,3 +199,43 @@ func TestLinuxPrice(t *testing.T) {
 		t.Errorf("prices %v, want on-demand 0.192 (the latest Linux consumption price of the primary region) and spot 0.04", out)
 	}
 }
+
+// A price refresh over HTTP against the emulator: 30 VM sizes in 3
+// regions (eastus, westeurope and one of 3,000 made-up sizes' prices),
+// one query per region and 20 sizes, pages of 1,000.
+//
+//	go test ./internal/cloud/azure -run '^$' -bench PriceRefresh -benchtime 5x
+func BenchmarkPriceRefresh(b *testing.B) {
+	l := newLab(b, prodGroups, azureapi.Options{})
+	c, err := NewRetailPrices(l.url, 4, 10*time.Millisecond, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	l.p.WithRetailPrices(c)
+	l.emu.SetRetailPrices(append(append(azureapi.DefaultRetailPrices(), azureapi.FillerRetailPrices("northeurope", 3000)...),
+		azureapi.FillerRetailPrices("westeurope", 3000)...))
+	for _, loc := range []string{"eastus", "westeurope", "northeurope"} {
+		if err := l.emu.CreateScaleSet(azureapi.ScaleSet{Subscription: sub, ResourceGroup: rg, Name: "aks-" + loc + "-vmss", Location: loc, SKU: "Standard_D4s_v5"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	if _, err := l.p.NodeGroups(ctx); err != nil {
+		b.Fatal(err)
+	}
+	sizes := []string{"Standard_D2s_v5", "Standard_D8s_v5", "Standard_E4s_v5", "Standard_B2s"}
+	for i := range 26 {
+		sizes = append(sizes, fmt.Sprintf("Standard_X%d_v9", i*100))
+	}
+	l.emu.ResetCalls()
+	for b.Loop() {
+		l.clock.Step(2 * time.Hour) // every refresh asks again
+		if err := l.p.RefreshPrices(ctx, sizes); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, ok := l.p.InstanceTypePrice("Standard_X2500_v9", "westeurope", "", false); !ok {
+		b.Fatal("no price")
+	}
+	b.ReportMetric(float64(l.emu.Calls(azureapi.RetailMethod))/float64(b.N), "retail-calls/op")
+}

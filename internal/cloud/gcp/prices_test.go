@@ -264,3 +264,34 @@ func TestParseDescription(t *testing.T) {
 		}
 	}
 }
+
+// A price refresh through the official client against the emulator: one
+// paged list of a catalog of 40,000 SKUs (pages of 5,000), parsed into
+// rates, and the size of one machine type.
+//
+//	go test ./internal/cloud/gcp -run '^$' -bench PriceRefresh -benchtime 5x
+func BenchmarkPriceRefresh(b *testing.B) {
+	l := newLab(b, prodGroups)
+	l.emu.SetSKUs(append(gcpapi.FillerSKUs(40_000-len(gcpapi.DefaultSKUs())), gcpapi.DefaultSKUs()...))
+	i, err := l.emu.AddInstance(gcpapi.Instance{Project: project, Zone: "us-central1-a", Name: "n2", MachineType: "n2-standard-4"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	nodes := []*corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: i.Name}, Spec: corev1.NodeSpec{ProviderID: i.ProviderID()}}}
+	ctx := context.Background()
+	if _, err := l.p.Instances(ctx, nodes); err != nil {
+		b.Fatal(err)
+	}
+	l.emu.ResetCalls()
+	for b.Loop() {
+		l.clock.Step(2 * time.Hour) // every refresh reads the catalog
+		if err := l.p.RefreshPrices(ctx, []string{"n2-standard-4"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, ok := l.p.InstanceTypePrice("n2-standard-4", "us-central1", "", false); !ok {
+		b.Fatal("no price")
+	}
+	b.ReportMetric(float64(l.emu.Calls(gcpapi.BillingMethod))/float64(b.N), "catalog-calls/op")
+	b.ReportMetric(float64(l.p.prices.skus), "skus")
+}
