@@ -19,6 +19,7 @@ import (
 	"spotter.dev/spotter/internal/classify"
 	"spotter.dev/spotter/internal/controller/labeler"
 	"spotter.dev/spotter/internal/controller/migrator"
+	"spotter.dev/spotter/internal/controller/preemptible"
 	"spotter.dev/spotter/internal/drain"
 )
 
@@ -35,6 +36,16 @@ func Strip(node *corev1.Node) []string {
 		}
 		delete(node.Annotations, drain.DrainingAnnotation)
 		changes = append(changes, "remove annotation "+drain.DrainingAnnotation)
+	}
+	// The preemptible controller's record of a drained node; the cordon only
+	// when its drain made it.
+	if _, ok := node.Annotations[preemptible.DrainedAnnotation]; ok {
+		if r, err := preemptible.RecordOf(node); err == nil && r != nil && r.Cordoned && node.Spec.Unschedulable {
+			node.Spec.Unschedulable = false
+			changes = append(changes, "uncordon (cordoned by the preemptible controller's drain)")
+		}
+		delete(node.Annotations, preemptible.DrainedAnnotation)
+		changes = append(changes, "remove annotation "+preemptible.DrainedAnnotation)
 	}
 	if _, ok := node.Annotations[interrupt.Annotation]; ok {
 		if interrupt.CordonedByAgent(node) && node.Spec.Unschedulable {

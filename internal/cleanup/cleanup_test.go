@@ -12,6 +12,7 @@ import (
 	"spotter.dev/spotter/internal/classify"
 	"spotter.dev/spotter/internal/controller/labeler"
 	"spotter.dev/spotter/internal/controller/migrator"
+	"spotter.dev/spotter/internal/controller/preemptible"
 	"spotter.dev/spotter/internal/drain"
 )
 
@@ -67,6 +68,19 @@ func TestStrip(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{interrupt.Annotation: `{"notices":{},"cordoned":true}`}},
 			Spec:       corev1.NodeSpec{Unschedulable: true},
 		},
+	}, {
+		name: "the preemptible controller's cordon goes with its record",
+		node: corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{preemptible.DrainedAnnotation: `{"at":"2026-01-01T00:00:00Z","runEnd":"2026-01-01T01:00:00Z","cordoned":true}`}},
+			Spec:       corev1.NodeSpec{Unschedulable: true},
+		},
+	}, {
+		name: "a preemptible record of a node cordoned by someone else: the cordon stays",
+		node: corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{preemptible.DrainedAnnotation: `{"at":"2026-01-01T00:00:00Z","runEnd":"2026-01-01T01:00:00Z"}`}},
+			Spec:       corev1.NodeSpec{Unschedulable: true},
+		},
+		unschedulable: true,
 	}, {
 		name: "an unreadable drain mark goes, the cordon stays",
 		node: corev1.Node{
