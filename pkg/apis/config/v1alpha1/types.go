@@ -303,8 +303,10 @@ type AzureConfig struct {
 	// system-assigned identity (or the only user-assigned one).
 	ManagedIdentityClientID string `json:"managedIdentityClientID"`
 	// Endpoint overrides the Azure Resource Manager endpoint, for tests and
-	// proxies. An http:// endpoint is spoken to without credentials; an
-	// https:// one with them. Empty (the default): Azure's public cloud.
+	// proxies; the public Retail Prices API (prices) is read at the same
+	// address, without credentials. An http:// endpoint is spoken to without
+	// credentials; an https:// one with them. Empty (the default): Azure's
+	// public cloud.
 	Endpoint string `json:"endpoint"`
 }
 
@@ -346,9 +348,10 @@ type GCPConfig struct {
 	// their sizes; a group two entries select takes the first one's sizes.
 	// At least one with provider gcp.
 	NodeGroups []GCPNodeGroup `json:"nodeGroups"`
-	// Endpoint overrides the base URL of the Compute Engine API, for tests
-	// and proxies. An http:// endpoint is spoken to without credentials; an
-	// https:// one with them. Empty (the default): Google's.
+	// Endpoint overrides the base URL of the Compute Engine API and of the
+	// Cloud Billing Catalog API (prices), for tests and proxies. An http://
+	// endpoint is spoken to without credentials; an https:// one with them.
+	// Empty (the default): Google's.
 	Endpoint string `json:"endpoint"`
 }
 
