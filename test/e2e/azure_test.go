@@ -268,4 +268,22 @@ func TestAzureAllocationFailureDrainsNothing(t *testing.T) {
 	if found != 3 {
 		t.Errorf("%d nodes of scale set %s with size and price in the plan, want 3:\n%s%s", found, group, out.String(), errOut.String())
 	}
+
+	// Without a configured price, the price comes from the Retail Prices
+	// API (on the emulator, at cloud.azure.endpoint): Linux, westeurope.
+	want := 0.0
+	for _, it := range l.emu.RetailPrices() {
+		if it.ArmRegionName == "westeurope" && it.SkuName == "D4s v5" && it.Type == "Consumption" && !strings.Contains(it.ProductName, "Windows") {
+			want = it.USD
+		}
+	}
+	fromCloud := 0
+	for _, n := range planWithout(t, l.env.Kubeconfig, filepath.Join(l.dir, "spotter.yaml"), "    Standard_D4s_v5: {onDemand: 0.192, spot: 0.04}\n").Nodes {
+		if n.NodeGroup == group && n.HourlyPrice == want && want != 0.192 {
+			fromCloud++
+		}
+	}
+	if fromCloud != 3 || l.emu.Calls(azureapi.RetailMethod) != 1 {
+		t.Errorf("%d on-demand nodes priced %v from the Retail Prices API (%d calls: want one, by the plan whose configuration lacks a price), want 3", fromCloud, want, l.emu.Calls(azureapi.RetailMethod))
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -257,5 +258,28 @@ func TestGCPSpotShortageDrainsNothing(t *testing.T) {
 	}
 	if groups != 3 {
 		t.Errorf("%d nodes of group %s/gke-lab-od-a with type and price in the plan, want 3:\n%s%s", groups, gcpLabZone, out.String(), errOut.String())
+	}
+
+	// Without a configured price, the price comes from the Cloud Billing
+	// Catalog (on the emulator, at cloud.gcp.endpoint): 4 vCPUs and 16 GiB
+	// at E2's on-demand rates in us-central1.
+	rate := func(desc string) float64 {
+		for _, s := range l.emu.SKUs() {
+			if s.Description == desc && s.Regions[0] == "us-central1" {
+				return s.USD
+			}
+		}
+		t.Fatalf("no SKU %q", desc)
+		return 0
+	}
+	want := 4*rate("E2 Instance Core running in Americas") + 16*rate("E2 Instance Ram running in Americas")
+	fromCloud := 0
+	for _, n := range planWithout(t, l.env.Kubeconfig, filepath.Join(l.dir, "spotter.yaml"), "    e2-standard-4: {onDemand: 0.134, spot: 0.04}\n").Nodes {
+		if n.NodeGroup == gcpLabZone+"/gke-lab-od-a" && math.Abs(n.HourlyPrice-want) < 1e-6 && n.HourlyPrice != 0.134 {
+			fromCloud++
+		}
+	}
+	if fromCloud != 3 || l.emu.Calls(gcpapi.BillingMethod) != 1 {
+		t.Errorf("%d on-demand nodes priced %v from the catalog (%d catalog lists: want one, by the plan whose configuration lacks a price), want 3", fromCloud, want, l.emu.Calls(gcpapi.BillingMethod))
 	}
 }
