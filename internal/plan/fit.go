@@ -140,10 +140,17 @@ func newFitter(ctx context.Context, s *snapshot.Snapshot, nodeOf []int32, destin
 		return nil, fmt.Errorf("default scheduler configuration: %w", err)
 	}
 	f := &fitter{views: &viewLister{}, resources: newResourceMemo(), nsLabels: map[string]labels.Set{}, nsLister: factory.Core().V1().Namespaces().Lister(), logger: logger}
+	// A framework starts a goroutine (its metrics recorder, flushing every
+	// second) that runs until the context it was built with ends: with the
+	// caller's context, a controller that plans every minute gathered
+	// thousands of them. The filter plugins used here need nothing of that
+	// context once built: it ends when the frameworks are.
+	fwCtx, stop := context.WithCancel(ctx)
+	defer stop()
 	build := func(plugins ...string) (framework.Framework, error) {
 		profile := cfg.Profiles[0]
 		profile.Plugins = only(profile.Plugins, plugins)
-		fw, err := frameworkruntime.NewFramework(ctx, inTreeRegistry, &profile,
+		fw, err := frameworkruntime.NewFramework(fwCtx, inTreeRegistry, &profile,
 			frameworkruntime.WithInformerFactory(factory),
 			frameworkruntime.WithSnapshotSharedLister(f.views),
 			frameworkruntime.WithLogger(logger),
