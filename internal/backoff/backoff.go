@@ -52,8 +52,14 @@ type Backoff struct {
 	// Jitter, between 0 and 1, spreads each wait at random over
 	// [wait·(1-Jitter), wait], so that many clients do not retry in step.
 	Jitter float64
+	// Seed, when not 0, draws the jitter from a sequence of its own seeded
+	// with it instead of the process's random source: waits then repeat for
+	// the same seed (the drain engine seeds each pod's retries from its UID,
+	// so that a simulation replays exactly, while pods still spread out).
+	Seed uint64
 
 	failures int
+	rng      *rand.Rand
 }
 
 // Next records one more failure and returns the wait before the next try.
@@ -61,7 +67,14 @@ func (b *Backoff) Next() time.Duration {
 	b.failures++
 	d := Delay(b.Initial, b.Max, b.failures)
 	if b.Jitter > 0 && d > 0 {
-		d -= time.Duration(rand.Float64() * min(b.Jitter, 1) * float64(d))
+		r := rand.Float64
+		if b.Seed != 0 {
+			if b.rng == nil {
+				b.rng = rand.New(rand.NewPCG(b.Seed, 0x9e3779b97f4a7c15))
+			}
+			r = b.rng.Float64
+		}
+		d -= time.Duration(r() * min(b.Jitter, 1) * float64(d))
 	}
 	return d
 }

@@ -1,6 +1,7 @@
 package backoff
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -98,5 +99,31 @@ func TestCooldown(t *testing.T) {
 	}
 	if !c.Until.After(now) {
 		t.Fatalf("after 31 failures with a 24h base the cooldown ends at %v, before now", c.Until)
+	}
+}
+
+// A seeded backoff repeats its jittered waits; another seed gives others,
+// each within [wait·(1-Jitter), wait].
+func TestSeededJitterRepeats(t *testing.T) {
+	waits := func(seed uint64) []time.Duration {
+		b := Backoff{Initial: time.Second, Max: time.Minute, Jitter: 0.5, Seed: seed}
+		var out []time.Duration
+		for range 8 {
+			out = append(out, b.Next())
+		}
+		return out
+	}
+	a, again, other := waits(7), waits(7), waits(8)
+	if !slices.Equal(a, again) {
+		t.Errorf("seed 7 gave %v, then %v", a, again)
+	}
+	if slices.Equal(a, other) {
+		t.Errorf("seeds 7 and 8 gave the same waits %v", a)
+	}
+	for i, d := range a {
+		full := Delay(time.Second, time.Minute, i+1)
+		if d > full || d < full/2 {
+			t.Errorf("wait %d = %s, want within [%s, %s]", i+1, d, full/2, full)
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"sort"
 	"strings"
 	"sync"
@@ -369,7 +370,7 @@ func (d *Drainer) evictWithRetry(ctx context.Context, req Request, p *corev1.Pod
 			return fmt.Errorf("not evicted: %w", err)
 		}
 	}
-	retry := backoff.Backoff{Initial: initial, Max: maxBackoff, Jitter: 0.5}
+	retry := backoff.Backoff{Initial: initial, Max: maxBackoff, Jitter: 0.5, Seed: seedOf(p.UID)}
 	var refused error // the last refusal, reported if time runs out mid-request
 	for {
 		err := d.client.CoreV1().Pods(p.Namespace).EvictV1(ctx, &policyv1.Eviction{
@@ -399,6 +400,14 @@ func (d *Drainer) evictWithRetry(ctx context.Context, req Request, p *corev1.Pod
 			return fmt.Errorf("eviction still refused when time ran out: %w: %w", err, context.Cause(ctx))
 		}
 	}
+}
+
+// seedOf seeds a pod's retry jitter from its UID (never 0, which would mean
+// the process's random source).
+func seedOf(uid types.UID) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(uid))
+	return h.Sum64() | 1
 }
 
 // grace returns the grace period to request for p: its own, capped by
