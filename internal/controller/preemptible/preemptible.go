@@ -33,6 +33,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -187,6 +188,7 @@ func (c *Controller) Cycle(ctx context.Context) time.Duration {
 	}
 	all := c.assess(ctx, list.Items, now)
 	count(all)
+	c.forgetGone(all)
 	var due []Assessment
 	unfinished := map[string]bool{}
 	for _, a := range all {
@@ -461,6 +463,22 @@ func (c *Controller) reportDryRun(ctx context.Context, due []Assessment) {
 			"dry run: would drain this node, %d of %d due: its preemptible VM's run ends at %s, %s after it %s", i+1, len(due),
 			a.Run.End.UTC().Format(time.RFC3339), c.opts.MaxRunTime, a.Run.From)
 	}
+}
+
+// forgetGone drops what the controller remembers of nodes that are no
+// longer preemptible nodes of the cluster.
+func (c *Controller) forgetGone(all []Assessment) {
+	present := make(map[string]bool, len(all))
+	for _, a := range all {
+		present[a.Node.Name] = true
+	}
+	for _, m := range []map[string]string{c.failed, c.blocked} {
+		maps.DeleteFunc(m, func(node, _ string) bool { return !present[node] })
+	}
+	for _, m := range []map[string]time.Time{c.ended, c.wouldDrain} {
+		maps.DeleteFunc(m, func(node string, _ time.Time) bool { return !present[node] })
+	}
+	maps.DeleteFunc(c.failures, func(node string, _ backoff.Cooldown) bool { return !present[node] })
 }
 
 // block records why the due nodes wait.

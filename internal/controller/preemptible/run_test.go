@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"spotter.dev/spotter/internal/backoff"
 	tu "spotter.dev/spotter/internal/testutil"
 )
 
@@ -120,5 +121,23 @@ func TestNextDrainAt(t *testing.T) {
 	}
 	if got := NextDrainAt(all[:1], now); !got.IsZero() {
 		t.Errorf("only a due node: next drain at %s, want none", got)
+	}
+}
+
+// What the controller remembers of a node goes with the node.
+func TestForgetGone(t *testing.T) {
+	c := New(nil, nil, nil, nil, nil, nil, nil, Options{Timing: timing})
+	for _, n := range []string{"kept", "gone"} {
+		c.failed[n], c.blocked[n], c.ended[n], c.wouldDrain[n] = "x", "y", t0, t0
+		c.failures[n] = backoff.Cooldown{Failures: 1}
+	}
+	c.forgetGone([]Assessment{timing.Assess(node("kept", t0, t0, ""), nil, t0)})
+	for name, m := range map[string]int{"failed": len(c.failed), "blocked": len(c.blocked), "ended": len(c.ended), "wouldDrain": len(c.wouldDrain), "failures": len(c.failures)} {
+		if m != 1 {
+			t.Errorf("%s holds %d nodes, want only the one still there", name, m)
+		}
+	}
+	if _, ok := c.blocked["kept"]; !ok {
+		t.Error("forgot the node still there")
 	}
 }
