@@ -39,7 +39,7 @@ func validatePreemptible(c *PreemptibleConfig, p *field.Path) field.ErrorList {
 	}
 	if c.MaxRunTime.Duration > MaxPreemptibleRunTime {
 		errs = append(errs, field.Invalid(p.Child("maxRunTime"), c.MaxRunTime.Duration.String(),
-			"must be at most 24h: Compute Engine stops a preemptible VM after 24 hours of running, so a longer run would end before the drain"))
+			"must be at most 24h: Compute Engine stops a preemptible VM after 24 hours of running, and a longer maxRunTime would put the drain after that; set 24h or less"))
 	} else {
 		errs = append(errs, durationIn(p.Child("maxRunTime"), c.MaxRunTime, minPreemptibleRunTime, MaxPreemptibleRunTime)...)
 	}
