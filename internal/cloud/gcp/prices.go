@@ -211,9 +211,15 @@ var sharedCoreVCPUs = map[string]float64{"e2-micro": 0.25, "e2-small": 0.5, "e2-
 // customType matches a custom machine type's name: [<series>-]custom-<vCPUs>-<MiB>[-ext].
 var customType = regexp.MustCompile(`^(?:([a-z][a-z0-9]*)-)?custom-([0-9]+)-([0-9]+)(-ext)?$`)
 
+// acceleratorFamily matches the accelerator-optimized series (a2, a3, g2,
+// ...), whose GPUs are billed apart from vCPUs and memory: vCPUs and memory
+// alone would understate their price, so they have none.
+var acceleratorFamily = regexp.MustCompile(`^[ag][0-9]`)
+
 // machinePrice is the hourly price of a machine type in region from the
 // table, with its size (for predefined types). Extended-memory custom types,
-// shared-core custom types and families the table lacks have none.
+// shared-core custom types, accelerator-optimized types and families the
+// table lacks have none.
 func (t *priceTable) machinePrice(region, machineType string, size machineFacts, sized, spot bool) (float64, bool) {
 	if t == nil || region == "" {
 		return 0, false
@@ -238,7 +244,7 @@ func (t *priceTable) machinePrice(region, machineType string, size machineFacts,
 		cpus = v
 	}
 	r, ok := t.rates[key]
-	if !ok || !sized || key.family == "" || r.core == 0 || r.ram == 0 {
+	if !ok || !sized || key.family == "" || acceleratorFamily.MatchString(key.family) || r.core == 0 || r.ram == 0 {
 		return 0, false
 	}
 	// Rounded to the millionth, below the catalog's own precision of a

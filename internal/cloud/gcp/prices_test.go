@@ -229,6 +229,20 @@ func TestThrottleRetryer(t *testing.T) {
 	}
 }
 
+// An accelerator-optimized type has no price even where the catalog lists
+// its series' vCPU and memory rates: its GPUs are billed apart.
+func TestAcceleratorTypesUnpriced(t *testing.T) {
+	r := rates{core: 0.03, ram: 0.004}
+	table := &priceTable{rates: map[rateKey]rates{{region: "us-central1", family: "a2"}: r, {region: "us-central1", family: "n2"}: r}}
+	size := machineFacts{cpus: 12, memMB: 87040}
+	if p, ok := table.machinePrice("us-central1", "a2-highgpu-1g", size, true, false); ok {
+		t.Errorf("a2-highgpu-1g priced %v", p)
+	}
+	if p, ok := table.machinePrice("us-central1", "n2-highmem-12", size, true, false); !ok || !near(p, 12*0.03+85*0.004) {
+		t.Errorf("n2 with the same rates: %v %v", p, ok)
+	}
+}
+
 func TestParseDescription(t *testing.T) {
 	for _, c := range []struct {
 		desc   string
