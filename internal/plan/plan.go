@@ -38,6 +38,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -161,6 +162,14 @@ type Planner struct {
 	// oneWave keeps the rule before waves (a budget must allow all of a
 	// node's pods at once), for the benchmark that compares the two.
 	oneWave bool
+
+	// last is the last plan of a snapshot with a Revision.
+	mu   sync.Mutex
+	last struct {
+		revision    string
+		nodes, pods int
+		plan        *Plan
+	}
 }
 
 // Classify returns a node's class as the planner sees it.
@@ -230,8 +239,30 @@ func learn(rules Rules, budgets *budgets, s *snapshot.Snapshot, g grouped, candi
 // podSize is a pod's CPU (millicores) and memory (bytes) requests.
 type podSize struct{ cpu, mem int64 }
 
-// Plan computes a plan for s. It does not modify s.
+// Plan computes a plan for s. It does not modify s. A plan is a function of
+// the snapshot alone: for a snapshot with the Revision of the last one (and as
+// many nodes and pods) it returns the last plan, which callers share and must
+// not modify.
 func (p *Planner) Plan(ctx context.Context, s *snapshot.Snapshot) (*Plan, error) {
+	if s.Revision == "" {
+		return p.plan(ctx, s)
+	}
+	p.mu.Lock()
+	last := p.last
+	p.mu.Unlock()
+	if last.plan != nil && last.revision == s.Revision && last.nodes == len(s.Nodes) && last.pods == len(s.Pods) {
+		return last.plan, nil
+	}
+	out, err := p.plan(ctx, s)
+	if err == nil {
+		p.mu.Lock()
+		p.last.revision, p.last.nodes, p.last.pods, p.last.plan = s.Revision, len(s.Nodes), len(s.Pods), out
+		p.mu.Unlock()
+	}
+	return out, err
+}
+
+func (p *Planner) plan(ctx context.Context, s *snapshot.Snapshot) (*Plan, error) {
 	g := groupPods(s)
 	r, classes, err := p.newRun(ctx, s, g)
 	if err != nil {

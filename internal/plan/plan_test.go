@@ -487,3 +487,34 @@ func TestFitsOnSpot(t *testing.T) {
 		t.Errorf("spot full: %q %q %v", dest, reason, err)
 	}
 }
+
+// A snapshot with the Revision of the last one gets the last plan; another
+// revision, or none, is planned afresh.
+func TestPlanRevisionReusesTheLastPlan(t *testing.T) {
+	s := &snapshot.Snapshot{
+		Nodes: []*corev1.Node{tu.Node("od", tu.OnDemand()), tu.Node("spot", tu.Spot())},
+		Pods:  []*corev1.Pod{pod("a", "od", "1")},
+	}
+	p := New(Options{})
+	plans := map[string]*Plan{}
+	for _, rev := range []string{"1", "1", "2", "", ""} {
+		s.Revision = rev
+		got, err := p.Plan(context.Background(), s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if prev, ok := plans[rev]; ok && (rev == "") == (prev == got) {
+			t.Errorf("revision %q: reused %v, want reuse only for a revision seen last", rev, prev == got)
+		}
+		plans[rev] = got
+	}
+	if plans["1"] == plans["2"] {
+		t.Error("revision 2 got the plan of revision 1")
+	}
+	// Same revision, more pods: a copy that forgot to clear it is planned afresh.
+	s.Revision = "2"
+	s.Pods = append(s.Pods, pod("b", "od", "1"))
+	if got, _ := p.Plan(context.Background(), s); got == plans["2"] || got.Summary.PodsToMove != 2 {
+		t.Errorf("a snapshot with another pod got the last plan (%d pods to move)", got.Summary.PodsToMove)
+	}
+}

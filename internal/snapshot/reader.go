@@ -12,11 +12,22 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
+// Revisioner is a reader that names the state its lists show: the same
+// Revision, the same objects (see Snapshot.Revision).
+type Revisioner interface {
+	Revision() string
+}
+
 // FromReader builds a snapshot from a controller-runtime reader: the manager's
 // cache in the controller, so that after the initial sync a snapshot costs no
 // request to the apiserver.
+//
+// A reader that implements Revisioner gives the snapshot its Revision.
 func FromReader(ctx context.Context, r client.Reader) (*Snapshot, error) {
 	s := &Snapshot{}
+	if rv, ok := r.(Revisioner); ok {
+		s.Revision = rv.Revision()
+	}
 	var (
 		nodes  corev1.NodeList
 		pods   corev1.PodList

@@ -32,6 +32,12 @@ type Snapshot struct {
 	// given twice, identical; pods on nodes the snapshot lacks), one line
 	// each, for the user.
 	Warnings []string
+	// Revision, when not empty, names the state of the cluster the snapshot
+	// was read at: two snapshots of one source with the same Revision hold
+	// the same objects, and the planner answers the second from its last
+	// plan. FromReader takes it from a reader that can tell (the
+	// simulator's); a copy that changes anything must clear it.
+	Revision string
 }
 
 // Counts summarises a snapshot for progress and error messages.

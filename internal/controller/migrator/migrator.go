@@ -470,6 +470,7 @@ func (c *Controller) planOnGroup(ctx context.Context, snap *snapshot.Snapshot, n
 	}
 	room := g.MaxSize() - target
 	withTemplates := *snap
+	withTemplates.Revision = "" // not the cluster's state: it has virtual nodes
 	withTemplates.Nodes = slices.Clone(snap.Nodes)
 	if room > 0 {
 		tmpl, err := g.TemplateNode(ctx)

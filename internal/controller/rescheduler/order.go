@@ -33,11 +33,19 @@ func inListOrder(s *snapshot.Snapshot) {
 // byKey sorts objects by namespace/name, compared as one string as etcd
 // compares keys ("a-b/x" before "a/x").
 func byKey[T metav1.Object](objs []T) {
-	key := func(o T) string {
-		if ns := o.GetNamespace(); ns != "" {
-			return ns + "/" + o.GetName()
-		}
-		return o.GetName()
+	type keyed struct {
+		key string
+		obj T
 	}
-	slices.SortStableFunc(objs, func(a, b T) int { return cmp.Compare(key(a), key(b)) })
+	ks := make([]keyed, len(objs))
+	for i, o := range objs {
+		ks[i] = keyed{o.GetName(), o}
+		if ns := o.GetNamespace(); ns != "" {
+			ks[i].key = ns + "/" + ks[i].key
+		}
+	}
+	slices.SortStableFunc(ks, func(a, b keyed) int { return cmp.Compare(a.key, b.key) })
+	for i := range ks {
+		objs[i] = ks[i].obj
+	}
 }
