@@ -353,3 +353,20 @@ type simTicker struct{ t *simTimer }
 
 func (k *simTicker) C() <-chan time.Time { return k.t.ch }
 func (k *simTicker) Stop()               { k.t.Stop() }
+
+// Step is RunUntil(Now() + d).
+func (s *Sim) Step(d time.Duration) { s.RunUntil(s.Now().Add(d)) }
+
+// SetTime is RunUntil(t) for a later t. An earlier t only sets the clock back,
+// running nothing: for tests that look at a time-dependent input at several
+// times.
+func (s *Sim) SetTime(t time.Time) {
+	s.mu.Lock()
+	if t.Before(s.now) {
+		s.now = t
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	s.RunUntil(t)
+}

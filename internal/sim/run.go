@@ -197,7 +197,12 @@ func runOne(ctx context.Context, sc *Scenario, name string, opts Options, progre
 		w.Clock.Step(step)
 	}
 	progress.Store(int64(steps))
-	return w.m.result(name, sc.Duration.Hours()/24), nil
+	res := w.m.result(name, sc.Duration.Hours()/24)
+	// Controllers running on the world's clock stop after the measurement.
+	if s, ok := strategyImpl.(interface{ stop() }); ok {
+		s.stop()
+	}
+	return res, nil
 }
 
 // initialState is a cluster to start from instead of the scenario's initial

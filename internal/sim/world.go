@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -15,12 +16,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	testingclock "k8s.io/utils/clock/testing"
 
 	"spotter.dev/spotter/internal/agent/interrupt"
 	"spotter.dev/spotter/internal/agent/notice"
 	"spotter.dev/spotter/internal/backoff"
 	"spotter.dev/spotter/internal/classify"
+	"spotter.dev/spotter/internal/coop"
 	"spotter.dev/spotter/internal/drain"
 	"spotter.dev/spotter/internal/plan"
 	"spotter.dev/spotter/internal/snapshot"
@@ -79,6 +80,10 @@ type Node struct {
 	Cordoned bool
 	// noticeTaint is set when an interruption handler has tainted the node.
 	noticeTaint bool
+	// What clients wrote through the simulator's API (api.go) beyond the
+	// fields above: labels, annotations and taints of their own.
+	apiLabels, apiAnnotations map[string]string
+	apiTaints                 []corev1.Taint
 }
 
 // Spot reports whether the node is a spot node.
@@ -142,8 +147,11 @@ func (w *App) Pods() []*Pod { return w.pods }
 
 // World is the simulated cluster of one strategy's run.
 type World struct {
-	sc      *Scenario
-	Clock   *testingclock.FakeClock
+	sc *Scenario
+	// Clock is the one clock of the world and of the controllers that run
+	// in it: a coop.Sim, on which the controllers' goroutines run between
+	// the steps.
+	Clock   *coop.Sim
 	start   time.Time
 	rng     *rand.Rand
 	zones   []*zone
@@ -157,12 +165,14 @@ type World struct {
 	// PreferNoSchedule taint).
 	onDemandTaint *corev1.Taint
 	version       uint64
-	snap          *snapshot.Snapshot
-	snapVersion   uint64
-	m             *recorder
-	classifier    *classify.Classifier
-	onNotice      func(*Node)
-	hasSpot       bool
+	// nodeObjects counts the Node objects built: their resourceVersion.
+	nodeObjects uint64
+	snap        *snapshot.Snapshot
+	snapVersion uint64
+	m           *recorder
+	classifier  *classify.Classifier
+	onNotice    func(*Node)
+	hasSpot     bool
 }
 
 // newWorld builds the world of a scenario at its start: the initial nodes
@@ -172,7 +182,7 @@ func newWorld(sc *Scenario, seed int64, onlyOnDemand bool) (*World, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &World{sc: sc, Clock: testingclock.NewFakeClock(start), start: start,
+	w := &World{sc: sc, Clock: coop.NewSim(start), start: start,
 		rng: rand.New(rand.NewPCG(uint64(seed), 0x5107)), classifier: &classify.Classifier{}}
 	for i := range sc.Zones {
 		z, err := newZone(&sc.Zones[i], sc, seed+int64(i)*7919, start)
@@ -392,15 +402,21 @@ func (w *World) TaintNotice(n *Node) {
 
 // refresh rebuilds the Node object after a change.
 func (w *World) refresh(n *Node) {
-	capType := OnDemand
-	if n.Group.Spot {
-		capType = Spot
+	n.Obj = w.nodeObject(n)
+	w.changed()
+}
+
+// nodeObject builds the Node object of n as it stands.
+func (w *World) nodeObject(n *Node) *corev1.Node {
+	labels := maps.Clone(n.apiLabels)
+	if labels == nil {
+		labels = map[string]string{}
 	}
+	maps.Copy(labels, w.ownLabels(n))
+	w.nodeObjects++
 	obj := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: types.UID(n.Name), CreationTimestamp: metav1.NewTime(n.Created), Labels: map[string]string{
-			HostnameLabel: n.Name, ZoneLabel: n.Group.Zone, plan.InstanceTypeLabel: n.Group.InstanceType,
-			classify.KarpenterCapacityLabel: capType, NodeGroupLabel: n.Group.Name,
-		}},
+		ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: types.UID(n.Name), CreationTimestamp: metav1.NewTime(n.Created), Labels: labels,
+			Annotations: maps.Clone(n.apiAnnotations), ResourceVersion: strconv.FormatUint(w.nodeObjects, 10)},
 		Spec: corev1.NodeSpec{Unschedulable: n.Cordoned},
 		Status: corev1.NodeStatus{
 			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
@@ -424,8 +440,18 @@ func (w *World) refresh(n *Node) {
 	if n.noticeTaint {
 		obj.Spec.Taints = append(obj.Spec.Taints, corev1.Taint{Key: interrupt.TaintKey, Value: string(notice.Termination), Effect: corev1.TaintEffectNoSchedule})
 	}
-	n.Obj = obj
-	w.changed()
+	obj.Spec.Taints = append(obj.Spec.Taints, n.apiTaints...)
+	return obj
+}
+
+// ownLabels are the labels the world gives n's object.
+func (w *World) ownLabels(n *Node) map[string]string {
+	capType := OnDemand
+	if n.Group.Spot {
+		capType = Spot
+	}
+	return map[string]string{HostnameLabel: n.Name, ZoneLabel: n.Group.Zone, plan.InstanceTypeLabel: n.Group.InstanceType,
+		classify.KarpenterCapacityLabel: capType, NodeGroupLabel: n.Group.Name}
 }
 
 // setOnDemandTaint puts taint on every on-demand node (nil: none).
@@ -493,12 +519,16 @@ func (w *World) markReady(p *Pod) {
 
 // startTermination marks a pod terminating; it leaves after the grace period
 // (at once when pending or lost).
-func (w *World) startTermination(p *Pod) {
+func (w *World) startTermination(p *Pod) { w.terminatePod(p, w.sc.Cluster.GracePeriod.Duration) }
+
+// terminatePod marks a pod terminating; it leaves after grace (at once when
+// pending or lost).
+func (w *World) terminatePod(p *Pod, grace time.Duration) {
 	if p.Terminating {
 		return
 	}
 	p.Terminating = true
-	p.goneAt = w.Now().Add(w.sc.Cluster.GracePeriod.Duration)
+	p.goneAt = w.Now().Add(grace)
 	obj := *p.Obj
 	ts := metav1.NewTime(w.Now())
 	obj.DeletionTimestamp = &ts
@@ -526,6 +556,11 @@ func (w *World) removePod(p *Pod) {
 // disrupted (the default unhealthyPodEvictionPolicy IfHealthyBudget); a
 // pending pod always. by names the strategy component, for the metrics.
 func (w *World) Evict(p *Pod, by string) error {
+	return w.evict(p, by, w.sc.Cluster.GracePeriod.Duration)
+}
+
+// evict is Evict with the pod's grace period.
+func (w *World) evict(p *Pod, by string, grace time.Duration) error {
 	if p.Terminating {
 		return nil
 	}
@@ -538,14 +573,17 @@ func (w *World) Evict(p *Pod, by string) error {
 			return ErrPDB
 		}
 	}
-	w.forceEvict(p, by)
+	w.evictNow(p, by, grace)
 	return nil
 }
 
 // forceEvict evicts without the budget check: only tests call it directly, to
 // check that violations are seen.
-func (w *World) forceEvict(p *Pod, by string) {
-	w.startTermination(p)
+func (w *World) forceEvict(p *Pod, by string) { w.evictNow(p, by, w.sc.Cluster.GracePeriod.Duration) }
+
+// evictNow evicts p, whatever its budget says.
+func (w *World) evictNow(p *Pod, by string, grace time.Duration) {
+	w.terminatePod(p, grace)
 	w.m.voluntaryEviction(p, by)
 	if p.App.PDB != nil {
 		if healthy, desired := w.pdbHealth(p.App); healthy < desired {

@@ -1,0 +1,21 @@
+package sim
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// BenchmarkSpotterDefault2d runs the spotter strategy (the real controllers
+// on the world's clock) over two days of the default scenario.
+//
+//	go test ./internal/sim -run '^$' -bench SpotterDefault2d -benchtime 1x
+func BenchmarkSpotterDefault2d(b *testing.B) {
+	sc := DefaultScenario()
+	sc.Duration.Duration = 48 * time.Hour
+	for b.Loop() {
+		if _, err := Run(context.Background(), sc, Options{Strategies: []string{StrategySpotter}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
