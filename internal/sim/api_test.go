@@ -1,0 +1,201 @@
+package sim
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"spotter.dev/spotter/internal/cloud"
+	"spotter.dev/spotter/internal/drain"
+	"spotter.dev/spotter/internal/snapshot"
+)
+
+// worldAfter runs the default scenario's world without a strategy for d, so
+// that its pods are bound and Ready.
+func worldAfter(t *testing.T, d time.Duration) (*World, func(time.Duration)) {
+	t.Helper()
+	sc := short(t, 24*time.Hour)
+	w, err := newWorld(sc, int64(sc.Seed), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := mustEngine(t, w)
+	sched, as := &scheduler{w: w, e: e}, &autoscaler{w: w, e: e}
+	prev := time.Duration(0)
+	run := func(d time.Duration) {
+		for range int(d / sc.Step.Duration) {
+			w.advance(prev)
+			if err := sched.run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if err := as.run(context.Background(), sched.unschedulable); err != nil {
+				t.Fatal(err)
+			}
+			prev = w.Elapsed()
+			w.Clock.Step(sc.Step.Duration)
+		}
+	}
+	run(d)
+	return w, run
+}
+
+// The product's drain engine, on the simulator's clientset and clock, drains
+// a node of the world: it taints and cordons it through node updates, evicts
+// every pod through the world's Eviction API (counted for its component),
+// waits for them to go as the world moves, and removes its marks.
+func TestDrainEngineOnTheWorld(t *testing.T) {
+	w, run := worldAfter(t, 3*time.Hour)
+	a := newAPI(w)
+	var target *Node
+	for _, n := range w.nodes {
+		if n.Ready() && !n.Group.Spot && len(n.pods) > 0 && (target == nil || len(n.pods) > len(target.pods)) {
+			target = n
+		}
+	}
+	if target == nil {
+		t.Fatal("no on-demand node with pods")
+	}
+	pods := len(target.pods)
+	d := drain.New(a.kube, w.Clock, nil, drain.Options{Component: "rescheduler", Cordon: true, Timeout: 10 * time.Minute})
+	var res *drain.Result
+	var derr error
+	w.Clock.Go(func() {
+		res, derr = d.Drain(context.Background(), drain.Request{Node: target.Name, Reason: "test", LeaveCordoned: true})
+	})
+	// The drain evicts at once; its marks are on the node while the pods go.
+	w.Clock.RunUntil(w.Now().Add(time.Second))
+	if target.Draining != "rescheduler" || !target.Cordoned {
+		t.Errorf("while draining: taint %q, cordoned %v; want the drain engine's taint and a cordon", target.Draining, target.Cordoned)
+	}
+	for range 20 {
+		if res != nil {
+			break
+		}
+		run(time.Minute)
+	}
+	if res == nil {
+		t.Fatal("the drain did not end in 20 minutes")
+	}
+	// The scenario's budgets may refuse some evictions: what was evicted is
+	// what the world counted, and a drain without error left no pod.
+	if got := w.m.evictBy[componentRescheduler]; got != len(res.Evicted) {
+		t.Errorf("the world counted %d evictions by the rescheduler, the drain reports %d", got, len(res.Evicted))
+	}
+	if derr == nil {
+		if len(res.Evicted) != pods || len(target.pods) != 0 {
+			t.Errorf("drain succeeded with %d of %d pods evicted, %d left on the node", len(res.Evicted), pods, len(target.pods))
+		}
+		if target.Draining != "" || !target.Cordoned {
+			t.Errorf("after the drain: taint %q, cordoned %v; want no drain taint, still cordoned (LeaveCordoned)", target.Draining, target.Cordoned)
+		}
+	} else if len(res.Blocked) == 0 {
+		t.Errorf("drain failed (%v) and names no blocked pod", derr)
+	}
+}
+
+// The clientset refuses what the apiserver refuses: an update from a stale
+// read (Conflict), an eviction a PodDisruptionBudget does not allow (429), a
+// pod that is not there (NotFound).
+func TestAPIRefusals(t *testing.T) {
+	w, _ := worldAfter(t, 3*time.Hour)
+	a := newAPI(w)
+	ctx := context.Background()
+	nodes := a.kube.CoreV1().Nodes()
+	name := w.ReadyNodes()[0].Name
+	stale, err := nodes.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := stale.DeepCopy()
+	fresh.Labels["example.com/x"] = "1"
+	if _, err := nodes.Update(ctx, fresh, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.NodeByName(name).Obj.Labels["example.com/x"]; got != "1" {
+		t.Errorf("label written through the clientset reads %q in the world", got)
+	}
+	stale.Spec.Unschedulable = true
+	if _, err := nodes.Update(ctx, stale, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
+		t.Errorf("update from a stale read: %v, want a Conflict", err)
+	}
+
+	// Evict a budgeted app's pods until its budget refuses.
+	var app *App
+	for _, x := range w.Apps {
+		if x.PDB != nil && len(x.pods) > 1 {
+			app = x
+			break
+		}
+	}
+	if app == nil {
+		t.Fatal("no app with a PodDisruptionBudget and pods")
+	}
+	refused := false
+	for _, p := range append([]*Pod(nil), app.pods...) {
+		err := a.kube.CoreV1().Pods(p.Obj.Namespace).EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Obj.Name, Namespace: p.Obj.Namespace}})
+		if apierrors.IsTooManyRequests(err) {
+			refused = true
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !refused {
+		t.Errorf("every pod of %s was evicted despite its budget", app.Name)
+	}
+	if err := a.kube.CoreV1().Pods("shop").EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "nothing", Namespace: "shop"}}); !apierrors.IsNotFound(err) {
+		t.Errorf("evicting a pod that is not there: %v, want NotFound", err)
+	}
+
+	// The reader and a field-selected list agree with the world.
+	snap, err := snapshot.FromReader(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Nodes) != len(w.ReadyNodes()) || snap.Revision == "" {
+		t.Errorf("snapshot from the reader: %d nodes (world %d), revision %q", len(snap.Nodes), len(w.ReadyNodes()), snap.Revision)
+	}
+	var list corev1.PodList
+	if err := a.List(ctx, &list); err != nil || len(list.Items) != len(snap.Pods) {
+		t.Errorf("pod list: %d items, err %v; snapshot %d", len(list.Items), err, len(snap.Pods))
+	}
+}
+
+// The provider refuses a spot increase the zone's market cannot hold, at
+// once and with nothing launched.
+func TestProviderCapacity(t *testing.T) {
+	w, _ := worldAfter(t, time.Hour)
+	ctx := context.Background()
+	groups, err := provider{w}.NodeGroups(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range groups {
+		if !g.Spot() {
+			continue
+		}
+		wg := w.Groups[0]
+		for _, x := range w.Groups {
+			if x.Name == g.ID() {
+				wg = x
+			}
+		}
+		room := wg.zone.capacity(w.Elapsed()) - w.spotNodes(wg.zone)
+		if room < 0 || wg.count+room+1 > int(wg.Max) {
+			continue
+		}
+		before := wg.count
+		err := g.IncreaseSize(ctx, room+1)
+		if !cloud.IsCapacityUnavailable(err) || wg.count != before {
+			t.Errorf("group %s: %d nodes beyond the market's room: %v, %d nodes launched; want CapacityUnavailable and none", g.ID(), room+1, err, wg.count-before)
+		}
+		return
+	}
+	t.Skip("no spot group with room under its maximum")
+}
