@@ -239,3 +239,23 @@ func BenchmarkPriceRefresh(b *testing.B) {
 	}
 	b.ReportMetric(float64(l.emu.Calls(azureapi.RetailMethod))/float64(b.N), "retail-calls/op")
 }
+
+// Items come from the Retail Prices API: whatever they hold, recording
+// them does not panic, and only positive prices are kept.
+func FuzzLinuxPrice(f *testing.F) {
+	f.Add("D4s v5 Spot", "Virtual Machines Dsv5 Series", "Consumption", "1 Hour", "Standard_D4s_v5", 0.04, true)
+	f.Add("D4s v5", "Virtual Machines Dsv5 Series Windows", "Consumption", "1 Hour", "Standard_D4s_v5", 0.3, false)
+	f.Add("", "", "", "", "", -1.0, false)
+	f.Fuzz(func(t *testing.T, sku, product, typ, unit, arm string, price float64, primary bool) {
+		chosen, out := map[string]wireRetailItem{}, map[string]VMPrice{}
+		for range 2 {
+			linuxPrice(wireRetailItem{CurrencyCode: "USD", RetailPrice: price, ArmSkuName: arm, SkuName: sku, ProductName: product, Type: typ,
+				UnitOfMeasure: unit, IsPrimaryMeterRegion: primary}, "USD", chosen, out)
+		}
+		for k, p := range out {
+			if p.OnDemand < 0 || p.Spot < 0 || (p.OnDemand == 0 && p.Spot == 0) || k != strings.ToLower(k) {
+				t.Errorf("%q: %+v", k, p)
+			}
+		}
+	})
+}

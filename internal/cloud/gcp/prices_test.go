@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -308,4 +309,23 @@ func BenchmarkPriceRefresh(b *testing.B) {
 	}
 	b.ReportMetric(float64(l.emu.Calls(gcpapi.BillingMethod))/float64(b.N), "catalog-calls/op")
 	b.ReportMetric(float64(l.p.prices.skus), "skus")
+}
+
+// Descriptions come from the catalog: whatever they say, parsing does not
+// panic, and what it accepts names a lowercase family and a resource.
+func FuzzParseDescription(f *testing.F) {
+	for _, s := range []string{"N2 Instance Core running in Americas", "Spot Preemptible N2D AMD Instance Ram running in EMEA",
+		"Compute optimized Core running in Americas", "Small Instance with 1 VCPU running in EMEA", "Commitment v1: E2 Cpu in Americas for 1 Year",
+		" running in ", "Preemptible  Core running in x", "E2 Custom Instance Core running in"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, desc string) {
+		family, _, res, ok := parseDescription(desc)
+		if !ok {
+			return
+		}
+		if family == "" || family != strings.ToLower(family) || res < resCore || res > resInstance {
+			t.Errorf("%q: family %q, resource %v", desc, family, res)
+		}
+	})
 }
