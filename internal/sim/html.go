@@ -17,7 +17,8 @@ type line struct {
 	name   string
 	color  string
 	points []point
-	step   bool // draw as a step function
+	step   bool   // draw as a step function
+	dash   string // stroke-dasharray, "" for a solid line
 }
 
 type chart struct {
@@ -79,15 +80,9 @@ func (c *chart) svg(xMax float64) string {
 			fmt.Fprintf(&pts, "%.1f,%.1f ", x(p.x), y(p.y))
 			prevY = y(p.y)
 		}
-		fmt.Fprintf(&b, `<polyline class="series" data-name="%s" fill="none" stroke="%s" stroke-width="1.6" points="%s"/>`,
-			html.EscapeString(l.name), l.color, strings.TrimSpace(pts.String()))
+		b.WriteString(l.polyline(pts.String()))
 	}
-	lx := float64(padL)
-	for _, l := range c.lines {
-		fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="12" height="4" fill="%s"/><text x="%.1f" y="%d" class="legend">%s</text>`,
-			lx, chartH-12, l.color, lx+16, chartH-7, html.EscapeString(l.name))
-		lx += 26 + 7.2*float64(len(l.name))
-	}
+	legend(&b, c.lines, padL, chartH-10)
 	for i, r := range c.rugs {
 		ry := chartH + 14*i
 		fmt.Fprintf(&b, `<text x="%d" y="%d" class="tick" text-anchor="end">%s</text>`, padL-6, ry+10, html.EscapeString(r.name))
@@ -99,44 +94,159 @@ func (c *chart) svg(xMax float64) string {
 	return b.String()
 }
 
+// polyline draws a line's points.
+func (l *line) polyline(points string) string {
+	dash := ""
+	if l.dash != "" {
+		dash = fmt.Sprintf(` stroke-dasharray="%s"`, l.dash)
+	}
+	return fmt.Sprintf(`<polyline class="series" data-name="%s" fill="none" stroke="%s" stroke-width="1.6"%s points="%s"/>`,
+		html.EscapeString(l.name), l.color, dash, strings.TrimSpace(points))
+}
+
+// legend draws one entry per line (its colour and dash) from x along y.
+func legend(b *strings.Builder, lines []line, x float64, y int) {
+	for _, l := range lines {
+		dash := ""
+		if l.dash != "" {
+			dash = fmt.Sprintf(` stroke-dasharray="%s"`, l.dash)
+		}
+		fmt.Fprintf(b, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="%s" stroke-width="2"%s/><text x="%.1f" y="%d" class="legend">%s</text>`,
+			x, x+18, y-3, y-3, l.color, dash, x+22, y, html.EscapeString(l.name))
+		x += 32 + 7.2*float64(len(l.name))
+	}
+}
+
+// multiples is a chart of small multiples: one panel per run, on the same
+// axes, so that runs that overlap stay readable.
+type multiples struct {
+	id, title string
+	yMax      float64
+	yFormat   func(float64) string
+	panels    []panel
+}
+
+type panel struct {
+	name  string
+	lines []line
+}
+
+const panelH, panelGap = 64, 20
+
+// svg renders the panels one under the other, each with its run's name,
+// its lines, and the y axis's top and zero; days along the bottom, and a
+// legend of the first panel's lines at the top.
+func (c *multiples) svg(xMax float64) string {
+	var b strings.Builder
+	if c.yMax <= 0 {
+		c.yMax = 1
+	}
+	plotW := float64(chartW - padL - padR)
+	h := padT + panelGap + len(c.panels)*(panelH+panelGap) + 28
+	x := func(v float64) float64 { return padL + v/xMax*plotW }
+	fmt.Fprintf(&b, `<svg class="chart" id="%s" role="img" aria-label="%s" viewBox="0 0 %d %d" width="100%%" xmlns="http://www.w3.org/2000/svg">`,
+		c.id, html.EscapeString(c.title), chartW, h)
+	fmt.Fprintf(&b, `<text x="%d" y="20" class="title">%s</text>`, padL, html.EscapeString(c.title))
+	if len(c.panels) > 0 {
+		legend(&b, c.panels[0].lines, float64(chartW-padR)-40*float64(len(c.panels[0].lines))-7.2*float64(legendChars(c.panels[0].lines)), 20)
+	}
+	days := int(math.Ceil(xMax / 24))
+	for i, p := range c.panels {
+		top := float64(padT + panelGap + i*(panelH+panelGap))
+		y := func(v float64) float64 { return top + panelH - math.Min(v, c.yMax)/c.yMax*panelH }
+		fmt.Fprintf(&b, `<g class="panel" data-name="%s">`, html.EscapeString(p.name))
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" class="panel-name">%s</text>`, padL, top-5, html.EscapeString(p.name))
+		for _, v := range []float64{0, c.yMax} {
+			fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" class="grid"/><text x="%d" y="%.1f" class="tick" text-anchor="end">%s</text>`,
+				padL, chartW-padR, y(v), y(v), padL-6, y(v)+4, html.EscapeString(c.yFormat(v)))
+		}
+		for d := 0; d <= days; d++ {
+			hx := math.Min(float64(d*24), xMax)
+			fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" class="grid"/>`, x(hx), x(hx), top, top+panelH)
+		}
+		for _, l := range p.lines {
+			var pts strings.Builder
+			prevY := math.NaN()
+			for _, pt := range l.points {
+				if l.step && !math.IsNaN(prevY) {
+					fmt.Fprintf(&pts, "%.1f,%.1f ", x(pt.x), prevY)
+				}
+				fmt.Fprintf(&pts, "%.1f,%.1f ", x(pt.x), y(pt.y))
+				prevY = y(pt.y)
+			}
+			b.WriteString(l.polyline(pts.String()))
+		}
+		b.WriteString(`</g>`)
+	}
+	bottom := padT + panelGap + len(c.panels)*(panelH+panelGap)
+	for d := 0; d <= days; d++ {
+		hx := math.Min(float64(d*24), xMax)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" class="tick" text-anchor="middle">day %d</text>`, x(hx), bottom+6, d)
+	}
+	b.WriteString(`</svg>`)
+	return b.String()
+}
+
+func legendChars(lines []line) int {
+	n := 0
+	for _, l := range lines {
+		n += len(l.name)
+	}
+	return n
+}
+
 // WriteHTML writes the report as one self-contained HTML page: no external
 // resources, charts as inline SVG, a few lines of script only to count what
 // rendered (data-charts on <body>, read by the report's browser test).
 func (r *Report) WriteHTML(out io.Writer) error {
-	all := append([]Result{r.Baseline}, r.Results...)
+	runs := r.runs()
 	xMax := r.Days * 24
 	money := func(v float64) string { return fmt.Sprintf("%.0f", v) }
 	pct := func(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) }
 	count := func(v float64) string { return fmt.Sprintf("%.0f", v) }
 	cost := chart{id: "cost", title: "Cost over time (cumulative, " + r.Currency + ")", yLabel: r.Currency, yFormat: money}
 	share := chart{id: "spot-share", title: "Share of running pods on spot nodes", yLabel: "share", yMax: 1, yFormat: pct}
-	pending := chart{id: "pending", title: "Pending pods", yLabel: "pods", yFormat: count}
 	capacity := chart{id: "capacity", title: "Spot capacity per zone (trace), preemption notices below", yLabel: "nodes", yFormat: count}
-	for i, res := range all {
-		color := palette[i%len(palette)]
-		var c, s, p []point
+	nodes := multiples{id: "nodes", title: "Nodes over time, on-demand and spot, per run", yFormat: count}
+	pending := multiples{id: "pending", title: "Pending pods over time, per run (oracle: pods it could not place)", yFormat: count}
+	for i, res := range runs {
+		color, dash := palette[i%len(palette)], ""
+		if res.Strategy == Oracle {
+			dash = "6 3"
+		}
+		var c, s, p, od, sp []point
 		for _, smp := range res.Series {
 			c = append(c, point{smp.Hours, smp.Cost})
 			s = append(s, point{smp.Hours, smp.SpotShare})
 			p = append(p, point{smp.Hours, float64(smp.Pending)})
+			od = append(od, point{smp.Hours, float64(smp.OnDemandNodes)})
+			sp = append(sp, point{smp.Hours, float64(smp.SpotNodes)})
 			cost.yMax = math.Max(cost.yMax, smp.Cost)
 			pending.yMax = math.Max(pending.yMax, float64(smp.Pending))
+			nodes.yMax = math.Max(nodes.yMax, float64(max(smp.OnDemandNodes, smp.SpotNodes)))
 		}
-		cost.lines = append(cost.lines, line{name: res.Strategy, color: color, points: c})
-		if res.Strategy != Baseline {
-			share.lines = append(share.lines, line{name: res.Strategy, color: color, points: s})
-			pending.lines = append(pending.lines, line{name: res.Strategy, color: color, points: p, step: true})
-			var xs []float64
-			for _, m := range res.Preemptions {
-				xs = append(xs, m.Hours)
-			}
-			capacity.rugs = append(capacity.rugs, rug{name: res.Strategy, color: color, xs: xs})
+		cost.lines = append(cost.lines, line{name: res.Strategy, color: color, points: c, dash: dash})
+		nodes.panels = append(nodes.panels, panel{name: res.Strategy, lines: []line{
+			{name: "on-demand", color: "#dc2626", points: od, step: true},
+			{name: "spot", color: "#059669", points: sp, step: true, dash: "4 2"}}})
+		pending.panels = append(pending.panels, panel{name: res.Strategy, lines: []line{{name: "pending pods", color: color, points: p, step: true}}})
+		if res.Strategy == Baseline {
+			continue
 		}
+		share.lines = append(share.lines, line{name: res.Strategy, color: color, points: s, dash: dash})
+		if res.Strategy == Oracle {
+			continue
+		}
+		var xs []float64
+		for _, m := range res.Preemptions {
+			xs = append(xs, m.Hours)
+		}
+		capacity.rugs = append(capacity.rugs, rug{name: res.Strategy, color: color, xs: xs})
 	}
-	if len(all) > 0 {
+	if len(runs) > 0 {
 		for zi, z := range r.Zones {
 			var pts []point
-			for _, smp := range all[0].Series {
+			for _, smp := range runs[0].Series {
 				if zi < len(smp.Capacity) {
 					pts = append(pts, point{smp.Hours, float64(smp.Capacity[zi])})
 					capacity.yMax = math.Max(capacity.yMax, float64(smp.Capacity[zi]))
@@ -145,7 +255,8 @@ func (r *Report) WriteHTML(out io.Writer) error {
 			capacity.lines = append(capacity.lines, line{name: z, color: palette[(zi+4)%len(palette)], points: pts, step: true})
 		}
 	}
-	cost.yMax, pending.yMax, capacity.yMax = niceMax(cost.yMax), niceMax(pending.yMax), niceMax(capacity.yMax)
+	cost.yMax, capacity.yMax = niceMax(cost.yMax), niceMax(capacity.yMax)
+	pending.yMax, nodes.yMax = niceMax(pending.yMax), niceMax(nodes.yMax)
 
 	var b strings.Builder
 	b.WriteString(`<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>Spotter simulation: ` + html.EscapeString(r.Scenario) + `</title>
@@ -162,31 +273,52 @@ th,td{padding:5px 8px;border-bottom:1px solid #e5e7eb;text-align:right}th:first-
 th{background:#f9fafb;font-weight:600}
 svg.chart{display:block;margin:8px 0 20px;background:#fff}
 svg .title{font-weight:600;font-size:14px;fill:#111827}svg .tick,svg .legend{font-size:11px;fill:#4b5563}
-svg .grid{stroke:#e5e7eb;stroke-width:1}svg .mark{stroke-width:1.2}
+svg .grid{stroke:#e5e7eb;stroke-width:1}svg .mark{stroke-width:1.2}svg .panel-name{font-size:11px;font-weight:600;fill:#111827}
+tr.oracle td{color:#4b5563;font-style:italic}
 footer{color:#6b7280;font-size:12px;margin-top:24px}p.warning{color:#92400e;font-size:13px;margin:6px 0}
 </style></head><body>`)
 	fmt.Fprintf(&b, "<h1>Spotter simulation: %s</h1>\n", html.EscapeString(r.Scenario))
 	fmt.Fprintf(&b, `<p class="meta">Seed %d, %s from %s, step %s, simulated in %s. %s</p>`,
 		r.Seed, span(r.Days), html.EscapeString(r.Start), html.EscapeString(r.Step), r.Elapsed.Round(1e7), html.EscapeString(r.Description))
-	b.WriteString(`<table id="summary"><thead><tr><th>Strategy</th><th>Cost</th><th>Saving</th><th>Spot pod-hours</th><th>Evictions / pod / day</th><th>Preempted pods</th><th>Pending pod-minutes</th><th title="pods missing below what PodDisruptionBudgets demand, any cause, times minutes">PDB below budget, pod-minutes</th><th title="evictions a PodDisruptionBudget refused (429)">Evictions refused</th><th>Back to spot, mean (max)</th></tr></thead><tbody>`)
-	for _, res := range all {
-		saving := "-"
-		if res.Strategy != Baseline {
-			saving = fmt.Sprintf("%.1f%%", 100*res.Saving)
+	b.WriteString(`<table id="summary"><thead><tr>`)
+	for _, h := range htmlHeader {
+		if h.title != "" {
+			fmt.Fprintf(&b, `<th title="%s">%s</th>`, html.EscapeString(h.title), html.EscapeString(h.name))
+		} else {
+			fmt.Fprintf(&b, `<th>%s</th>`, html.EscapeString(h.name))
 		}
-		fmt.Fprintf(&b, "<tr><td>%s</td><td>%.2f %s</td><td>%s</td><td>%.1f%%</td><td>%.3f</td><td>%d</td><td>%.0f</td><td class=\"pdb-below\">%.0f</td><td>%d</td><td>%s</td></tr>\n",
-			html.EscapeString(res.Strategy), res.Cost, html.EscapeString(r.Currency), saving, 100*res.SpotShare, res.EvictionsPerPodDay,
-			res.PreemptedPods, res.PendingPodMinutes, res.PDBBelowBudgetPodMinutes, res.EvictionsRefused, html.EscapeString(backToSpot(res)))
+	}
+	b.WriteString(`</tr></thead><tbody>`)
+	for _, res := range runs {
+		class := ""
+		if res.Strategy == Oracle {
+			class = ` class="oracle"`
+		}
+		fmt.Fprintf(&b, "<tr%s>", class)
+		for i, cell := range r.cells(res) {
+			if htmlHeader[i].class != "" {
+				fmt.Fprintf(&b, `<td class="%s">%s</td>`, htmlHeader[i].class, html.EscapeString(cell))
+			} else {
+				fmt.Fprintf(&b, "<td>%s</td>", html.EscapeString(cell))
+			}
+		}
+		b.WriteString("</tr>\n")
 	}
 	b.WriteString("</tbody></table>\n")
 	for _, w := range r.Warnings {
 		fmt.Fprintf(&b, "<p class=\"warning\">Warning: %s</p>\n", html.EscapeString(w))
 	}
-	for _, c := range []*chart{&cost, &share, &capacity, &pending} {
+	for _, c := range []*chart{&cost, &share, &capacity} {
+		b.WriteString(c.svg(xMax))
+		b.WriteString("\n")
+	}
+	for _, c := range []*multiples{&nodes, &pending} {
 		b.WriteString(c.svg(xMax))
 		b.WriteString("\n")
 	}
 	b.WriteString(`<footer>Saving is against the all-on-demand baseline: the same scenario with its spot node groups removed. ` +
+		`The oracle (dashed) is every pod the workloads want at each moment on the cheapest capacity the market has then, within each pod's constraints, migrations free and instant: ` +
+		`a packing heuristic, so an achievable upper bound on the hindsight optimum, not the optimum itself; share of oracle is a run's saving over the oracle's saving. ` +
 		`PDB below budget: the pods missing below what PodDisruptionBudgets demand, whatever the cause, times the minutes; evictions refused: what the budgets held back. ` +
 		`Every figure is computed from the simulation; docs/simulate.md defines them and says which parts of the spotter strategy are Spotter's own code and which are models.`)
 	if len(r.Traces) > 0 {
@@ -205,6 +337,17 @@ document.body.setAttribute("data-errors",String(window.__errors));document.body.
 `)
 	_, err := io.WriteString(out, b.String())
 	return err
+}
+
+// htmlHeader names the summary's columns, in the order of tableHeader, with
+// a tooltip and a cell class where they have one.
+var htmlHeader = []struct{ name, title, class string }{
+	{name: "Strategy"}, {name: "Cost"}, {name: "Saving"},
+	{name: "Share of oracle", title: "saving / the oracle's saving", class: "oracle-share"},
+	{name: "Spot pod-hours"}, {name: "Evictions / pod / day"}, {name: "Preempted pods"}, {name: "Pending pod-minutes"},
+	{name: "PDB below budget, pod-minutes", title: "pods missing below what PodDisruptionBudgets demand, any cause, times minutes", class: "pdb-below"},
+	{name: "Evictions refused", title: "evictions a PodDisruptionBudget refused (429)"},
+	{name: "Back to spot, mean (max)"},
 }
 
 // niceMax rounds a chart's top up to 1, 2 or 5 times a power of ten.

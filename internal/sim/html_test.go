@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,7 +42,9 @@ func headless(ctx context.Context, t *testing.T, bin string, args ...string) (st
 }
 
 // The report opens in a real browser, offline: it renders, every chart is
-// there with its series, and the console has no errors. The screenshot is
+// there with its series (node counts and pending pods as one panel per run),
+// the summary has the oracle's row and every run's share of its saving, and
+// the console has no errors. The screenshot is
 // kept in $SPOTTER_ARTIFACTS (default: <temp>/spotter-artifacts).
 func TestReportRendersInChromium(t *testing.T) {
 	if testing.Short() {
@@ -74,24 +77,48 @@ func TestReportRendersInChromium(t *testing.T) {
 	if strings.Contains(logs, "Uncaught") {
 		t.Errorf("uncaught error:\n%s", logs)
 	}
-	if got := attr("data-charts"); got != "4" {
-		t.Errorf("%s charts rendered, want 4", got)
+	if got := attr("data-charts"); got != "5" {
+		t.Errorf("%s charts rendered, want 5", got)
 	}
-	for _, id := range []string{"cost", "spot-share", "capacity", "pending"} {
+	for _, id := range []string{"cost", "spot-share", "capacity", "nodes", "pending"} {
 		if !regexp.MustCompile(`<svg[^>]*id="` + id + `"[\s\S]*?<polyline`).MatchString(dom) {
 			t.Errorf("chart %s missing or without a series", id)
 		}
 	}
-	// The summary table has the budget columns, a figure for every run.
-	if !strings.Contains(dom, "PDB below budget, pod-minutes</th>") || !strings.Contains(dom, "Evictions refused</th>") {
-		t.Errorf("the summary lacks the PDB below budget or evictions refused column")
+	// The summary table has the budget columns and the share of the
+	// oracle's saving, a figure for every run, and the oracle's row.
+	for _, th := range []string{"PDB below budget, pod-minutes</th>", "Evictions refused</th>", "Share of oracle</th>"} {
+		if !strings.Contains(dom, th) {
+			t.Errorf("the summary lacks the column %q", th)
+		}
 	}
-	if got := strings.Count(dom, `<td class="pdb-below">`); got != 5 {
-		t.Errorf("%d PDB below budget figures, want 5 (baseline and 4 strategies)", got)
+	if got := strings.Count(dom, `<td class="pdb-below">`); got != 6 {
+		t.Errorf("%d PDB below budget cells, want 6 (baseline, 4 strategies, oracle)", got)
 	}
-	// cost: baseline + 4 strategies; share and pending: 4; capacity: 3 zones.
-	if got := attr("data-series"); got != "16" {
-		t.Errorf("%s series drawn, want 16", got)
+	shares := regexp.MustCompile(`<td class="oracle-share">(\d+)%</td>`).FindAllStringSubmatch(dom, -1)
+	if len(shares) != 5 || shares[4][1] != "100" {
+		t.Errorf("share of oracle cells %v: want the 4 strategies' and the oracle's 100%%", shares)
+	}
+	for i, res := range rep.Results {
+		if want := fmt.Sprintf("%.0f", 100**res.OracleShare); i < len(shares) && shares[i][1] != want {
+			t.Errorf("%s: share %s%% in the page, %s%% in the report", res.Strategy, shares[i][1], want)
+		}
+	}
+	if !regexp.MustCompile(`<tr class="oracle"><td>oracle</td>`).MatchString(dom) {
+		t.Errorf("no oracle row in the summary")
+	}
+	// Node counts and pending pods: one panel per run (baseline, 4
+	// strategies, oracle), on-demand and spot in each node panel.
+	for _, id := range []string{"nodes", "pending"} {
+		m := regexp.MustCompile(`<svg[^>]*id="` + id + `"[\s\S]*?</svg>`).FindString(dom)
+		if got := strings.Count(m, `<g class="panel"`); got != 6 {
+			t.Errorf("%s: %d panels, want 6", id, got)
+		}
+	}
+	// cost: baseline, 4 strategies and the oracle; share: 4 and the
+	// oracle; capacity: 3 zones; nodes: 6 panels of 2; pending: 6.
+	if got := attr("data-series"); got != "32" {
+		t.Errorf("%s series drawn, want 32", got)
 	}
 
 	artifacts := os.Getenv("SPOTTER_ARTIFACTS")

@@ -18,6 +18,10 @@ type Result struct {
 	// Saving is the share of the all-on-demand baseline's cost saved (0.3 is
 	// 30%); 0 for the baseline itself.
 	Saving float64 `json:"saving"`
+	// OracleShare is the share of the oracle's saving this run achieved:
+	// Saving divided by the oracle's Saving (1 is all of it). Absent for the
+	// baseline, and when the oracle saves nothing.
+	OracleShare *float64 `json:"oracleShare,omitempty"`
 	// SpotShare is the share of pod-hours (pods bound to a node) on spot nodes.
 	SpotShare float64 `json:"spotShare"`
 	// Evictions counts voluntary evictions (Eviction API calls that succeeded)

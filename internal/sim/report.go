@@ -11,27 +11,61 @@ import (
 	"time"
 )
 
-// WriteTable prints the comparison, one row per strategy, the baseline first.
+// setSavings sets each run's saving against the all-on-demand baseline and
+// each strategy's share of the oracle's saving.
+func (r *Report) setSavings() {
+	saving := func(res *Result) {
+		if r.Baseline.Cost > 0 {
+			res.Saving = 1 - res.Cost/r.Baseline.Cost
+		}
+	}
+	for i := range r.Results {
+		saving(&r.Results[i])
+	}
+	if r.Oracle == nil {
+		return
+	}
+	saving(r.Oracle)
+	if r.Oracle.Saving <= 0 {
+		return
+	}
+	for _, res := range r.runs()[1:] {
+		share := res.Saving / r.Oracle.Saving
+		res.OracleShare = &share
+	}
+}
+
+// runs are the rows of the report in order: the baseline, the strategies
+// and, when there is one, the oracle.
+func (r *Report) runs() []*Result {
+	out := []*Result{&r.Baseline}
+	for i := range r.Results {
+		out = append(out, &r.Results[i])
+	}
+	if r.Oracle != nil {
+		out = append(out, r.Oracle)
+	}
+	return out
+}
+
+// WriteTable prints the comparison, one row per run: the baseline first, the
+// oracle last.
 func (r *Report) WriteTable(out io.Writer) error {
 	fmt.Fprintf(out, "Scenario %q, seed %d, %s from %s, step %s\n\n", r.Scenario, r.Seed, span(r.Days), r.Start, r.Step)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "STRATEGY\tCOST\tSAVING\tSPOT POD-HOURS\tEVICTIONS/POD/DAY\tPREEMPTED PODS\tPENDING POD-MIN\tPDB BELOW BUDGET POD-MIN\tEVICTIONS REFUSED\tBACK TO SPOT\t")
-	for _, res := range append([]Result{r.Baseline}, r.Results...) {
-		saving := "-"
-		if res.Strategy != Baseline {
-			saving = fmt.Sprintf("%.1f%%", 100*res.Saving)
-		}
-		fmt.Fprintf(w, "%s\t%.2f %s\t%s\t%.1f%%\t%.3f\t%d\t%.0f\t%.0f\t%d\t%s\t\n", res.Strategy, res.Cost, r.Currency, saving,
-			100*res.SpotShare, res.EvictionsPerPodDay, res.PreemptedPods, res.PendingPodMinutes, res.PDBBelowBudgetPodMinutes,
-			res.EvictionsRefused, backToSpot(res))
+	fmt.Fprintln(w, strings.Join(tableHeader, "\t")+"\t")
+	for _, res := range r.runs() {
+		fmt.Fprintln(w, strings.Join(r.cells(res), "\t")+"\t")
 	}
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\nSaving: against the all-on-demand baseline (same scenario, spot groups removed). PDB below budget: pods missing\n"+
-		"below what PodDisruptionBudgets demand, any cause, times minutes; evictions refused: what the budgets held back (429).\n"+
-		"Back to spot: mean (max) time spot capacity sat unused while spot-eligible pods ran on on-demand nodes of the same\n"+
-		"zone. docs/simulate.md defines each column.\n")
+	fmt.Fprintf(out, "\nSaving: against the all-on-demand baseline (same scenario, spot groups removed). Oracle: every pod on the\n"+
+		"cheapest capacity of each moment, migrations free (a packing heuristic: an achievable upper bound on the hindsight\n"+
+		"optimum); share of oracle: saving / oracle's saving. PDB below budget: pods missing below what PodDisruptionBudgets\n"+
+		"demand, any cause, times minutes; evictions refused: what the budgets held back (429). Back to spot: mean (max) time\n"+
+		"spot capacity sat unused while spot-eligible pods ran on on-demand nodes of the same zone. docs/simulate.md defines\n"+
+		"each column.\n")
 	if len(r.Traces) > 0 {
 		fmt.Fprintf(out, "Spot markets replay traces of \"Can't Be Late\" (NSDI '24), skypilot-org/spot-traces.\n")
 	}
@@ -42,6 +76,31 @@ func (r *Report) WriteTable(out io.Writer) error {
 		fmt.Fprintf(out, "Warning: %s\n", w)
 	}
 	return nil
+}
+
+// tableHeader names the columns of the table (and, in words, of the HTML
+// summary: htmlHeader).
+var tableHeader = []string{"STRATEGY", "COST", "SAVING", "SHARE OF ORACLE", "SPOT POD-HOURS", "EVICTIONS/POD/DAY", "PREEMPTED PODS",
+	"PENDING POD-MIN", "PDB BELOW BUDGET POD-MIN", "EVICTIONS REFUSED", "BACK TO SPOT"}
+
+// cells are a run's figures as the table and the HTML summary show them, in
+// the order of tableHeader: "-" where a figure does not apply (the
+// baseline's saving; what the oracle, which evicts and waits for nothing,
+// does not have).
+func (r *Report) cells(res *Result) []string {
+	saving, share := "-", "-"
+	if res.Strategy != Baseline {
+		saving = fmt.Sprintf("%.1f%%", 100*res.Saving)
+	}
+	if res.OracleShare != nil {
+		share = fmt.Sprintf("%.0f%%", 100**res.OracleShare)
+	}
+	out := []string{res.Strategy, fmt.Sprintf("%.2f %s", res.Cost, r.Currency), saving, share, fmt.Sprintf("%.1f%%", 100*res.SpotShare)}
+	if res.Strategy == Oracle {
+		return append(out, "-", "-", fmt.Sprintf("%.0f", res.PendingPodMinutes), "-", "-", "-")
+	}
+	return append(out, fmt.Sprintf("%.3f", res.EvictionsPerPodDay), fmt.Sprint(res.PreemptedPods), fmt.Sprintf("%.0f", res.PendingPodMinutes),
+		fmt.Sprintf("%.0f", res.PDBBelowBudgetPodMinutes), fmt.Sprint(res.EvictionsRefused), backToSpot(*res))
 }
 
 func backToSpot(res Result) string {
@@ -105,12 +164,19 @@ func (r *Report) Summary() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "scenario %s seed %d days %.0f step %s\n", r.Scenario, r.Seed, r.Days, r.Step)
 	for _, res := range append([]Result{r.Baseline}, r.Results...) {
-		fmt.Fprintf(&b, "%s: cost %.4f saving %.4f spotShare %.4f evictions %d by %v refused %d wasted %d evictionsPerPodDay %.4f "+
+		share := "-"
+		if res.OracleShare != nil {
+			share = fmt.Sprintf("%.4f", *res.OracleShare)
+		}
+		fmt.Fprintf(&b, "%s: cost %.4f saving %.4f oracleShare %s spotShare %.4f evictions %d by %v refused %d wasted %d evictionsPerPodDay %.4f "+
 			"preemptedNodes %d preemptedPods %d pendingPodMinutes %.1f lostPodMinutes %.1f pdbBelowBudgetPodMinutes %.1f pdbViolations %d "+
 			"backToSpot %+v nodesLaunched %d\n",
-			res.Strategy, res.Cost, res.Saving, res.SpotShare, res.Evictions, res.EvictionsBy, res.EvictionsRefused, res.WastedEvictions,
+			res.Strategy, res.Cost, res.Saving, share, res.SpotShare, res.Evictions, res.EvictionsBy, res.EvictionsRefused, res.WastedEvictions,
 			res.EvictionsPerPodDay, res.PreemptedNodes, res.PreemptedPods, res.PendingPodMinutes, res.LostPodMinutes,
 			res.PDBBelowBudgetPodMinutes, res.PDBViolations, res.BackToSpot, res.NodesLaunched)
+	}
+	if o := r.Oracle; o != nil {
+		fmt.Fprintf(&b, "%s: cost %.4f saving %.4f spotShare %.4f pendingPodMinutes %.1f\n", o.Strategy, o.Cost, o.Saving, o.SpotShare, o.PendingPodMinutes)
 	}
 	return b.String()
 }

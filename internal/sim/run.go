@@ -49,6 +49,9 @@ type Report struct {
 	// Baseline is the all-on-demand run.
 	Baseline Result   `json:"baseline"`
 	Results  []Result `json:"results"`
+	// Oracle is the hindsight yardstick (oracle.go): every pod on the
+	// cheapest capacity of each moment.
+	Oracle *Result `json:"oracle,omitempty"`
 	// Elapsed is the wall-clock time the simulation took (not in the golden
 	// summary: it varies).
 	Elapsed time.Duration `json:"elapsedNanoseconds"`
@@ -102,6 +105,16 @@ func Run(ctx context.Context, sc *Scenario, opts Options) (*Report, error) {
 	}
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
+	var oracleRes Result
+	var oracleNotes []string
+	var oracleErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sem <- struct{}{}
+		defer func() { <-sem }()
+		oracleRes, oracleNotes, oracleErr = runOracle(ctx, sc, opts, nil)
+	}()
 	for i, name := range runs {
 		wg.Add(1)
 		go func() {
@@ -122,8 +135,12 @@ func Run(ctx context.Context, sc *Scenario, opts Options) (*Report, error) {
 			return nil, fmt.Errorf("strategy %s: %w", runs[i], err)
 		}
 	}
+	if oracleErr != nil {
+		return nil, fmt.Errorf("oracle: %w", oracleErr)
+	}
 	rep := &Report{Scenario: sc.Name, Description: sc.Description, Seed: sc.Seed, Start: sc.Start, Days: sc.Duration.Hours() / 24,
-		Step: sc.Step.Duration.String(), Currency: sc.Currency, Baseline: results[0], Results: results[1:], Warnings: sc.Warnings()}
+		Step: sc.Step.Duration.String(), Currency: sc.Currency, Baseline: results[0], Results: results[1:], Oracle: &oracleRes,
+		Warnings: append(sc.Warnings(), oracleNotes...)}
 	for _, z := range sc.Zones {
 		rep.Zones = append(rep.Zones, z.Name)
 		priced := false
@@ -138,11 +155,7 @@ func Run(ctx context.Context, sc *Scenario, opts Options) (*Report, error) {
 			rep.PricedZones = append(rep.PricedZones, z.Name)
 		}
 	}
-	for i := range rep.Results {
-		if rep.Baseline.Cost > 0 {
-			rep.Results[i].Saving = 1 - rep.Results[i].Cost/rep.Baseline.Cost
-		}
-	}
+	rep.setSavings()
 	rep.Elapsed = time.Since(began)
 	return rep, nil
 }

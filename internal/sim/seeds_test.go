@@ -17,10 +17,11 @@ type placedApp struct {
 	node string
 }
 
-// constructedWorld is one zone with an on-demand node (od-0001) and three
-// empty spot nodes (spot-0002 to spot-0004) of 4 CPUs, and the given
-// workloads' pods bound where they say, Ready: a minute has passed.
-func constructedWorld(t *testing.T, apps ...placedApp) *World {
+// constructedScenario is one zone with an on-demand group (one node at the
+// start, od-0001) and a spot group (three nodes, spot-0002 to spot-0004) of
+// 4 CPUs and 16Gi, at most 5 nodes each, the zone's spot capacity 10, and the
+// given workloads (256Mi pods).
+func constructedScenario(t *testing.T, apps ...placedApp) *Scenario {
 	t.Helper()
 	sc := &Scenario{Name: "constructed", Duration: metav1.Duration{Duration: time.Hour},
 		Zones: []Zone{{Name: "z", SpotCapacity: CapacitySource{Nodes: ptr.To[int32](10)}}},
@@ -38,6 +39,14 @@ func constructedWorld(t *testing.T, apps ...placedApp) *World {
 	if errs := ValidateScenario(sc, ""); len(errs) > 0 {
 		t.Fatal(errs)
 	}
+	return sc
+}
+
+// constructedWorld is the world of constructedScenario with the workloads'
+// pods bound where they say, Ready: a minute has passed.
+func constructedWorld(t *testing.T, apps ...placedApp) *World {
+	t.Helper()
+	sc := constructedScenario(t, apps...)
 	w, err := newWorld(sc, 1, false)
 	if err != nil {
 		t.Fatal(err)
