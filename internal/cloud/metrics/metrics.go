@@ -56,9 +56,31 @@ func init() {
 }
 
 // Decorate returns p with every call measured. Node groups it returns are
-// decorated too; their methods are labelled "NodeGroup.<Method>".
+// decorated too; their methods are labelled "NodeGroup.<Method>". A provider
+// that reads prices (cloud.PriceReader) still does, its RefreshPrices
+// measured.
 func Decorate(p cloud.Provider) cloud.Provider {
-	return &provider{inner: p, name: p.Name()}
+	d := &provider{inner: p, name: p.Name()}
+	if pr, ok := p.(cloud.PriceReader); ok {
+		return &priceProvider{provider: d, prices: pr}
+	}
+	return d
+}
+
+// priceProvider is a decorated provider that reads prices.
+type priceProvider struct {
+	*provider
+	prices cloud.PriceReader
+}
+
+func (p *priceProvider) RefreshPrices(ctx context.Context, instanceTypes []string) (err error) {
+	defer func(start time.Time) { observe(p.name, "RefreshPrices", start, err) }(time.Now())
+	return p.prices.RefreshPrices(ctx, instanceTypes)
+}
+
+// InstanceTypePrice calls nothing: it passes through.
+func (p *priceProvider) InstanceTypePrice(instanceType, region, zone string, spot bool) (float64, bool) {
+	return p.prices.InstanceTypePrice(instanceType, region, zone, spot)
 }
 
 // observe records one call of method that started at start and ended with err.

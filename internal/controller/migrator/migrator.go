@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -296,6 +297,7 @@ func (c *Controller) spotGroups(ctx context.Context, now time.Time) ([]cloud.Nod
 		}
 		spot = append(spot, g)
 	}
+	c.refreshPrices(ctx, spot)
 	slices.SortStableFunc(spot, func(a, b cloud.NodeGroup) int {
 		pa, ka := a.PricePerHour()
 		pb, kb := b.PricePerHour()
@@ -308,6 +310,32 @@ func (c *Controller) spotGroups(ctx context.Context, now time.Time) ([]cloud.Nod
 		return cmp.Compare(pa, pb)
 	})
 	return spot, nil
+}
+
+// refreshPrices asks a provider that reads prices from its cloud
+// (cloud.PriceReader) for the current prices of the spot groups' instance
+// types (from their template nodes), so that the groups are ordered by what
+// they cost now; the provider reads at most once per its price TTL. A
+// failure keeps the prices read before (or configured), and is logged.
+func (c *Controller) refreshPrices(ctx context.Context, groups []cloud.NodeGroup) {
+	pr, ok := c.provider.(cloud.PriceReader)
+	if !ok || len(groups) == 0 {
+		return
+	}
+	types := map[string]bool{}
+	for _, g := range groups {
+		if tmpl, err := g.TemplateNode(ctx); err == nil {
+			if it := tmpl.Labels[corev1.LabelInstanceTypeStable]; it != "" {
+				types[it] = true
+			}
+		}
+	}
+	if len(types) == 0 {
+		return
+	}
+	if err := pr.RefreshPrices(ctx, slices.Sorted(maps.Keys(types))); err != nil {
+		klog.FromContext(ctx).Error(err, "Reading spot prices from the cloud; ordering the spot groups by the prices read before")
+	}
 }
 
 // nextCandidate returns the on-demand node to replace next, in the order:
