@@ -2,6 +2,7 @@ package awsapi
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -207,7 +208,7 @@ func (s *Server) describeAutoScalingGroups(q query) (any, *APIError) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var matched []*group
-	for _, name := range sortedKeys(s.groups) {
+	for _, name := range slices.Sorted(maps.Keys(s.groups)) {
 		g := s.groups[name]
 		if (len(names) == 0 || slices.Contains(names, name)) && all(preds, g) {
 			matched = append(matched, g)
@@ -272,7 +273,7 @@ func (s *Server) wireGroup(g *group, includeInstances bool) asGroup {
 			w.Instances.Members = append(w.Instances.Members, wireGroupInstance(s.instances[id]))
 		}
 	}
-	for _, k := range sortedKeys(g.Tags) {
+	for _, k := range slices.Sorted(maps.Keys(g.Tags)) {
 		w.Tags.Members = append(w.Tags.Members, asTag{g.Name, "auto-scaling-group", k, g.Tags[k], true})
 	}
 	return w

@@ -36,11 +36,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"sort"
 	"sync"
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"spotter.dev/spotter/internal/emulator/internal/emulatorkit"
 )
 
 // API names one of the two emulated services.
@@ -94,8 +95,12 @@ type APIError struct {
 func (e *APIError) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
 
 // Server is the emulated EC2 and Auto Scaling endpoint; an http.Handler that
-// serves both APIs on one URL. It is safe for concurrent use.
+// serves both APIs on one URL. It is safe for concurrent use. Its call
+// counters (Calls, AllCalls, Throttled, ResetCalls) count by action, e.g.
+// "DescribeInstances".
 type Server struct {
+	emulatorkit.Counter
+
 	clock     clock.WithTicker
 	region    string
 	accountID string
@@ -116,20 +121,12 @@ type Server struct {
 	activities    []*activity          // oldest first
 	open          map[string]*activity // unfinished, by instance ID
 
-	calls     map[string]int
-	throttled map[string]int
-	throttle  map[API]*throttle
-	failNext  map[string][]APIError
-	shortage  map[string]bool // group names
+	faults    emulatorkit.Faults[APIError] // throttles by API
+	shortage  map[string]bool              // group names
 	poolShort map[pool]bool
 
 	onLaunch    []func(Instance)
 	onTerminate []func(Instance)
-}
-
-type throttle struct {
-	next     int
-	fraction float64
 }
 
 // pool is a capacity pool: an instance type in a zone, spot or on-demand.
@@ -168,10 +165,6 @@ func New(opts Options) *Server {
 		instances:           map[string]*instance{},
 		instanceTypes:       map[string]InstanceTypeInfo{},
 		open:                map[string]*activity{},
-		calls:               map[string]int{},
-		throttled:           map[string]int{},
-		throttle:            map[API]*throttle{EC2: {}, AutoScaling: {}},
-		failNext:            map[string][]APIError{},
 		shortage:            map[string]bool{},
 		poolShort:           map[pool]bool{},
 	}
@@ -181,64 +174,23 @@ func New(opts Options) *Server {
 	return s
 }
 
-// Calls returns how many requests named action (e.g. "DescribeInstances")
-// reached the emulator, throttled and failed ones included.
-func (s *Server) Calls(action string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.calls[action]
-}
-
-// AllCalls returns the call count of every action called so far.
-func (s *Server) AllCalls() map[string]int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make(map[string]int, len(s.calls))
-	for k, v := range s.calls {
-		out[k] = v
-	}
-	return out
-}
-
-// Throttled returns how many requests named action were refused by an
-// injected throttle.
-func (s *Server) Throttled(action string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.throttled[action]
-}
-
-// ResetCalls zeroes the call and throttle counters.
-func (s *Server) ResetCalls() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	clear(s.calls)
-	clear(s.throttled)
-}
-
 // ThrottleNext makes the next n requests to api fail as AWS throttles:
 // RequestLimitExceeded with HTTP 503 on EC2, Throttling with HTTP 400 on
 // Auto Scaling.
 func (s *Server) ThrottleNext(api API, n int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.throttle[api].next = n
+	s.faults.ThrottleNext(string(api), n)
 }
 
 // SetThrottleFraction throttles each request to api with probability f
 // (0 turns it off), drawn from the seeded source of Options.Seed.
 func (s *Server) SetThrottleFraction(api API, f float64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.throttle[api].fraction = f
+	s.faults.SetThrottleFraction(string(api), f)
 }
 
 // FailNext makes the next request named action fail with err; several calls
 // queue several failures.
 func (s *Server) FailNext(action string, err APIError) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.failNext[action] = append(s.failNext[action], err)
+	s.faults.FailNext(action, err)
 }
 
 // SetCapacityShortage makes every launch of group fail with
@@ -284,16 +236,7 @@ func (s *Server) OnTerminate(f func(Instance)) {
 
 // Run calls Step every interval of the emulator's clock until ctx is done.
 func (s *Server) Run(ctx context.Context, interval time.Duration) {
-	t := s.clock.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-			s.Step()
-		}
-	}
+	emulatorkit.Run(ctx, s.clock, interval, func() { s.Step() })
 }
 
 // nextID returns a fresh number for IDs; the caller holds s.mu.
@@ -374,41 +317,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // admit counts the call and applies injected faults.
 func (s *Server) admit(api API, action string) *APIError {
-	s.mu.Lock()
+	s.mu.Lock() // for s.rand
 	defer s.mu.Unlock()
-	s.calls[action]++
-	t := s.throttle[api]
-	throttled := false
-	if t.next > 0 {
-		t.next--
-		throttled = true
-	} else if t.fraction > 0 && s.rand.Float64() < t.fraction {
-		throttled = true
-	}
-	if throttled {
-		s.throttled[action]++
-		if api == EC2 {
-			return &APIError{http.StatusServiceUnavailable, "RequestLimitExceeded", "Request limit exceeded."}
-		}
+	throttled, err, failed := s.faults.Admit(&s.Counter, string(api), action, s.rand.Float64)
+	switch {
+	case throttled && api == EC2:
+		return &APIError{http.StatusServiceUnavailable, "RequestLimitExceeded", "Request limit exceeded."}
+	case throttled:
 		return &APIError{http.StatusBadRequest, "Throttling", "Rate exceeded"}
-	}
-	if q := s.failNext[action]; len(q) > 0 {
-		err := q[0]
-		s.failNext[action] = q[1:]
+	case failed:
 		if err.Status == 0 {
 			err.Status = http.StatusBadRequest
 		}
 		return &err
 	}
 	return nil
-}
-
-// sortedKeys returns the keys of m in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

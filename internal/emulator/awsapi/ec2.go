@@ -2,6 +2,7 @@ package awsapi
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -306,7 +307,7 @@ func (s *Server) wireInstance(i *instance) ec2Instance {
 	}
 	if len(i.Tags) > 0 {
 		w.TagSet = &itemList[ec2Tag]{}
-		for _, k := range sortedKeys(i.Tags) {
+		for _, k := range slices.Sorted(maps.Keys(i.Tags)) {
 			w.TagSet.Items = append(w.TagSet.Items, ec2Tag{k, i.Tags[k]})
 		}
 	}
@@ -545,7 +546,7 @@ func (s *Server) describeLaunchTemplateVersions(q query) (any, *APIError) {
 				return nil, badRequest("InvalidParameterCombination", "A launch template ID or name is required to describe version %s", v)
 			}
 		}
-		for _, k := range sortedKeys(s.templates) {
+		for _, k := range slices.Sorted(maps.Keys(s.templates)) {
 			templates = append(templates, s.templates[k])
 		}
 	}
@@ -667,7 +668,7 @@ func (s *Server) describeInstanceTypes(q query) (any, *APIError) {
 		return nil, badRequest("InvalidInstanceType", "The following supplied instance types do not exist: [%s]", strings.Join(missing, ", "))
 	}
 	var matched []InstanceTypeInfo
-	for _, n := range sortedKeys(s.instanceTypes) {
+	for _, n := range slices.Sorted(maps.Keys(s.instanceTypes)) {
 		t := s.instanceTypes[n]
 		if (len(names) == 0 || slices.Contains(names, n)) && all(preds, t) {
 			matched = append(matched, t)

@@ -2,6 +2,7 @@ package awsapi
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -49,7 +50,7 @@ func (s *Server) Step() time.Duration {
 	}
 
 	// 1 and 2. Scaling.
-	for _, name := range sortedKeys(s.groups) {
+	for _, name := range slices.Sorted(maps.Keys(s.groups)) {
 		g := s.groups[name]
 		s.noteOutsideTerminations(g, now)
 		s.scaleOut(g, now)

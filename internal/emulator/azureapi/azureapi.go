@@ -53,15 +53,15 @@ package azureapi
 import (
 	"context"
 	"fmt"
-	"maps"
 	"net/http"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"spotter.dev/spotter/internal/emulator/internal/emulatorkit"
 )
 
 // Options configure a Server.
@@ -121,8 +121,11 @@ const (
 )
 
 // Server is the emulated Azure Resource Manager endpoint, an http.Handler.
-// It is safe for concurrent use.
+// It is safe for concurrent use. Its call counters (Calls, AllCalls,
+// Throttled, ResetCalls) count by method (MethodListScaleSetVMs, ...).
 type Server struct {
+	emulatorkit.Counter
+
 	clock    clock.WithTicker
 	pageSize int
 	token    string
@@ -138,11 +141,8 @@ type Server struct {
 	vms        map[string]*vm       // by lowercase resource ID
 	operations map[string]*operation
 
-	calls         map[string]int
-	throttleNext  int
-	throttled     map[string]int
+	faults        emulatorkit.Faults[APIError] // one class of calls: ""
 	retryAfterSec int
-	failNext      map[string][]APIError
 	allocFailure  map[string]string // scale set name (lowercase) -> code
 	onRunning     []func(VM)
 	onDeleted     []func(VM)
@@ -174,9 +174,6 @@ func New(opts Options) *Server {
 		scaleSets:      map[string]*scaleSet{},
 		vms:            map[string]*vm{},
 		operations:     map[string]*operation{},
-		calls:          map[string]int{},
-		throttled:      map[string]int{},
-		failNext:       map[string][]APIError{},
 		allocFailure:   map[string]string{},
 	}
 	for _, k := range opts.SKUs {
@@ -185,43 +182,10 @@ func New(opts Options) *Server {
 	return s
 }
 
-// Calls returns how many requests of method (MethodListScaleSetVMs, ...)
-// reached the emulator, throttled and failed ones included.
-func (s *Server) Calls(method string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.calls[method]
-}
-
-// AllCalls returns the call count of every method called so far.
-func (s *Server) AllCalls() map[string]int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return maps.Clone(s.calls)
-}
-
-// Throttled returns how many requests of method an injected throttle
-// refused.
-func (s *Server) Throttled(method string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.throttled[method]
-}
-
-// ResetCalls zeroes the call and throttle counters.
-func (s *Server) ResetCalls() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	clear(s.calls)
-	clear(s.throttled)
-}
-
 // ThrottleNext makes the next n requests fail as ARM throttles: HTTP 429,
 // code TooManyRequests, with Retry-After (SetRetryAfter).
 func (s *Server) ThrottleNext(n int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.throttleNext = n
+	s.faults.ThrottleNext("", n)
 }
 
 // SetRetryAfter sets the Retry-After (seconds) of throttled answers; 0 (the
@@ -235,9 +199,7 @@ func (s *Server) SetRetryAfter(seconds int) {
 // FailNext makes the next request of method fail with err; several calls
 // queue several failures. Status 0 means 409.
 func (s *Server) FailNext(method string, err APIError) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.failNext[method] = append(s.failNext[method], err)
+	s.faults.FailNext(method, err)
 }
 
 // SetAllocationFailure makes the VMs the scale set named name (in any
@@ -295,16 +257,7 @@ func (s *Server) OnEvicted(f func(VM)) {
 
 // Run calls Step every interval of the emulator's clock until ctx is done.
 func (s *Server) Run(ctx context.Context, interval time.Duration) {
-	t := s.clock.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-			s.Step()
-		}
-	}
+	emulatorkit.Run(ctx, s.clock, interval, s.Step)
 }
 
 // Step moves the world to the clock's now (see the package documentation)
@@ -341,32 +294,19 @@ func (s *Server) nextID() uint64 {
 
 // admit counts the call and applies injected faults; the caller holds s.mu.
 func (s *Server) admit(method string) (*APIError, int) {
-	s.calls[method]++
-	if s.throttleNext > 0 {
-		s.throttleNext--
-		s.throttled[method]++
+	// Azure's throttle has no fraction: nothing to draw.
+	throttled, err, failed := s.faults.Admit(&s.Counter, "", method, nil)
+	switch {
+	case throttled:
 		return &APIError{http.StatusTooManyRequests, CodeTooManyRequests,
 			"The request is being throttled as the limit has been reached for operation type - Read_30Min. Please try again later."}, s.retryAfterSec
-	}
-	if q := s.failNext[method]; len(q) > 0 {
-		err := q[0]
-		s.failNext[method] = q[1:]
+	case failed:
 		if err.Status == 0 {
 			err.Status = http.StatusConflict
 		}
 		return &err, 0
 	}
 	return nil, 0
-}
-
-// sortedKeys returns the keys of m in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func clone[T any](s []T) []T { return slices.Clone(s) }

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -234,7 +236,7 @@ func (s *Server) listScaleSets(c *call) (*response, *APIError) {
 	}
 	prefix := key("/"+strings.Join(c.seg[:7], "/")) + "/"
 	var all []wireScaleSet
-	for _, k := range sortedKeys(s.scaleSets) {
+	for _, k := range slices.Sorted(maps.Keys(s.scaleSets)) {
 		if strings.HasPrefix(k, prefix) {
 			all = append(all, s.scaleSetJSON(s.scaleSets[k]))
 		}
@@ -315,7 +317,7 @@ func contains(vms []*vm, v *vm) bool {
 // holds s.mu.
 func (s *Server) setVMs(set *scaleSet) []*vm {
 	var out []*vm
-	for _, k := range sortedKeys(s.vms) {
+	for _, k := range slices.Sorted(maps.Keys(s.vms)) {
 		if v := s.vms[k]; v.set == set && !v.deleting() {
 			out = append(out, v)
 		}
@@ -449,7 +451,7 @@ func (s *Server) listScaleSetVMs(c *call) (*response, *APIError) {
 // instance ID as ARM lists them; the caller holds s.mu.
 func (s *Server) sortedSetVMs(set *scaleSet) []*vm {
 	var out []*vm
-	for _, k := range sortedKeys(s.vms) {
+	for _, k := range slices.Sorted(maps.Keys(s.vms)) {
 		if v := s.vms[k]; v.set == set {
 			out = append(out, v)
 		}
@@ -497,7 +499,7 @@ func (s *Server) listVMs(c *call) (*response, *APIError) {
 	}
 	prefix := key("/"+strings.Join(c.seg[:7], "/")) + "/"
 	var all []wireVM
-	for _, k := range sortedKeys(s.vms) {
+	for _, k := range slices.Sorted(maps.Keys(s.vms)) {
 		v := s.vms[k]
 		if !strings.HasPrefix(k, prefix) || (v.set != nil && !v.Flexible) {
 			continue
@@ -549,7 +551,7 @@ func (s *Server) listSKUs(c *call) (*response, *APIError) {
 		locs = []string{"eastus", "westeurope"}
 	}
 	var out []wireResourceSKU
-	for _, k := range sortedKeys(s.skus) {
+	for _, k := range slices.Sorted(maps.Keys(s.skus)) {
 		sku := s.skus[k]
 		size := strings.TrimPrefix(sku.Name, "Standard_")
 		r := wireResourceSKU{ResourceType: "virtualMachines", Name: sku.Name, Tier: "Standard", Size: size, Family: sku.Family, Locations: locs,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -243,7 +244,7 @@ func (s *Server) VMs() []VM {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]VM, 0, len(s.vms))
-	for _, k := range sortedKeys(s.vms) {
+	for _, k := range slices.Sorted(maps.Keys(s.vms)) {
 		out = append(out, s.vms[k].copy())
 	}
 	return out
@@ -256,7 +257,7 @@ func (s *Server) ScaleSetVMs(id string) []VM {
 	defer s.mu.Unlock()
 	set := s.scaleSets[key(id)]
 	var out []VM
-	for _, k := range sortedKeys(s.vms) {
+	for _, k := range slices.Sorted(maps.Keys(s.vms)) {
 		if v := s.vms[k]; v.set != nil && v.set == set {
 			out = append(out, v.copy())
 		}
@@ -309,7 +310,7 @@ func (s *Server) Evict(id string) error {
 // holds s.mu.
 func (s *Server) reconcile(set *scaleSet, now time.Time) {
 	var live []*vm
-	for _, k := range sortedKeys(s.vms) {
+	for _, k := range slices.Sorted(maps.Keys(s.vms)) {
 		if v := s.vms[k]; v.set == set && !v.deleting() {
 			live = append(live, v)
 		}
@@ -388,10 +389,10 @@ func (s *Server) startDelete(v *vm, now time.Time) {
 
 // advance moves the world to now; the caller holds s.mu.
 func (s *Server) advance(now time.Time) {
-	for _, k := range sortedKeys(s.scaleSets) {
+	for _, k := range slices.Sorted(maps.Keys(s.scaleSets)) {
 		s.reconcile(s.scaleSets[k], now)
 	}
-	for _, k := range sortedKeys(s.vms) {
+	for _, k := range slices.Sorted(maps.Keys(s.vms)) {
 		v := s.vms[k]
 		switch {
 		case v.ProvisioningState == StateCreating && v.set != nil && s.allocFailure[strings.ToLower(v.set.Name)] != "":
@@ -404,7 +405,7 @@ func (s *Server) advance(now time.Time) {
 			s.queue(s.onDeleted, v.copy())
 		}
 	}
-	for _, k := range sortedKeys(s.operations) {
+	for _, k := range slices.Sorted(maps.Keys(s.operations)) {
 		s.settle(s.operations[k], now)
 	}
 }

@@ -47,11 +47,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"sort"
 	"sync"
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"spotter.dev/spotter/internal/emulator/internal/emulatorkit"
 )
 
 // Options configure a Server.
@@ -99,8 +100,12 @@ type OperationError struct {
 }
 
 // Server is the emulated Compute Engine endpoint, an http.Handler. It is
-// safe for concurrent use.
+// safe for concurrent use. Its call counters (Calls, AllCalls, Throttled,
+// ResetCalls) count by Compute Engine method ID, such as
+// "compute.instances.aggregatedList".
 type Server struct {
+	emulatorkit.Counter
+
 	clock         clock.WithTicker
 	projectNumber string
 
@@ -117,11 +122,7 @@ type Server struct {
 	instances    map[string]*instance         // by path
 	operations   map[string]*operation        // by path
 
-	calls         map[string]int
-	throttleNext  int
-	throttleFrac  float64
-	throttled     map[string]int
-	failNext      map[string][]APIError
+	faults        emulatorkit.Faults[APIError] // one class of calls: ""
 	failNextOp    map[string][]OperationError
 	shortage      map[string]bool // group names
 	zoneShortage  map[string]bool // zones
@@ -156,9 +157,6 @@ func New(opts Options) *Server {
 		groups:         map[string]*group{},
 		instances:      map[string]*instance{},
 		operations:     map[string]*operation{},
-		calls:          map[string]int{},
-		throttled:      map[string]int{},
-		failNext:       map[string][]APIError{},
 		failNextOp:     map[string][]OperationError{},
 		shortage:       map[string]bool{},
 		zoneShortage:   map[string]bool{},
@@ -169,56 +167,16 @@ func New(opts Options) *Server {
 	return s
 }
 
-// Calls returns how many requests of method (a Compute Engine method ID
-// such as "compute.instances.aggregatedList") reached the emulator,
-// throttled and failed ones included.
-func (s *Server) Calls(method string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.calls[method]
-}
-
-// AllCalls returns the call count of every method called so far.
-func (s *Server) AllCalls() map[string]int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make(map[string]int, len(s.calls))
-	for k, v := range s.calls {
-		out[k] = v
-	}
-	return out
-}
-
-// Throttled returns how many requests of method were refused by an
-// injected throttle.
-func (s *Server) Throttled(method string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.throttled[method]
-}
-
-// ResetCalls zeroes the call and throttle counters.
-func (s *Server) ResetCalls() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	clear(s.calls)
-	clear(s.throttled)
-}
-
 // ThrottleNext makes the next n requests fail as Compute Engine throttles:
 // HTTP 429, reason rateLimitExceeded.
 func (s *Server) ThrottleNext(n int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.throttleNext = n
+	s.faults.ThrottleNext("", n)
 }
 
 // SetThrottleFraction throttles each request with probability f (0 turns
 // it off), drawn from the seeded source of Options.Seed.
 func (s *Server) SetThrottleFraction(f float64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.throttleFrac = f
+	s.faults.SetThrottleFraction("", f)
 }
 
 // SetRetryAfter makes throttled answers carry Retry-After: seconds (0:
@@ -232,9 +190,7 @@ func (s *Server) SetRetryAfter(seconds int) {
 // FailNext makes the next request of method fail with err; several calls
 // queue several failures. Code 0 means 400.
 func (s *Server) FailNext(method string, err APIError) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.failNext[method] = append(s.failNext[method], err)
+	s.faults.FailNext(method, err)
 }
 
 // FailNextOperation makes the operation of the next accepted request of
@@ -300,16 +256,7 @@ func (s *Server) OnDeleted(f func(Instance)) {
 
 // Run calls Step every interval of the emulator's clock until ctx is done.
 func (s *Server) Run(ctx context.Context, interval time.Duration) {
-	t := s.clock.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-			s.Step()
-		}
-	}
+	emulatorkit.Run(ctx, s.clock, interval, s.Step)
 }
 
 // nextID returns a fresh number for IDs; the caller holds s.mu.
@@ -320,36 +267,16 @@ func (s *Server) nextID() uint64 {
 
 // admit counts the call and applies injected faults; the caller holds s.mu.
 func (s *Server) admit(method string) (*APIError, int) {
-	s.calls[method]++
-	throttled := false
-	if s.throttleNext > 0 {
-		s.throttleNext--
-		throttled = true
-	} else if s.throttleFrac > 0 && s.rand.Float64() < s.throttleFrac {
-		throttled = true
-	}
-	if throttled {
-		s.throttled[method]++
+	throttled, err, failed := s.faults.Admit(&s.Counter, "", method, s.rand.Float64)
+	switch {
+	case throttled:
 		return &APIError{http.StatusTooManyRequests, "rateLimitExceeded",
 			"Quota exceeded for quota metric 'Queries' and limit 'Queries per minute' of service 'compute.googleapis.com'."}, s.retryAfterSec
-	}
-	if q := s.failNext[method]; len(q) > 0 {
-		err := q[0]
-		s.failNext[method] = q[1:]
+	case failed:
 		if err.Code == 0 {
 			err.Code = http.StatusBadRequest
 		}
 		return &err, 0
 	}
 	return nil, 0
-}
-
-// sortedKeys returns the keys of m in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -325,7 +326,7 @@ func (s *Server) aggregatedGroups(c *call) (any, *APIError) {
 		return nil, err
 	}
 	var all []*group
-	for _, k := range sortedKeys(s.groups) {
+	for _, k := range slices.Sorted(maps.Keys(s.groups)) {
 		if g := s.groups[k]; g.Project == c.project {
 			all = append(all, g)
 		}

@@ -30,7 +30,7 @@ func (s *Server) Step() {
 	now := s.clock.Now()
 	s.settleOperations(now)
 	var running, deleted []Instance
-	for _, path := range sortedKeys(s.groups) {
+	for _, path := range slices.Sorted(maps.Keys(s.groups)) {
 		g := s.groups[path]
 		s.reconcileMembers(g)
 		for _, m := range g.members {
@@ -55,7 +55,7 @@ func (s *Server) Step() {
 			}
 		}
 	}
-	for _, path := range sortedKeys(s.instances) {
+	for _, path := range slices.Sorted(maps.Keys(s.instances)) {
 		i := s.instances[path]
 		if !i.deleting || now.Before(i.deleteAt) {
 			continue
@@ -107,7 +107,7 @@ func (s *Server) createMemberInstance(g *group, m *member, now time.Time) *insta
 // settleOperations finishes the operations that are due; the caller holds
 // s.mu.
 func (s *Server) settleOperations(now time.Time) {
-	for _, path := range sortedKeys(s.operations) {
+	for _, path := range slices.Sorted(maps.Keys(s.operations)) {
 		op := s.operations[path]
 		if !op.done && !now.Before(op.doneAt) {
 			s.finish(op, now)

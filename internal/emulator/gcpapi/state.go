@@ -285,7 +285,7 @@ func (s *Server) Instances() []Instance {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]Instance, 0, len(s.instances))
-	for _, k := range sortedKeys(s.instances) {
+	for _, k := range slices.Sorted(maps.Keys(s.instances)) {
 		out = append(out, s.instances[k].copy())
 	}
 	return out

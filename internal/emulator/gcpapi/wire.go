@@ -2,7 +2,9 @@ package gcpapi
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -267,7 +269,7 @@ func writeError(w http.ResponseWriter, err *APIError, retryAfter int) {
 
 func metadataOf(items map[string]string) wireMetadata {
 	md := wireMetadata{Kind: "compute#metadata", Fingerprint: "c2VlZA=="}
-	for _, k := range sortedKeys(items) {
+	for _, k := range slices.Sorted(maps.Keys(items)) {
 		md.Items = append(md.Items, wireMetadataItem{Key: k, Value: items[k]})
 	}
 	return md
