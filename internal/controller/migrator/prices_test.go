@@ -36,7 +36,9 @@ func (p *pricedProvider) RefreshPrices(_ context.Context, types []string) error 
 	return nil
 }
 
-func (p *pricedProvider) InstanceTypePrice(string, string, string, bool) (float64, bool) { return 0, false }
+func (p *pricedProvider) InstanceTypePrice(string, string, string, bool) (float64, bool) {
+	return 0, false
+}
 
 // Spot groups are ordered by the prices the cloud has when the provider
 // reads prices: the migrator asks it to refresh them, with the groups'
