@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"spotter.dev/spotter/internal/cloud"
+	"spotter.dev/spotter/internal/cloud/internal/providerkit"
 )
 
 // NodeGroup is an Auto Scaling group.
@@ -189,6 +190,9 @@ func (p *Provider) launchTemplate(ctx context.Context, t launchTemplate) (templa
 // ID implements cloud.NodeGroup: the group's name.
 func (g *NodeGroup) ID() string { return g.name }
 
+// what names the group in errors.
+func (g *NodeGroup) what() string { return "the Auto Scaling group " + g.name }
+
 // Spot implements cloud.NodeGroup.
 func (g *NodeGroup) Spot() bool { return g.spot }
 
@@ -261,16 +265,16 @@ func (g *NodeGroup) PricePerHour() (float64, bool) {
 
 // IncreaseSize implements cloud.NodeGroup: SetDesiredCapacity.
 func (g *NodeGroup) IncreaseSize(ctx context.Context, delta int) error {
-	if delta <= 0 {
-		return fmt.Errorf("increase of %d: %w", delta, cloud.ErrInvalidDelta)
+	if err := providerkit.CheckIncrease(delta); err != nil {
+		return err
 	}
 	cur, err := g.current(ctx)
 	if err != nil {
 		return err
 	}
 	want := int(aws.ToInt32(cur.DesiredCapacity)) + delta
-	if want > int(aws.ToInt32(cur.MaxSize)) {
-		return fmt.Errorf("the Auto Scaling group %s: %d more would make %d, above its maximum %d: %w", g.name, delta, want, aws.ToInt32(cur.MaxSize), cloud.ErrAboveMaxSize)
+	if err := providerkit.CheckMax(g.what(), delta, want, int(aws.ToInt32(cur.MaxSize))); err != nil {
+		return err
 	}
 	return g.setDesired(ctx, want)
 }
@@ -302,20 +306,17 @@ func live(cur astypes.AutoScalingGroup) []astypes.Instance {
 // DecreaseTargetSize implements cloud.NodeGroup: it lowers the desired
 // capacity only by capacity not yet launched.
 func (g *NodeGroup) DecreaseTargetSize(ctx context.Context, delta int) error {
-	if delta <= 0 {
-		return fmt.Errorf("decrease of %d: %w", delta, cloud.ErrInvalidDelta)
+	if err := providerkit.CheckDecrease(delta); err != nil {
+		return err
 	}
 	cur, err := g.current(ctx)
 	if err != nil {
 		return err
 	}
 	desired := int(aws.ToInt32(cur.DesiredCapacity))
-	unlaunched := desired - len(live(cur))
-	switch {
-	case delta > unlaunched:
-		return fmt.Errorf("the Auto Scaling group %s has %d instance(s) not yet launched, asked to cancel %d: %w", g.name, max(unlaunched, 0), delta, cloud.ErrNotUnfulfilled)
-	case desired-delta < int(aws.ToInt32(cur.MinSize)):
-		return fmt.Errorf("the Auto Scaling group %s: %d fewer would make %d, below its minimum %d: %w", g.name, delta, desired-delta, aws.ToInt32(cur.MinSize), cloud.ErrBelowMinSize)
+	unlaunched := max(desired-len(live(cur)), 0)
+	if err := providerkit.CheckCancel(g.what(), delta, unlaunched, "instance(s) not yet launched", desired, int(aws.ToInt32(cur.MinSize))); err != nil {
+		return err
 	}
 	return g.setDesired(ctx, desired-delta)
 }
@@ -342,8 +343,8 @@ func (g *NodeGroup) DeleteNodes(ctx context.Context, nodes []*corev1.Node) error
 			return fmt.Errorf("node %s (instance %q) in Auto Scaling group %s: %w", n.Name, ids[i], g.name, cloud.ErrNotInNodeGroup)
 		}
 	}
-	if left := int(aws.ToInt32(cur.DesiredCapacity)) - len(nodes); left < int(aws.ToInt32(cur.MinSize)) {
-		return fmt.Errorf("the Auto Scaling group %s: deleting %d node(s) would leave %d, below its minimum %d: %w", g.name, len(nodes), left, aws.ToInt32(cur.MinSize), cloud.ErrBelowMinSize)
+	if err := providerkit.CheckDelete(g.what(), len(nodes), int(aws.ToInt32(cur.DesiredCapacity)), int(aws.ToInt32(cur.MinSize))); err != nil {
+		return err
 	}
 	defer g.p.invalidate()
 	for i, n := range nodes {
@@ -353,7 +354,7 @@ func (g *NodeGroup) DeleteNodes(ctx context.Context, nodes []*corev1.Node) error
 			return fmt.Errorf("terminating instance %s of node %s in Auto Scaling group %s: %w", ids[i], n.Name, g.name, mapError(g.name, err))
 		}
 		g.p.forget(ids[i])
-		if err := g.p.deleteNode(ctx, n.Name); err != nil {
+		if err := providerkit.DeleteNode(ctx, g.p.kube, n.Name); err != nil {
 			return err
 		}
 	}
@@ -370,15 +371,9 @@ func (g *NodeGroup) Nodes(ctx context.Context) ([]cloud.Instance, error) {
 	}
 	running := live(cur)
 	byID := map[string]string{}
-	if g.p.kube != nil && len(running) > 0 {
-		list, err := g.p.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("listing Nodes: %w", cloud.FromAPIError(err))
-		}
-		for i := range list.Items {
-			if id := InstanceID(&list.Items[i]); id != "" {
-				byID[id] = list.Items[i].Name
-			}
+	if len(running) > 0 {
+		if byID, err = providerkit.NodeNames(ctx, g.p.kube, instanceIDOf); err != nil {
+			return nil, err
 		}
 	}
 	out := make([]cloud.Instance, 0, len(running))

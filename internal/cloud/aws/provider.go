@@ -49,11 +49,11 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
 	"spotter.dev/spotter/internal/cloud"
+	"spotter.dev/spotter/internal/cloud/internal/providerkit"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
 
@@ -181,6 +181,12 @@ func InstanceID(node *corev1.Node) string {
 		return ""
 	}
 	return id
+}
+
+// instanceIDOf is InstanceID, and whether the node has one.
+func instanceIDOf(node *corev1.Node) (string, bool) {
+	id := InstanceID(node)
+	return id, id != ""
 }
 
 // Instances implements cloud.Provider: one DescribeInstances per 1,000
@@ -352,7 +358,7 @@ func (p *Provider) DeleteInstance(ctx context.Context, node *corev1.Node) error 
 		return fmt.Errorf("terminating instance %s of node %s: %w", id, node.Name, mapError("", err))
 	}
 	p.forget(id)
-	return p.deleteNode(ctx, node.Name)
+	return providerkit.DeleteNode(ctx, p.kube, node.Name)
 }
 
 // forget drops an instance from the cache once it is terminated.
@@ -364,29 +370,10 @@ func (p *Provider) forget(id string) {
 	p.instances[id] = f
 }
 
-func (p *Provider) deleteNode(ctx context.Context, name string) error {
-	if p.kube == nil {
-		return nil
-	}
-	err := p.kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
-	if err = cloud.IgnoreNotFound(cloud.FromAPIError(err)); err != nil {
-		return fmt.Errorf("deleting Node %s: %w", name, err)
-	}
-	return nil
-}
-
 // NodeGroups implements cloud.Provider: the discovered (or named) groups, by
 // name.
 func (p *Provider) NodeGroups(ctx context.Context) ([]cloud.NodeGroup, error) {
-	groups, err := p.readGroups(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]cloud.NodeGroup, len(groups))
-	for i, g := range groups {
-		out[i] = g
-	}
-	return out, nil
+	return providerkit.NodeGroups(p.readGroups(ctx))
 }
 
 // NodeGroupForNode implements cloud.Provider.

@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"spotter.dev/spotter/internal/cloud"
+	"spotter.dev/spotter/internal/cloud/internal/providerkit"
 )
 
 // A spot VM that Azure evicts with evictionPolicy Deallocate is not deleted:
@@ -128,7 +129,7 @@ func (g *NodeGroup) deleteEvicted(ctx context.Context, evicted []vmRecord) ([]st
 		return nil, err
 	}
 	for _, name := range nodes {
-		if err := g.p.deleteNode(ctx, name); err != nil {
+		if err := providerkit.DeleteNode(ctx, g.p.kube, name); err != nil {
 			return ids, err
 		}
 	}

@@ -10,9 +10,9 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"spotter.dev/spotter/internal/cloud"
+	"spotter.dev/spotter/internal/cloud/internal/providerkit"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
 
@@ -266,6 +266,9 @@ func (p *Provider) invalidate() {
 // ID implements cloud.NodeGroup: <resource group>/<name>, lowercase.
 func (g *NodeGroup) ID() string { return g.facts.key.id() }
 
+// what names the scale set in errors.
+func (g *NodeGroup) what() string { return "scale set " + g.ID() }
+
 // Spot implements cloud.NodeGroup: its VMs' priority is Spot.
 func (g *NodeGroup) Spot() bool { return g.facts.spot }
 
@@ -310,16 +313,16 @@ func (g *NodeGroup) PricePerHour() (float64, bool) {
 // to cancel. A refusal on the spot (SkuNotAvailable, a quota) changes
 // nothing and is returned typed.
 func (g *NodeGroup) IncreaseSize(ctx context.Context, delta int) error {
-	if delta <= 0 {
-		return fmt.Errorf("increase of %d: %w", delta, cloud.ErrInvalidDelta)
+	if err := providerkit.CheckIncrease(delta); err != nil {
+		return err
 	}
 	current, err := g.capacity(ctx)
 	if err != nil {
 		return err
 	}
 	want := current + delta
-	if want > g.max {
-		return fmt.Errorf("scale set %s: %d more would make %d, above its maximum %d: %w", g.ID(), delta, want, g.max, cloud.ErrAboveMaxSize)
+	if err := providerkit.CheckMax(g.what(), delta, want, g.max); err != nil {
+		return err
 	}
 	_, err = g.update(ctx, want)
 	return err
@@ -368,8 +371,8 @@ func (g *NodeGroup) deleteInstances(ctx context.Context, keys []vmKey) error {
 // capacity by as many. A VM that finishes its creation between the list and
 // the call is deleted all the same: the caller asked for it not to exist.
 func (g *NodeGroup) DecreaseTargetSize(ctx context.Context, delta int) error {
-	if delta <= 0 {
-		return fmt.Errorf("decrease of %d: %w", delta, cloud.ErrInvalidDelta)
+	if err := providerkit.CheckDecrease(delta); err != nil {
+		return err
 	}
 	capacity, err := g.capacity(ctx)
 	if err != nil {
@@ -391,11 +394,8 @@ func (g *NodeGroup) DecreaseTargetSize(ctx context.Context, delta int) error {
 		}
 	}
 	unlisted := max(capacity-live, 0)
-	switch {
-	case delta > unlisted+len(pending):
-		return fmt.Errorf("scale set %s has %d request(s) not yet fulfilled, asked to cancel %d: %w", g.ID(), unlisted+len(pending), delta, cloud.ErrNotUnfulfilled)
-	case capacity-delta < g.min:
-		return fmt.Errorf("scale set %s: %d fewer would make %d, below its minimum %d: %w", g.ID(), delta, capacity-delta, g.min, cloud.ErrBelowMinSize)
+	if err := providerkit.CheckCancel(g.what(), delta, unlisted+len(pending), "request(s) not yet fulfilled", capacity, g.min); err != nil {
+		return err
 	}
 	if n := min(delta, unlisted); n > 0 {
 		done, err := g.update(ctx, capacity-n)
@@ -459,14 +459,14 @@ func (g *NodeGroup) DeleteNodes(ctx context.Context, nodes []*corev1.Node) error
 		}
 		keys[i] = k
 	}
-	if left := capacity - len(nodes); left < g.min {
-		return fmt.Errorf("scale set %s: deleting %d node(s) would leave %d, below its minimum %d: %w", g.ID(), len(nodes), left, g.min, cloud.ErrBelowMinSize)
+	if err := providerkit.CheckDelete(g.what(), len(nodes), capacity, g.min); err != nil {
+		return err
 	}
 	if err := g.deleteInstances(ctx, keys); err != nil {
 		return err
 	}
 	for _, n := range nodes {
-		if err := g.p.deleteNode(ctx, n.Name); err != nil {
+		if err := providerkit.DeleteNode(ctx, g.p.kube, n.Name); err != nil {
 			return err
 		}
 	}
@@ -476,20 +476,13 @@ func (g *NodeGroup) DeleteNodes(ctx context.Context, nodes []*corev1.Node) error
 // nodeNames maps the lowercase resource IDs of VMs to the names of their
 // Nodes (one list of the Nodes), when any of recs may have one.
 func (p *Provider) nodeNames(ctx context.Context, recs []vmRecord) (map[string]string, error) {
-	out := map[string]string{}
-	if p.kube == nil || !slices.ContainsFunc(recs, func(r vmRecord) bool { return r.state != stateCreating }) {
-		return out, nil
+	if !slices.ContainsFunc(recs, func(r vmRecord) bool { return r.state != stateCreating }) {
+		return map[string]string{}, nil
 	}
-	list, err := p.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("listing Nodes: %w", cloud.FromAPIError(err))
-	}
-	for i := range list.Items {
-		if k, ok := keyOf(&list.Items[i]); ok {
-			out[k.resourceID()] = list.Items[i].Name
-		}
-	}
-	return out, nil
+	return providerkit.NodeNames(ctx, p.kube, func(n *corev1.Node) (string, bool) {
+		k, ok := keyOf(n)
+		return k.resourceID(), ok
+	})
 }
 
 // Nodes implements cloud.NodeGroup: the set's VMs (not being deleted) with

@@ -62,11 +62,11 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
 	"spotter.dev/spotter/internal/cloud"
+	"spotter.dev/spotter/internal/cloud/internal/providerkit"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
 
@@ -453,7 +453,7 @@ func (p *Provider) DeleteInstance(ctx context.Context, node *corev1.Node) error 
 		if err := (&NodeGroup{p: p, facts: facts}).deleteInstances(ctx, []vmKey{k}); err != nil {
 			return err
 		}
-		return p.deleteNode(ctx, node.Name)
+		return providerkit.DeleteNode(ctx, p.kube, node.Name)
 	}
 	poller, err := p.c.VMs.BeginDelete(ctx, k.rg, k.name, nil)
 	what := fmt.Sprintf("deleting VM %s of node %s", k.name, node.Name)
@@ -464,7 +464,7 @@ func (p *Provider) DeleteInstance(ctx context.Context, node *corev1.Node) error 
 		return err
 	}
 	p.forget(k)
-	return p.deleteNode(ctx, node.Name)
+	return providerkit.DeleteNode(ctx, p.kube, node.Name)
 }
 
 // forget marks a VM gone once it is deleted.
@@ -474,28 +474,9 @@ func (p *Provider) forget(k vmKey) {
 	p.vms[k] = vmFacts{key: k, gone: true, seen: p.clock.Now()}
 }
 
-func (p *Provider) deleteNode(ctx context.Context, name string) error {
-	if p.kube == nil {
-		return nil
-	}
-	err := p.kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
-	if err = cloud.IgnoreNotFound(cloud.FromAPIError(err)); err != nil {
-		return fmt.Errorf("deleting Node %s: %w", name, err)
-	}
-	return nil
-}
-
 // NodeGroups implements cloud.Provider: the selected scale sets, by ID.
 func (p *Provider) NodeGroups(ctx context.Context) ([]cloud.NodeGroup, error) {
-	groups, err := p.readGroups(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]cloud.NodeGroup, len(groups))
-	for i, g := range groups {
-		out[i] = g
-	}
-	return out, nil
+	return providerkit.NodeGroups(p.readGroups(ctx))
 }
 
 // NodeGroupForNode implements cloud.Provider.

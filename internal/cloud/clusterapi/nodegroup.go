@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"spotter.dev/spotter/internal/cloud"
+	"spotter.dev/spotter/internal/cloud/internal/providerkit"
 )
 
 // NodeGroup is a MachineDeployment, a MachineSet no MachineDeployment owns, or
@@ -143,8 +144,8 @@ func (g *NodeGroup) setScale(ctx context.Context, s *unstructured.Unstructured, 
 // IncreaseSize implements cloud.NodeGroup: spec.replicas goes up by delta
 // through the scale subresource; Cluster API creates the Machines.
 func (g *NodeGroup) IncreaseSize(ctx context.Context, delta int) error {
-	if delta <= 0 {
-		return fmt.Errorf("increase of %d: %w", delta, cloud.ErrInvalidDelta)
+	if err := providerkit.CheckIncrease(delta); err != nil {
+		return err
 	}
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := g.reread(ctx)
@@ -155,8 +156,8 @@ func (g *NodeGroup) IncreaseSize(ctx context.Context, delta int) error {
 		if err != nil {
 			return err
 		}
-		if want := replicas + delta; want > cur.max {
-			return fmt.Errorf("%s: %d more would make %d, above its maximum %d: %w", g.id, delta, want, cur.max, cloud.ErrAboveMaxSize)
+		if err := providerkit.CheckMax(g.id, delta, replicas+delta, cur.max); err != nil {
+			return err
 		}
 		return g.setScale(ctx, s, replicas+delta)
 	})
@@ -169,8 +170,8 @@ func (g *NodeGroup) IncreaseSize(ctx context.Context, delta int) error {
 // MachinePool, an instance without a Machine is never cancelled, Node or not:
 // only replicas the infrastructure has listed no instance for are.
 func (g *NodeGroup) DecreaseTargetSize(ctx context.Context, delta int) error {
-	if delta <= 0 {
-		return fmt.Errorf("decrease of %d: %w", delta, cloud.ErrInvalidDelta)
+	if err := providerkit.CheckDecrease(delta); err != nil {
+		return err
 	}
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := g.reread(ctx)
@@ -192,11 +193,8 @@ func (g *NodeGroup) DecreaseTargetSize(ctx context.Context, delta int) error {
 				provisioning = append(provisioning, m)
 			}
 		}
-		switch unfulfilled := replicas - registered; {
-		case delta > unfulfilled:
-			return fmt.Errorf("%s has %d replica(s) without a Node yet, asked to cancel %d: %w", g.id, max(unfulfilled, 0), delta, cloud.ErrNotUnfulfilled)
-		case replicas-delta < cur.min:
-			return fmt.Errorf("%s: %d fewer would make %d, below its minimum %d: %w", g.id, delta, replicas-delta, cur.min, cloud.ErrBelowMinSize)
+		if err := providerkit.CheckCancel(g.id, delta, max(replicas-registered, 0), "replica(s) without a Node yet", replicas, cur.min); err != nil {
+			return err
 		}
 		slices.SortFunc(provisioning, func(a, b *machine) int { return b.created.Compare(a.created) })
 		return g.deleteMachines(ctx, s, replicas-delta, provisioning[:min(delta, len(provisioning))])
@@ -251,8 +249,8 @@ func (g *NodeGroup) DeleteNodes(ctx context.Context, nodes []*corev1.Node) error
 		if err != nil {
 			return err
 		}
-		if left := replicas - len(doomed); left < cur.min {
-			return fmt.Errorf("%s: deleting %d node(s) would leave %d, below its minimum %d: %w", g.id, len(doomed), left, cur.min, cloud.ErrBelowMinSize)
+		if err := providerkit.CheckDelete(g.id, len(doomed), replicas, cur.min); err != nil {
+			return err
 		}
 		return g.deleteMachines(ctx, scale, replicas-len(doomed), doomed)
 	})

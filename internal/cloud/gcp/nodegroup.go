@@ -11,9 +11,9 @@ import (
 	"cloud.google.com/go/compute/apiv1/computepb"
 	"google.golang.org/api/iterator"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"spotter.dev/spotter/internal/cloud"
+	"spotter.dev/spotter/internal/cloud/internal/providerkit"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
 
@@ -148,6 +148,9 @@ func (p *Provider) invalidate() {
 // <region>/<name> for a regional one.
 func (g *NodeGroup) ID() string { return g.ref.id() }
 
+// what names the group in errors.
+func (g *NodeGroup) what() string { return "managed instance group " + g.ID() }
+
 // Spot implements cloud.NodeGroup: its template asks for spot (or
 // preemptible) VMs.
 func (g *NodeGroup) Spot() bool { return g.template.spot }
@@ -219,16 +222,16 @@ func (g *NodeGroup) PricePerHour() (float64, bool) {
 // IncreaseSize implements cloud.NodeGroup: resize to the target size plus
 // delta, and wait for the operation.
 func (g *NodeGroup) IncreaseSize(ctx context.Context, delta int) error {
-	if delta <= 0 {
-		return fmt.Errorf("increase of %d: %w", delta, cloud.ErrInvalidDelta)
+	if err := providerkit.CheckIncrease(delta); err != nil {
+		return err
 	}
 	m, err := g.current(ctx)
 	if err != nil {
 		return err
 	}
 	want := int(m.GetTargetSize()) + delta
-	if want > g.max {
-		return fmt.Errorf("managed instance group %s: %d more would make %d, above its maximum %d: %w", g.ID(), delta, want, g.max, cloud.ErrAboveMaxSize)
+	if err := providerkit.CheckMax(g.what(), delta, want, g.max); err != nil {
+		return err
 	}
 	return g.resize(ctx, want)
 }
@@ -310,8 +313,8 @@ func (g *NodeGroup) keyOfManaged(mi *computepb.ManagedInstance) instanceKey {
 // size by as many. An instance that turns RUNNING between the list and the
 // call is deleted all the same: the caller asked for it not to exist.
 func (g *NodeGroup) DecreaseTargetSize(ctx context.Context, delta int) error {
-	if delta <= 0 {
-		return fmt.Errorf("decrease of %d: %w", delta, cloud.ErrInvalidDelta)
+	if err := providerkit.CheckDecrease(delta); err != nil {
+		return err
 	}
 	m, err := g.current(ctx)
 	if err != nil {
@@ -330,11 +333,8 @@ func (g *NodeGroup) DecreaseTargetSize(ctx context.Context, delta int) error {
 			pending = append(pending, mi)
 		}
 	}
-	switch {
-	case delta > unlisted+len(pending):
-		return fmt.Errorf("managed instance group %s has %d instance(s) still being created, asked to cancel %d: %w", g.ID(), unlisted+len(pending), delta, cloud.ErrNotUnfulfilled)
-	case target-delta < g.min:
-		return fmt.Errorf("managed instance group %s: %d fewer would make %d, below its minimum %d: %w", g.ID(), delta, target-delta, g.min, cloud.ErrBelowMinSize)
+	if err := providerkit.CheckCancel(g.what(), delta, unlisted+len(pending), "instance(s) still being created", target, g.min); err != nil {
+		return err
 	}
 	if n := min(delta, unlisted); n > 0 {
 		if err := g.resize(ctx, target-n); err != nil {
@@ -390,14 +390,14 @@ func (g *NodeGroup) DeleteNodes(ctx context.Context, nodes []*corev1.Node) error
 		}
 		keys[i] = k
 	}
-	if left := int(m.GetTargetSize()) - len(nodes); left < g.min {
-		return fmt.Errorf("managed instance group %s: deleting %d node(s) would leave %d, below its minimum %d: %w", g.ID(), len(nodes), left, g.min, cloud.ErrBelowMinSize)
+	if err := providerkit.CheckDelete(g.what(), len(nodes), int(m.GetTargetSize()), g.min); err != nil {
+		return err
 	}
 	if err := g.deleteInstances(ctx, keys); err != nil {
 		return err
 	}
 	for _, n := range nodes {
-		if err := g.p.deleteNode(ctx, n.Name); err != nil {
+		if err := providerkit.DeleteNode(ctx, g.p.kube, n.Name); err != nil {
 			return err
 		}
 	}
@@ -420,13 +420,10 @@ func (g *NodeGroup) Nodes(ctx context.Context) ([]cloud.Instance, error) {
 	}
 	alive := live(mis)
 	byID := map[string]string{}
-	if g.p.kube != nil && slices.ContainsFunc(alive, func(mi *computepb.ManagedInstance) bool { return mi.GetInstanceStatus() != "" }) {
-		list, err := g.p.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if slices.ContainsFunc(alive, func(mi *computepb.ManagedInstance) bool { return mi.GetInstanceStatus() != "" }) {
+		byID, err = providerkit.NodeNames(ctx, g.p.kube, func(n *corev1.Node) (string, bool) { return n.Spec.ProviderID, true })
 		if err != nil {
-			return nil, fmt.Errorf("listing Nodes: %w", cloud.FromAPIError(err))
-		}
-		for i := range list.Items {
-			byID[list.Items[i].Spec.ProviderID] = list.Items[i].Name
+			return nil, err
 		}
 	}
 	out := make([]cloud.Instance, 0, len(alive))

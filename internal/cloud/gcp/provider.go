@@ -57,11 +57,11 @@ import (
 	"cloud.google.com/go/compute/apiv1/computepb"
 	"google.golang.org/api/iterator"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
 	"spotter.dev/spotter/internal/cloud"
+	"spotter.dev/spotter/internal/cloud/internal/providerkit"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
 
@@ -338,7 +338,7 @@ func (p *Provider) DeleteInstance(ctx context.Context, node *corev1.Node) error 
 		if err := other.deleteInstances(ctx, []instanceKey{k}); err != nil {
 			return err
 		}
-		return p.deleteNode(ctx, node.Name)
+		return providerkit.DeleteNode(ctx, p.kube, node.Name)
 	}
 	op, err := p.c.Instances.Delete(ctx, &computepb.DeleteInstanceRequest{Project: k.project, Zone: k.zone, Instance: k.name})
 	if err != nil {
@@ -348,7 +348,7 @@ func (p *Provider) DeleteInstance(ctx context.Context, node *corev1.Node) error 
 		return err
 	}
 	p.forget(k)
-	return p.deleteNode(ctx, node.Name)
+	return providerkit.DeleteNode(ctx, p.kube, node.Name)
 }
 
 // forget marks an instance gone once it is deleted.
@@ -358,28 +358,9 @@ func (p *Provider) forget(k instanceKey) {
 	p.instances[k] = instanceFacts{key: k, gone: true, seen: p.clock.Now()}
 }
 
-func (p *Provider) deleteNode(ctx context.Context, name string) error {
-	if p.kube == nil {
-		return nil
-	}
-	err := p.kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
-	if err = cloud.IgnoreNotFound(cloud.FromAPIError(err)); err != nil {
-		return fmt.Errorf("deleting Node %s: %w", name, err)
-	}
-	return nil
-}
-
 // NodeGroups implements cloud.Provider: the selected groups, by ID.
 func (p *Provider) NodeGroups(ctx context.Context) ([]cloud.NodeGroup, error) {
-	groups, err := p.readGroups(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]cloud.NodeGroup, len(groups))
-	for i, g := range groups {
-		out[i] = g
-	}
-	return out, nil
+	return providerkit.NodeGroups(p.readGroups(ctx))
 }
 
 // NodeGroupForNode implements cloud.Provider.
