@@ -66,6 +66,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"spotter.dev/spotter/internal/cloud"
+	"spotter.dev/spotter/internal/cloud/internal/instancecache"
 	"spotter.dev/spotter/internal/cloud/internal/providerkit"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
@@ -162,6 +163,9 @@ type vmFacts struct {
 	gone        bool
 	seen        time.Time
 }
+
+// Gone implements instancecache.Facts.
+func (f vmFacts) Gone() (time.Time, bool) { return f.seen, f.gone }
 
 // setFacts is what the provider keeps of a scale set (its capacity is read
 // afresh when it matters).
@@ -271,11 +275,7 @@ func (p *Provider) learn(ctx context.Context, keys []vmKey) error {
 	p.mu.Lock()
 	var sets []setKey
 	var rgs [][2]string
-	for _, k := range keys {
-		f, ok := p.vms[k]
-		if ok && (!f.gone || now.Sub(f.seen) < p.opts.GoneTTL) {
-			continue
-		}
+	for _, k := range instancecache.Stale(p.vms, keys, now, p.opts.GoneTTL) {
 		if k.uniform() {
 			if !slices.Contains(sets, k.set) {
 				sets = append(sets, k.set)
@@ -315,23 +315,13 @@ func (p *Provider) learn(ctx context.Context, keys []vmKey) error {
 // settle records a list: it is the truth about the VMs in scope (what it
 // lacks is gone), and the keys in scope it does not have are taken as gone.
 func (p *Provider) settle(keys []vmKey, inScope func(vmKey) bool, recs []vmRecord, now time.Time) {
+	found := make(map[vmKey]vmFacts, len(recs))
+	for _, r := range recs {
+		found[r.facts.key] = r.facts
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for k, f := range p.vms {
-		if inScope(k) && !f.gone {
-			delete(p.vms, k)
-		}
-	}
-	found := map[vmKey]bool{}
-	for _, r := range recs {
-		p.vms[r.facts.key] = r.facts
-		found[r.facts.key] = true
-	}
-	for _, k := range keys {
-		if inScope(k) && !found[k] {
-			p.vms[k] = vmFacts{key: k, gone: true, seen: now}
-		}
-	}
+	instancecache.Settle(p.vms, inScope, found, keys, func(k vmKey) vmFacts { return vmFacts{key: k, gone: true, seen: now} })
 }
 
 // remember records what a list of a scale set's VMs said (for the VMs it

@@ -61,6 +61,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"spotter.dev/spotter/internal/cloud"
+	"spotter.dev/spotter/internal/cloud/internal/instancecache"
 	"spotter.dev/spotter/internal/cloud/internal/providerkit"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
@@ -158,6 +159,9 @@ type instanceFacts struct {
 	seen        time.Time
 }
 
+// Gone implements instancecache.Facts.
+func (f instanceFacts) Gone() (time.Time, bool) { return f.seen, f.gone }
+
 // machineFacts is a machine type's size.
 type machineFacts struct {
 	cpus  int32
@@ -231,9 +235,8 @@ func (p *Provider) learn(ctx context.Context, keys []instanceKey) error {
 	now := p.clock.Now()
 	p.mu.Lock()
 	var projects []string
-	for _, k := range keys {
-		f, ok := p.instances[k]
-		if (!ok || (f.gone && now.Sub(f.seen) >= p.opts.GoneTTL)) && !slices.Contains(projects, k.project) {
+	for _, k := range instancecache.Stale(p.instances, keys, now, p.opts.GoneTTL) {
+		if !slices.Contains(projects, k.project) {
 			projects = append(projects, k.project)
 		}
 	}
@@ -244,21 +247,10 @@ func (p *Provider) learn(ctx context.Context, keys []instanceKey) error {
 		if err != nil {
 			return err
 		}
-		p.mu.Lock()
 		// The list is the project's truth: what it lacks is gone.
-		for k := range p.instances {
-			if k.project == project && !p.instances[k].gone {
-				delete(p.instances, k)
-			}
-		}
-		for k, f := range found {
-			p.instances[k] = f
-		}
-		for _, k := range keys {
-			if _, ok := found[k]; !ok && k.project == project {
-				p.instances[k] = instanceFacts{key: k, gone: true, seen: now}
-			}
-		}
+		p.mu.Lock()
+		instancecache.Settle(p.instances, func(k instanceKey) bool { return k.project == project }, found, keys,
+			func(k instanceKey) instanceFacts { return instanceFacts{key: k, gone: true, seen: now} })
 		p.mu.Unlock()
 	}
 	return nil
