@@ -10,8 +10,10 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 
@@ -83,6 +85,27 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg *v1alpha1.SpotterConfigura
 	if b.Rescheduler != nil {
 		if err := register(b.Rescheduler.Name(), b.Rescheduler); err != nil {
 			return nil, err
+		}
+		// New spot capacity wakes the rescheduler (see NodeChanged).
+		inf, err := mgr.GetCache().GetInformer(ctx, &corev1.Node{})
+		if err != nil {
+			return nil, fmt.Errorf("watching nodes for the %s: %w", b.Rescheduler.Name(), err)
+		}
+		r := b.Rescheduler
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc: func(obj any) {
+				if n, ok := obj.(*corev1.Node); ok {
+					r.NodeChanged(nil, n)
+				}
+			},
+			UpdateFunc: func(oldObj, newObj any) {
+				o, _ := oldObj.(*corev1.Node)
+				if n, ok := newObj.(*corev1.Node); ok && o != nil {
+					r.NodeChanged(o, n)
+				}
+			},
+		}); err != nil {
+			return nil, fmt.Errorf("watching nodes for the %s: %w", b.Rescheduler.Name(), err)
 		}
 	}
 	if b.Preemptible != nil {

@@ -34,6 +34,9 @@ type Scheduler interface {
 	// returns nil or ctx's cause. ready is called by the scheduler whenever
 	// another goroutine has run.
 	Await(ctx context.Context, ready func() bool) error
+	// AwaitFor is Await for at most d: it reports whether ready() came
+	// first.
+	AwaitFor(ctx context.Context, d time.Duration, ready func() bool) (bool, error)
 }
 
 // Sleep waits d on clk, or until ctx ends: it returns nil after d, else ctx's
@@ -60,6 +63,33 @@ func Go(clk clock.Clock, fn func()) {
 		return
 	}
 	go fn()
+}
+
+// SleepOrReceive waits d on clk, or until a value comes on ch (which it
+// takes), or until ctx ends: it reports whether the value came first, and
+// returns ctx's cause when ctx ended.
+func SleepOrReceive(ctx context.Context, clk clock.Clock, d time.Duration, ch <-chan struct{}) (bool, error) {
+	if s, ok := clk.(Scheduler); ok {
+		return s.AwaitFor(ctx, d, func() bool {
+			select {
+			case <-ch:
+				return true
+			default:
+				return false
+			}
+		})
+	}
+	if err := ctx.Err(); err != nil {
+		return false, context.Cause(ctx)
+	}
+	select {
+	case <-ctx.Done():
+		return false, context.Cause(ctx)
+	case <-ch:
+		return true, nil
+	case <-clk.After(d):
+		return false, nil
+	}
 }
 
 // WaitClosed waits until ch is closed or ctx ends; it returns nil or ctx's

@@ -176,3 +176,35 @@ func TestSimTimers(t *testing.T) {
 	}
 	tick.Stop()
 }
+
+// SleepOrReceive ends early when a value comes, under the Sim as on a real
+// clock, and after its time otherwise.
+func TestSleepOrReceive(t *testing.T) {
+	s := NewSim(t0)
+	ch := make(chan struct{}, 1)
+	type wake struct {
+		got bool
+		at  time.Duration
+	}
+	var wakes []wake
+	s.Go(func() {
+		for range 2 {
+			got, err := SleepOrReceive(context.Background(), s, time.Hour, ch)
+			if err != nil {
+				t.Error(err)
+			}
+			wakes = append(wakes, wake{got, s.Since(t0)})
+		}
+	})
+	s.RunUntil(t0.Add(10 * time.Minute))
+	ch <- struct{}{} // from outside the Sim's goroutines, as the simulated world sends
+	s.RunUntil(t0.Add(3 * time.Hour))
+	if want := []wake{{true, 10 * time.Minute}, {false, 70 * time.Minute}}; !slices.Equal(wakes, want) {
+		t.Errorf("wakes %v, want %v", wakes, want)
+	}
+	rch := make(chan struct{}, 1)
+	rch <- struct{}{}
+	if got, err := SleepOrReceive(context.Background(), clock.RealClock{}, time.Hour, rch); !got || err != nil {
+		t.Errorf("real clock: got %v, %v; want the value at once", got, err)
+	}
+}

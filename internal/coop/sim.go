@@ -57,6 +57,8 @@ type task struct {
 	until    time.Time
 	ready    func() bool
 	err      error
+	// readied says that ready() woke the goroutine (AwaitFor).
+	readied bool
 }
 
 // NewSim returns a Sim whose clock starts at now.
@@ -126,6 +128,27 @@ func (s *Sim) SleepContext(ctx context.Context, d time.Duration) error {
 	}
 	t.ctx, t.sleeping, t.until, t.ready = ctx, true, s.now.Add(d), nil
 	return s.park(t)
+}
+
+// AwaitFor parks the calling goroutine until ready(), d has passed or ctx
+// ended; it reports whether ready() came first. It must be called from one of
+// the Sim's goroutines.
+func (s *Sim) AwaitFor(ctx context.Context, d time.Duration, ready func() bool) (bool, error) {
+	if ready() {
+		return true, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return false, context.Cause(ctx)
+	}
+	s.mu.Lock()
+	t := s.current
+	if t == nil {
+		s.mu.Unlock()
+		panic("coop: AwaitFor called from a goroutine the Sim did not start (use Go)")
+	}
+	t.ctx, t.sleeping, t.until, t.ready, t.readied = ctx, true, s.now.Add(d), ready, false
+	err := s.park(t)
+	return t.readied, err
 }
 
 // Await parks the calling goroutine until ready() or the end of ctx. It must
@@ -209,7 +232,7 @@ func (s *Sim) runnable() *task {
 		} else if t.ready == nil || !t.ready() {
 			continue
 		} else {
-			t.err = nil
+			t.err, t.readied = nil, true
 		}
 		s.parked = slices.Delete(s.parked, i, i+1)
 		return t

@@ -17,6 +17,9 @@ func (w *World) advance(prev time.Duration) {
 		if n.state == provisioning && !now.Before(n.ReadyAt) {
 			n.state = ready
 			w.refresh(n)
+			if w.onReady != nil {
+				w.onReady(n)
+			}
 		}
 	}
 	for _, n := range append([]*Node(nil), w.nodes...) {

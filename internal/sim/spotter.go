@@ -92,6 +92,9 @@ func (s *spotter) setup(w *World, _ *plan.Engine) error {
 	if s.run.Rescheduler.Acts() {
 		r := built.Rescheduler
 		w.Clock.Go(func() { _ = r.Start(s.ctx) })
+		// As the informer's handler in spotter controller: a node that
+		// registers is news for the rescheduler.
+		w.onReady = func(n *Node) { r.NodeChanged(nil, n.Obj) }
 	}
 	if s.run.Agent.Acts() {
 		w.onNotice = s.notice

@@ -172,7 +172,9 @@ type World struct {
 	m           *recorder
 	classifier  *classify.Classifier
 	onNotice    func(*Node)
-	hasSpot     bool
+	// onReady, when set, hears of each node that registered (became Ready).
+	onReady func(*Node)
+	hasSpot bool
 }
 
 // newWorld builds the world of a scenario at its start: the initial nodes

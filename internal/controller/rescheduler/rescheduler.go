@@ -61,6 +61,10 @@ type Options struct {
 	// OwnNode is the node Spotter runs on (NODE_NAME); it is drained last.
 	OwnNode string
 	DryRun  bool
+	// WakeDelay is how long after a spot node became Ready (NodeChanged)
+	// the next cycle starts, when the rescheduler is idle: nodes that
+	// register together are planned at once. Default 10s.
+	WakeDelay time.Duration
 }
 
 // Controller is the rescheduler.
@@ -80,6 +84,11 @@ type Controller struct {
 	misplaced backoff.Cooldown
 	// neverOpens is set once it was logged that no drain window will open.
 	neverOpens bool
+	// wake carries NodeChanged's news of new spot capacity to Start; idle is
+	// set when the last cycle's wait may be cut short by it (not the pause
+	// after a drain).
+	wake chan struct{}
+	idle bool
 }
 
 // New returns the rescheduler. reader should be the manager's cache; drainer
@@ -88,8 +97,11 @@ func New(reader client.Reader, planner *plan.Planner, drainer *drain.Drainer, bu
 	if opts.Interval <= 0 {
 		opts.Interval = time.Minute
 	}
+	if opts.WakeDelay <= 0 {
+		opts.WakeDelay = 10 * time.Second
+	}
 	return &Controller{reader: reader, planner: planner, drainer: drainer, budget: budget, clock: clk, recorder: recorder, opts: opts,
-		failures: map[string]backoff.Cooldown{}, reported: map[string]string{}}
+		failures: map[string]backoff.Cooldown{}, reported: map[string]string{}, wake: make(chan struct{}, 1)}
 }
 
 // Name is the controller's name in logs.
@@ -119,10 +131,55 @@ func (c *Controller) Start(ctx context.Context) error {
 		}
 	}
 	for {
-		if coop.Sleep(ctx, c.clock, c.Cycle(ctx)) != nil {
+		wait := c.Cycle(ctx)
+		if !c.idle {
+			if coop.Sleep(ctx, c.clock, wait) != nil {
+				return nil
+			}
+			continue
+		}
+		woken, err := coop.SleepOrReceive(ctx, c.clock, wait, c.wake)
+		if err != nil {
 			return nil
 		}
+		if woken {
+			logger.V(1).Info("A spot node became Ready: planning early", "in", c.opts.WakeDelay)
+			if coop.Sleep(ctx, c.clock, c.opts.WakeDelay) != nil {
+				return nil
+			}
+			select { // news that came during the delay is in this cycle
+			case <-c.wake:
+			default:
+			}
+		}
 	}
+}
+
+// NodeChanged tells the rescheduler that a Node was added (old nil) or
+// updated. A spot node that became Ready is new room on spot: an idle
+// rescheduler plans WakeDelay later instead of at the end of its interval, so
+// that pods go back to spot within seconds of the capacity. It never blocks;
+// the informer's event handler and the simulator call it.
+func (c *Controller) NodeChanged(old, node *corev1.Node) {
+	if node == nil || !nodeReady(node) || old != nil && nodeReady(old) {
+		return
+	}
+	if c.planner.Classify(node).Class != classify.Spot {
+		return
+	}
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // Cycle plans once and drains at most one node. It returns how long to wait
@@ -138,6 +195,7 @@ func (c *Controller) Start(ctx context.Context) error {
 func (c *Controller) Cycle(ctx context.Context) time.Duration {
 	logger := klog.FromContext(ctx)
 	now := c.clock.Now()
+	c.idle = true
 	if c.misplaced.Active(now) {
 		logger.V(1).Info("Paused: replacements of evicted pods landed on on-demand nodes", "until", c.misplaced.Until)
 		c.rollBackUnfinished(ctx, c.unfinished(ctx, nil), "the rescheduler is paused")
@@ -209,6 +267,7 @@ func (c *Controller) Cycle(ctx context.Context) time.Duration {
 		logger.Info("Resuming an unfinished drain", "node", target.Name)
 	}
 	if c.drainNode(ctx, target, snap) {
+		c.idle = false // the pause after a drain is kept
 		return max(c.opts.DrainDelay, time.Second)
 	}
 	return c.opts.Interval
