@@ -1,0 +1,45 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"spotter.dev/spotter/internal/drain"
+	"spotter.dev/spotter/internal/lab"
+	"spotter.dev/spotter/internal/testenv"
+	tu "spotter.dev/spotter/internal/testutil"
+)
+
+// A spot node that appears is planned for within seconds, not at the end of
+// the rescheduler's interval (an hour here): spotter controller watches
+// Nodes and wakes the rescheduler (dry run: it says what it would drain).
+func TestNewSpotNodeWakesTheRescheduler(t *testing.T) {
+	env := testenv.StartLab(t)
+	ctx := testenv.Context(t, 5*time.Minute)
+	env.CreateNodes(lab.NodeSpec{Name: "od-1", Class: lab.ClassOnDemand})
+	web := tu.Deployment("web", 2, tu.CPU("100m"), tu.GracePeriod(1))
+	if _, err := env.Client.AppsV1().Deployments("default").Create(ctx, web, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitForPodsRunning("default", "app=web", 2, time.Minute)
+
+	config := filepath.Join(t.TempDir(), "spotter.yaml")
+	body := "apiVersion: spotter.dev/v1alpha1\nkind: SpotterConfiguration\nrescheduler:\n  dryRun: true\n  interval: 1h\n"
+	if err := os.WriteFile(config, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testenv.StartSpotter(t, "controller", "controller", "--config", config, "--kubeconfig", env.Kubeconfig,
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--leader-elect=false")
+	// The first cycle finds no spot node.
+	waitEventOn(t, env, "od-1", "SpotterNotDrainable")
+
+	env.CreateNodes(lab.NodeSpec{Name: "spot-1", Class: lab.ClassSpot})
+	start := time.Now()
+	// Within a minute (waitEventOn's limit), where the interval would take an hour.
+	waitEventOn(t, env, "od-1", drain.ReasonWouldDrain)
+	t.Logf("planned %s after the spot node was created", time.Since(start).Round(time.Second))
+}
