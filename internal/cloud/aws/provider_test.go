@@ -14,6 +14,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"spotter.dev/spotter/internal/cloud"
+	"spotter.dev/spotter/internal/cloud/internal/providertest"
 	"spotter.dev/spotter/internal/emulator/awsapi"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
@@ -275,17 +276,7 @@ func TestDeleteNodes(t *testing.T) {
 		byGroup[i.Group] = append(byGroup[i.Group], n)
 	}
 	g, _ := l.p.group(ctx, "od")
-	if err := g.DeleteNodes(ctx, byGroup["staging"]); !errors.Is(err, cloud.ErrNotInNodeGroup) {
-		t.Errorf("a node of another group: %v", err)
-	}
-	if err := g.DeleteNodes(ctx, byGroup["od"]); !errors.Is(err, cloud.ErrBelowMinSize) {
-		t.Errorf("below the minimum of 1: %v", err)
-	}
-	cp := byGroup["od"][0].DeepCopy()
-	cp.Labels = map[string]string{"node-role.kubernetes.io/control-plane": ""}
-	if err := g.DeleteNodes(ctx, []*corev1.Node{cp}); !cloud.IsControlPlane(err) {
-		t.Errorf("a control-plane node: %v", err)
-	}
+	providertest.DeleteNodesRefused(t, g, byGroup["staging"], byGroup["od"])
 	victim := byGroup["od"][0]
 	if err := l.p.DeleteInstance(ctx, victim); err != nil {
 		t.Fatal(err)
@@ -413,31 +404,10 @@ func BenchmarkInstances5000(b *testing.B) {
 		}
 		nodes = append(nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("n", i)}, Spec: corev1.NodeSpec{ProviderID: providerID("us-east-1a", id)}})
 	}
-	ctx := context.Background()
-	var cold, warm time.Duration
-	var calls int
-	for b.Loop() {
+	providertest.BenchmarkInstances(b, nodes, func(ctx context.Context) (cloud.Provider, error) {
 		p, err := FromConfig(ctx, nil, clk, v1alpha1.AWSConfig{ClusterName: "bench"}, v1alpha1.PricingConfig{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		emu.ResetCalls()
-		start := time.Now()
-		got, err := p.Instances(ctx, nodes)
-		if err != nil || len(got) != len(nodes) {
-			b.Fatalf("%d instances, %v", len(got), err)
-		}
-		cold += time.Since(start)
-		calls = emu.Calls("DescribeInstances")
-		start = time.Now()
-		if _, err := p.Instances(ctx, nodes); err != nil {
-			b.Fatal(err)
-		}
-		warm += time.Since(start)
-	}
-	b.ReportMetric(float64(calls), "calls-cold")
-	b.ReportMetric(float64(cold.Milliseconds())/float64(b.N), "ms-cold")
-	b.ReportMetric(float64(warm.Microseconds())/float64(b.N), "µs-warm")
+		return p, err
+	}, emu.ResetCalls, func() int { return emu.Calls("DescribeInstances") })
 }
 
 // A spot price refresh through the SDK against the emulator: 30 instance

@@ -18,6 +18,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"spotter.dev/spotter/internal/cloud"
+	"spotter.dev/spotter/internal/cloud/internal/providertest"
 	"spotter.dev/spotter/internal/emulator/azureapi"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
@@ -387,7 +388,7 @@ func TestSlowOperation(t *testing.T) {
 	l.emu.SetOperationDelay(20 * time.Second)
 	done := make(chan error, 1)
 	go func() { done <- g.DeleteNodes(ctx, nodes[:1]) }()
-	waitWaiters(t, l.clock)
+	providertest.WaitWaiters(t, l.clock)
 	l.emu.ThrottleNext(1)
 	for range 100 {
 		select {
@@ -408,30 +409,9 @@ func TestSlowOperation(t *testing.T) {
 		default:
 		}
 		l.clock.Step(time.Second)
-		waitWaitersOrDone(l.clock, done)
+		providertest.WaitWaitersOrDone(l.clock, done)
 	}
 	t.Fatal("the operation never finished")
-}
-
-// waitWaiters waits until something waits on the fake clock.
-func waitWaiters(t *testing.T, clk *testingclock.FakeClock) {
-	t.Helper()
-	for range 5000 {
-		if clk.HasWaiters() {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatal("nothing waits on the clock")
-}
-
-func waitWaitersOrDone(clk *testingclock.FakeClock, done chan error) {
-	for range 5000 {
-		if clk.HasWaiters() || len(done) > 0 {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 func TestDeleteNodes(t *testing.T) {
@@ -444,17 +424,7 @@ func TestDeleteNodes(t *testing.T) {
 		byGroup[v.ScaleSet] = append(byGroup[v.ScaleSet], n)
 	}
 	g := l.group(t, "aks-od-12345678-vmss")
-	if err := g.DeleteNodes(ctx, byGroup["other"]); !errors.Is(err, cloud.ErrNotInNodeGroup) {
-		t.Errorf("a node of another set: %v", err)
-	}
-	if err := g.DeleteNodes(ctx, byGroup["aks-od-12345678-vmss"]); !errors.Is(err, cloud.ErrBelowMinSize) {
-		t.Errorf("below the minimum of 1: %v", err)
-	}
-	cp := byGroup["aks-od-12345678-vmss"][0].DeepCopy()
-	cp.Labels = map[string]string{"node-role.kubernetes.io/control-plane": ""}
-	if err := g.DeleteNodes(ctx, []*corev1.Node{cp}); !cloud.IsControlPlane(err) {
-		t.Errorf("a control-plane node: %v", err)
-	}
+	providertest.DeleteNodesRefused(t, g, byGroup["other"], byGroup["aks-od-12345678-vmss"])
 	victim := byGroup["aks-od-12345678-vmss"][0]
 	if err := l.p.DeleteInstance(ctx, victim); err != nil {
 		t.Fatal(err)
@@ -752,33 +722,15 @@ func BenchmarkInstances5000(b *testing.B) {
 	for _, v := range emu.VMs() {
 		nodes = append(nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: v.ComputerName}, Spec: corev1.NodeSpec{ProviderID: v.ProviderID()}})
 	}
-	ctx := context.Background()
-	var cold, warm time.Duration
-	var calls int
-	for b.Loop() {
+	providertest.BenchmarkInstances(b, nodes, func(ctx context.Context) (cloud.Provider, error) {
 		p, err := FromConfig(ctx, nil, clk, v1alpha1.AzureConfig{SubscriptionID: sub, ResourceGroup: rg, Endpoint: srv.URL,
 			NodeGroups: []v1alpha1.AzureNodeGroup{{NamePrefix: "aks-", MaxSize: 1}}}, v1alpha1.PricingConfig{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		emu.ResetCalls()
-		start := time.Now()
-		got, err := p.Instances(ctx, nodes)
-		if err != nil || len(got) != len(nodes) {
-			b.Fatalf("%d instances, %v", len(got), err)
-		}
-		cold += time.Since(start)
-		calls = 0
+		return p, err
+	}, emu.ResetCalls, func() int {
+		calls := 0
 		for _, n := range emu.AllCalls() {
 			calls += n
 		}
-		start = time.Now()
-		if _, err := p.Instances(ctx, nodes); err != nil {
-			b.Fatal(err)
-		}
-		warm += time.Since(start)
-	}
-	b.ReportMetric(float64(calls), "calls-cold")
-	b.ReportMetric(float64(cold.Milliseconds())/float64(b.N), "ms-cold")
-	b.ReportMetric(float64(warm.Microseconds())/float64(b.N), "µs-warm")
+		return calls
+	})
 }

@@ -16,6 +16,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"spotter.dev/spotter/internal/cloud"
+	"spotter.dev/spotter/internal/cloud/internal/providertest"
 	"spotter.dev/spotter/internal/emulator/gcpapi"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
@@ -397,7 +398,7 @@ func TestSlowOperation(t *testing.T) {
 	l.emu.SetOperationDelay(20 * time.Second)
 	done := make(chan error, 1)
 	go func() { done <- g.IncreaseSize(ctx, 1) }()
-	waitWaiters(t, l.clock)
+	providertest.WaitWaiters(t, l.clock)
 	l.emu.ThrottleNext(1)
 	for range 100 {
 		select {
@@ -418,30 +419,9 @@ func TestSlowOperation(t *testing.T) {
 		default:
 		}
 		l.clock.Step(time.Second)
-		waitWaitersOrDone(l.clock, done)
+		providertest.WaitWaitersOrDone(l.clock, done)
 	}
 	t.Fatal("the operation never finished")
-}
-
-// waitWaiters waits until something waits on the fake clock.
-func waitWaiters(t *testing.T, clk *testingclock.FakeClock) {
-	t.Helper()
-	for range 5000 {
-		if clk.HasWaiters() {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatal("nothing waits on the clock")
-}
-
-func waitWaitersOrDone(clk *testingclock.FakeClock, done chan error) {
-	for range 5000 {
-		if clk.HasWaiters() || len(done) > 0 {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 func TestDeleteNodes(t *testing.T) {
@@ -455,17 +435,7 @@ func TestDeleteNodes(t *testing.T) {
 		byGroup[group] = append(byGroup[group], n)
 	}
 	g, _ := l.p.group(ctx, "us-central1-a/gke-prod-od-a")
-	if err := g.DeleteNodes(ctx, byGroup["gke-staging-od-a"]); !errors.Is(err, cloud.ErrNotInNodeGroup) {
-		t.Errorf("a node of another group: %v", err)
-	}
-	if err := g.DeleteNodes(ctx, byGroup["gke-prod-od-a"]); !errors.Is(err, cloud.ErrBelowMinSize) {
-		t.Errorf("below the minimum of 1: %v", err)
-	}
-	cp := byGroup["gke-prod-od-a"][0].DeepCopy()
-	cp.Labels = map[string]string{"node-role.kubernetes.io/control-plane": ""}
-	if err := g.DeleteNodes(ctx, []*corev1.Node{cp}); !cloud.IsControlPlane(err) {
-		t.Errorf("a control-plane node: %v", err)
-	}
+	providertest.DeleteNodesRefused(t, g, byGroup["gke-staging-od-a"], byGroup["gke-prod-od-a"])
 	victim := byGroup["gke-prod-od-a"][0]
 	if err := l.p.DeleteInstance(ctx, victim); err != nil {
 		t.Fatal(err)
@@ -688,29 +658,8 @@ func BenchmarkInstances5000(b *testing.B) {
 		}
 		nodes = append(nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: inst.Name}, Spec: corev1.NodeSpec{ProviderID: inst.ProviderID()}})
 	}
-	ctx := context.Background()
-	var cold, warm time.Duration
-	var calls int
-	for b.Loop() {
+	providertest.BenchmarkInstances(b, nodes, func(ctx context.Context) (cloud.Provider, error) {
 		p, err := FromConfig(ctx, nil, clk, v1alpha1.GCPConfig{Project: project, Endpoint: srv.URL, NodeGroups: []v1alpha1.GCPNodeGroup{{NamePrefix: "gke-", MaxSize: 1}}}, v1alpha1.PricingConfig{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		emu.ResetCalls()
-		start := time.Now()
-		got, err := p.Instances(ctx, nodes)
-		if err != nil || len(got) != len(nodes) {
-			b.Fatalf("%d instances, %v", len(got), err)
-		}
-		cold += time.Since(start)
-		calls = emu.Calls("compute.instances.aggregatedList")
-		start = time.Now()
-		if _, err := p.Instances(ctx, nodes); err != nil {
-			b.Fatal(err)
-		}
-		warm += time.Since(start)
-	}
-	b.ReportMetric(float64(calls), "calls-cold")
-	b.ReportMetric(float64(cold.Milliseconds())/float64(b.N), "ms-cold")
-	b.ReportMetric(float64(warm.Microseconds())/float64(b.N), "µs-warm")
+		return p, err
+	}, emu.ResetCalls, func() int { return emu.Calls("compute.instances.aggregatedList") })
 }

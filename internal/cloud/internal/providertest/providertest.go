@@ -1,0 +1,93 @@
+// Package providertest is the test scaffolding the cloud providers' tests
+// (aws, gcp, azure) share: waiting for a provider to wait on a fake clock,
+// the refusals every NodeGroup.DeleteNodes owes, and the benchmark of
+// instance lookups. Only tests import it.
+package providertest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"spotter.dev/spotter/internal/cloud"
+)
+
+// WaitWaiters waits until something waits on clk (a provider between two
+// polls of an operation), and fails t after about 5 s.
+func WaitWaiters(t testing.TB, clk *testingclock.FakeClock) {
+	t.Helper()
+	for range 5000 {
+		if clk.HasWaiters() {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("nothing waits on the clock")
+}
+
+// WaitWaitersOrDone waits until something waits on clk or done holds a
+// value, for about 5 s at most.
+func WaitWaitersOrDone(clk *testingclock.FakeClock, done chan error) {
+	for range 5000 {
+		if clk.HasWaiters() || len(done) > 0 {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// DeleteNodesRefused checks what g.DeleteNodes refuses: nodes of another
+// group (foreign: cloud.ErrNotInNodeGroup), all of own, the nodes of g at
+// its minimum size plus one or more (cloud.ErrBelowMinSize), and a
+// control-plane copy of own[0] (a *cloud.ControlPlaneError).
+func DeleteNodesRefused(t *testing.T, g cloud.NodeGroup, foreign, own []*corev1.Node) {
+	t.Helper()
+	ctx := context.Background()
+	if err := g.DeleteNodes(ctx, foreign); !errors.Is(err, cloud.ErrNotInNodeGroup) {
+		t.Errorf("a node of another group: %v", err)
+	}
+	if err := g.DeleteNodes(ctx, own); !errors.Is(err, cloud.ErrBelowMinSize) {
+		t.Errorf("below the minimum: %v", err)
+	}
+	cp := own[0].DeepCopy()
+	cp.Labels = map[string]string{"node-role.kubernetes.io/control-plane": ""}
+	if err := g.DeleteNodes(ctx, []*corev1.Node{cp}); !cloud.IsControlPlane(err) {
+		t.Errorf("a control-plane node: %v", err)
+	}
+}
+
+// BenchmarkInstances measures Instances of nodes through a provider fresh
+// at each iteration (newProvider): cold (nothing cached) and warm (the same
+// call again), and the calls the cold one made (calls, after resetCalls),
+// reported as calls-cold, ms-cold and µs-warm.
+func BenchmarkInstances(b *testing.B, nodes []*corev1.Node, newProvider func(context.Context) (cloud.Provider, error), resetCalls func(), calls func() int) {
+	ctx := context.Background()
+	var cold, warm time.Duration
+	var coldCalls int
+	for b.Loop() {
+		p, err := newProvider(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		resetCalls()
+		start := time.Now()
+		got, err := p.Instances(ctx, nodes)
+		if err != nil || len(got) != len(nodes) {
+			b.Fatalf("%d instances, %v", len(got), err)
+		}
+		cold += time.Since(start)
+		coldCalls = calls()
+		start = time.Now()
+		if _, err := p.Instances(ctx, nodes); err != nil {
+			b.Fatal(err)
+		}
+		warm += time.Since(start)
+	}
+	b.ReportMetric(float64(coldCalls), "calls-cold")
+	b.ReportMetric(float64(cold.Milliseconds())/float64(b.N), "ms-cold")
+	b.ReportMetric(float64(warm.Microseconds())/float64(b.N), "µs-warm")
+}
