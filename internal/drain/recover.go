@@ -3,9 +3,11 @@ package drain
 import (
 	"context"
 	"fmt"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
 
 // RecoverPolicy says what Recover does with a drain its component left
@@ -54,4 +56,23 @@ func (d *Drainer) Recover(ctx context.Context, policy RecoverPolicy) ([]string, 
 		}
 	}
 	return handled, nil
+}
+
+// RollBackAtStart is what a controller that drains does when it starts: with
+// policy Rollback, the drains its component left unfinished are rolled back
+// (Recover), for at most grace beyond ctx's end, and logged; with Resume,
+// nothing: its cycles resume them.
+func (d *Drainer) RollBackAtStart(ctx context.Context, clk clock.Clock, policy RecoverPolicy, grace time.Duration) {
+	if policy != Rollback {
+		return
+	}
+	logger := klog.FromContext(ctx)
+	rctx, cancel := Outlive(ctx, clk, grace)
+	nodes, err := d.Recover(rctx, policy)
+	cancel()
+	if err != nil {
+		logger.Error(err, "Recovering unfinished drains")
+	} else if len(nodes) > 0 {
+		logger.Info("Recovered unfinished drains", "nodes", nodes, "policy", policy)
+	}
 }

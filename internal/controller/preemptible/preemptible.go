@@ -153,15 +153,8 @@ func (c *Controller) NeedLeaderElection() bool { return true }
 func (c *Controller) Start(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("controller", Component)
 	ctx = klog.NewContext(ctx, logger)
-	if !c.opts.DryRun && c.opts.OnRestart == drain.Rollback {
-		rctx, cancel := drain.Outlive(ctx, c.clock, c.opts.ShutdownGracePeriod)
-		recovered, err := c.drainer.Recover(rctx, c.opts.OnRestart)
-		cancel()
-		if err != nil {
-			logger.Error(err, "Recovering unfinished drains")
-		} else if len(recovered) > 0 {
-			logger.Info("Recovered unfinished drains", "nodes", recovered, "policy", c.opts.OnRestart)
-		}
+	if !c.opts.DryRun {
+		c.drainer.RollBackAtStart(ctx, c.clock, c.opts.OnRestart, c.opts.ShutdownGracePeriod)
 	}
 	for {
 		if coop.Sleep(ctx, c.clock, c.Cycle(ctx)) != nil {
