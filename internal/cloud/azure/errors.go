@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 
 	"spotter.dev/spotter/internal/backoff"
 	"spotter.dev/spotter/internal/cloud"
+	"spotter.dev/spotter/internal/cloud/internal/providerkit"
 )
 
 // Error codes of ARM and the compute resource provider that Spotter reads.
@@ -62,10 +62,7 @@ func retryAfter(resp *http.Response) time.Duration {
 	if resp == nil {
 		return 0
 	}
-	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
-		return time.Duration(s) * time.Second
-	}
-	return 0
+	return providerkit.RetryAfter(resp.Header)
 }
 
 // statusError is a VM's failed provisioning, from its instance view:

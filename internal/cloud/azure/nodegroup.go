@@ -448,16 +448,9 @@ func (g *NodeGroup) DeleteNodes(ctx context.Context, nodes []*corev1.Node) error
 			in[r.facts.key] = true
 		}
 	}
-	keys := make([]vmKey, len(nodes))
-	for i, n := range nodes {
-		if err := cloud.CheckDeletable(n); err != nil {
-			return err
-		}
-		k, _ := keyOf(n)
-		if !in[k] {
-			return fmt.Errorf("node %s (providerID %q) in scale set %s: %w", n.Name, n.Spec.ProviderID, g.ID(), cloud.ErrNotInNodeGroup)
-		}
-		keys[i] = k
+	keys, err := providerkit.Members(g.what(), nodes, func(n *corev1.Node) vmKey { k, _ := keyOf(n); return k }, in)
+	if err != nil {
+		return err
 	}
 	if err := providerkit.CheckDelete(g.what(), len(nodes), capacity, g.min); err != nil {
 		return err
@@ -465,12 +458,7 @@ func (g *NodeGroup) DeleteNodes(ctx context.Context, nodes []*corev1.Node) error
 	if err := g.deleteInstances(ctx, keys); err != nil {
 		return err
 	}
-	for _, n := range nodes {
-		if err := providerkit.DeleteNode(ctx, g.p.kube, n.Name); err != nil {
-			return err
-		}
-	}
-	return nil
+	return providerkit.DeleteNodes(ctx, g.p.kube, nodes)
 }
 
 // nodeNames maps the lowercase resource IDs of VMs to the names of their

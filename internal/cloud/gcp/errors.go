@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
-	"time"
 
 	compute "cloud.google.com/go/compute/apiv1"
 	"cloud.google.com/go/compute/apiv1/computepb"
@@ -15,6 +13,7 @@ import (
 
 	"spotter.dev/spotter/internal/backoff"
 	"spotter.dev/spotter/internal/cloud"
+	"spotter.dev/spotter/internal/cloud/internal/providerkit"
 )
 
 // Reasons (of a call's error items) and codes (of an operation's or a
@@ -46,11 +45,7 @@ func mapError(group string, err error) error {
 	}
 	switch {
 	case ge.Code == http.StatusTooManyRequests || anyIn(reasons, throttleReasons):
-		var wait time.Duration
-		if s, err := strconv.Atoi(ge.Header.Get("Retry-After")); err == nil && s > 0 {
-			wait = time.Duration(s) * time.Second
-		}
-		return cloud.NewThrottledError(err, wait)
+		return cloud.NewThrottledError(err, providerkit.RetryAfter(ge.Header))
 	case anyIn(reasons, capacityCodes):
 		return cloud.NewCapacityUnavailableError(group, err)
 	case ge.Code == http.StatusNotFound:

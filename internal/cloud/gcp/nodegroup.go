@@ -379,16 +379,9 @@ func (g *NodeGroup) DeleteNodes(ctx context.Context, nodes []*corev1.Node) error
 	for _, mi := range live(mis) {
 		in[g.keyOfManaged(mi)] = true
 	}
-	keys := make([]instanceKey, len(nodes))
-	for i, n := range nodes {
-		if err := cloud.CheckDeletable(n); err != nil {
-			return err
-		}
-		k, _ := keyOf(n)
-		if !in[k] {
-			return fmt.Errorf("node %s (providerID %q) in managed instance group %s: %w", n.Name, n.Spec.ProviderID, g.ID(), cloud.ErrNotInNodeGroup)
-		}
-		keys[i] = k
+	keys, err := providerkit.Members(g.what(), nodes, func(n *corev1.Node) instanceKey { k, _ := keyOf(n); return k }, in)
+	if err != nil {
+		return err
 	}
 	if err := providerkit.CheckDelete(g.what(), len(nodes), int(m.GetTargetSize()), g.min); err != nil {
 		return err
@@ -396,12 +389,7 @@ func (g *NodeGroup) DeleteNodes(ctx context.Context, nodes []*corev1.Node) error
 	if err := g.deleteInstances(ctx, keys); err != nil {
 		return err
 	}
-	for _, n := range nodes {
-		if err := providerkit.DeleteNode(ctx, g.p.kube, n.Name); err != nil {
-			return err
-		}
-	}
-	return nil
+	return providerkit.DeleteNodes(ctx, g.p.kube, nodes)
 }
 
 // Nodes implements cloud.NodeGroup: the group's managed instances (not

@@ -57,3 +57,34 @@ func NodeGroups[G cloud.NodeGroup](groups []G, err error) ([]cloud.NodeGroup, er
 	}
 	return out, nil
 }
+
+// Members checks the nodes a group is asked to delete, all of them before
+// anything is deleted: none is part of the control plane
+// (cloud.CheckDeletable), and each is a member of the group (in, by its
+// key; else cloud.ErrNotInNodeGroup, naming the node and its providerID).
+// It returns the nodes' keys.
+func Members[K comparable](group string, nodes []*corev1.Node, key func(*corev1.Node) K, in map[K]bool) ([]K, error) {
+	keys := make([]K, len(nodes))
+	for i, n := range nodes {
+		if err := cloud.CheckDeletable(n); err != nil {
+			return nil, err
+		}
+		k := key(n)
+		if !in[k] {
+			return nil, fmt.Errorf("node %s (providerID %q) in %s: %w", n.Name, n.Spec.ProviderID, group, cloud.ErrNotInNodeGroup)
+		}
+		keys[i] = k
+	}
+	return keys, nil
+}
+
+// DeleteNodes deletes the Node objects of nodes (DeleteNode), in order, up
+// to the first error.
+func DeleteNodes(ctx context.Context, kube kubernetes.Interface, nodes []*corev1.Node) error {
+	for _, n := range nodes {
+		if err := DeleteNode(ctx, kube, n.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}

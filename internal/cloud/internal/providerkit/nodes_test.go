@@ -76,3 +76,33 @@ func TestNodeGroups(t *testing.T) {
 		t.Errorf("NodeGroups with an error: %v, %v", got, err)
 	}
 }
+
+func TestMembers(t *testing.T) {
+	in := map[string]bool{"x://a": true, "x://b": true}
+	key := func(n *corev1.Node) string { return n.Spec.ProviderID }
+	keys, err := Members("group g", []*corev1.Node{node("n2", "x://b"), node("n1", "x://a")}, key, in)
+	if err != nil || len(keys) != 2 || keys[0] != "x://b" || keys[1] != "x://a" {
+		t.Errorf("members: %v, %v", keys, err)
+	}
+	_, err = Members("group g", []*corev1.Node{node("n1", "x://a"), node("n3", "x://c")}, key, in)
+	if want := `node n3 (providerID "x://c") in group g: `; !errors.Is(err, cloud.ErrNotInNodeGroup) || err.Error() != want+cloud.ErrNotInNodeGroup.Error() {
+		t.Errorf("a node of another group: %v", err)
+	}
+	cp := node("n1", "x://a")
+	cp.Labels = map[string]string{"node-role.kubernetes.io/control-plane": ""}
+	if _, err := Members("group g", []*corev1.Node{cp}, key, in); !cloud.IsControlPlane(err) {
+		t.Errorf("a control-plane node: %v", err)
+	}
+}
+
+func TestDeleteNodes(t *testing.T) {
+	ctx := context.Background()
+	kube := fake.NewClientset(node("n1", ""), node("n2", ""), node("n3", ""))
+	if err := DeleteNodes(ctx, kube, []*corev1.Node{node("n1", ""), node("gone", ""), node("n3", "")}); err != nil {
+		t.Fatal(err)
+	}
+	list, _ := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if len(list.Items) != 1 || list.Items[0].Name != "n2" {
+		t.Errorf("left: %v", list.Items)
+	}
+}

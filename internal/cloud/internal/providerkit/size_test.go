@@ -2,7 +2,9 @@ package providerkit
 
 import (
 	"errors"
+	"net/http"
 	"testing"
+	"time"
 
 	"spotter.dev/spotter/internal/cloud"
 )
@@ -44,5 +46,22 @@ func TestChecks(t *testing.T) {
 				t.Errorf("message %q, want %q", tc.err.Error(), want)
 			}
 		})
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	for v, want := range map[string]time.Duration{
+		"": 0, "7": 7 * time.Second, "0": 0, "-3": 0, "1.5": 0, "Wed, 21 Oct 2026 07:28:00 GMT": 0,
+	} {
+		h := http.Header{}
+		if v != "" {
+			h.Set("Retry-After", v)
+		}
+		if got := RetryAfter(h); got != want {
+			t.Errorf("Retry-After %q: %s, want %s", v, got, want)
+		}
+	}
+	if got := RetryAfter(nil); got != 0 {
+		t.Errorf("no header: %s", got)
 	}
 }
