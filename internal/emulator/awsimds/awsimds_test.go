@@ -2,42 +2,22 @@ package awsimds
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
 	testingclock "k8s.io/utils/clock/testing"
+
+	"spotter.dev/spotter/internal/emulator/internal/emulatortest"
 )
 
 // answer is a response read in full.
-type answer struct {
-	StatusCode int
-	Status     string
-	Header     http.Header
-}
+type answer = emulatortest.Answer
 
 func do(t *testing.T, method, url string, header map[string]string, body string) (answer, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return answer{resp.StatusCode, resp.Status, resp.Header}, string(b)
+	return emulatortest.Do(t, method, url, header, body)
 }
 
 func TestTokenFlow(t *testing.T) {

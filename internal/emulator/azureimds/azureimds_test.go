@@ -2,34 +2,24 @@ package azureimds
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"spotter.dev/spotter/internal/emulator/internal/emulatortest"
 )
 
 func do(t *testing.T, method, url string, metadata bool, body string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
+	var h map[string]string
 	if metadata {
-		req.Header.Set("Metadata", "true")
+		h = map[string]string{"Metadata": "true"}
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
+	a, b := emulatortest.Do(t, method, url, h, body)
+	return a.StatusCode, b
 }
 
 type document struct {

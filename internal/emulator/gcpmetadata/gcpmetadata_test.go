@@ -1,7 +1,6 @@
 package gcpmetadata
 
 import (
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -9,34 +8,20 @@ import (
 	"time"
 
 	testingclock "k8s.io/utils/clock/testing"
+
+	"spotter.dev/spotter/internal/emulator/internal/emulatortest"
 )
 
 // answer is a response read in full.
-type answer struct {
-	StatusCode int
-	Status     string
-	Header     http.Header
-}
+type answer = emulatortest.Answer
 
 func get(t *testing.T, url string, header bool) (answer, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var h map[string]string
 	if header {
-		req.Header.Set("Metadata-Flavor", "Google")
+		h = map[string]string{"Metadata-Flavor": "Google"}
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return answer{resp.StatusCode, resp.Status, resp.Header}, string(b)
+	return emulatortest.Do(t, http.MethodGet, url, h, "")
 }
 
 func start(t *testing.T, opts Options) (*Server, string) {
