@@ -193,22 +193,9 @@ func TestSizes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := g.IncreaseSize(ctx, 6); !errors.Is(err, cloud.ErrAboveMaxSize) {
-		t.Errorf("above max: %v", err)
-	}
-	if err := g.IncreaseSize(ctx, 2); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := g.TargetSize(ctx); err != nil || n != 2 {
-		t.Errorf("target %d %v", n, err)
-	}
+	providertest.Grow(t, g)
 	// Not launched yet: both may be cancelled, not three.
-	if err := g.DecreaseTargetSize(ctx, 3); !errors.Is(err, cloud.ErrNotUnfulfilled) {
-		t.Errorf("cancel 3 of 2: %v", err)
-	}
-	if err := g.DecreaseTargetSize(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
+	providertest.CancelOne(t, g)
 	l.emu.Step()
 	// Launched: nothing left to cancel.
 	if err := g.DecreaseTargetSize(ctx, 1); !errors.Is(err, cloud.ErrNotUnfulfilled) {

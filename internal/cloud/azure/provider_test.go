@@ -247,32 +247,13 @@ func TestSizes(t *testing.T) {
 	l.sets(t)
 	ctx := context.Background()
 	g := l.group(t, "aks-spot-12345678-vmss")
-	if err := g.IncreaseSize(ctx, 6); !errors.Is(err, cloud.ErrAboveMaxSize) {
-		t.Errorf("above max: %v", err)
-	}
-	if err := g.IncreaseSize(ctx, 0); !errors.Is(err, cloud.ErrInvalidDelta) {
-		t.Errorf("increase of 0: %v", err)
-	}
-	if err := g.IncreaseSize(ctx, 2); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := g.TargetSize(ctx); err != nil || n != 2 {
-		t.Errorf("target %d %v", n, err)
-	}
+	providertest.Grow(t, g)
 	insts, err := g.Nodes(ctx)
 	if err != nil || len(insts) != 2 || insts[0].State != cloud.InstanceCreating || insts[0].Err != nil {
 		t.Fatalf("nodes being created %+v %v", insts, err)
 	}
 	// Being created: both may be cancelled, not three.
-	if err := g.DecreaseTargetSize(ctx, 3); !errors.Is(err, cloud.ErrNotUnfulfilled) {
-		t.Errorf("cancel 3 of 2: %v", err)
-	}
-	if err := g.DecreaseTargetSize(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := g.TargetSize(ctx); err != nil || n != 1 {
-		t.Errorf("target %d %v after cancelling one", n, err)
-	}
+	providertest.CancelOne(t, g)
 	vms := l.emu.ScaleSetVMs(scaleSetID("aks-spot-12345678-vmss"))
 	if len(vms) != 1 || vms[0].InstanceID != "0" {
 		t.Errorf("VMs %+v: want the newest cancelled", vms)

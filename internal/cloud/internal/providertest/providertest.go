@@ -91,3 +91,41 @@ func BenchmarkInstances(b *testing.B, nodes []*corev1.Node, newProvider func(con
 	b.ReportMetric(float64(cold.Milliseconds())/float64(b.N), "ms-cold")
 	b.ReportMetric(float64(warm.Microseconds())/float64(b.N), "µs-warm")
 }
+
+// Grow checks the increases of g, an empty group of maximum size 5 whose
+// new instances are not created at once: one above the maximum
+// (cloud.ErrAboveMaxSize) and one of 0 (cloud.ErrInvalidDelta) are refused,
+// one of 2 makes the target size 2.
+func Grow(t *testing.T, g cloud.NodeGroup) {
+	t.Helper()
+	ctx := context.Background()
+	if err := g.IncreaseSize(ctx, 6); !errors.Is(err, cloud.ErrAboveMaxSize) {
+		t.Errorf("above max: %v", err)
+	}
+	if err := g.IncreaseSize(ctx, 0); !errors.Is(err, cloud.ErrInvalidDelta) {
+		t.Errorf("increase of 0: %v", err)
+	}
+	if err := g.IncreaseSize(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := g.TargetSize(ctx); err != nil || n != 2 {
+		t.Errorf("target %d %v", n, err)
+	}
+}
+
+// CancelOne checks the cancellations of g after Grow, its 2 instances not
+// created yet: both may be cancelled, not three (cloud.ErrNotUnfulfilled);
+// one is, which makes the target size 1.
+func CancelOne(t *testing.T, g cloud.NodeGroup) {
+	t.Helper()
+	ctx := context.Background()
+	if err := g.DecreaseTargetSize(ctx, 3); !errors.Is(err, cloud.ErrNotUnfulfilled) {
+		t.Errorf("cancel 3 of 2: %v", err)
+	}
+	if err := g.DecreaseTargetSize(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := g.TargetSize(ctx); err != nil || n != 1 {
+		t.Errorf("target %d %v after cancelling one", n, err)
+	}
+}
