@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -32,11 +31,7 @@ func TestControllerKilledMidDrainResumes(t *testing.T) {
 	env.WaitForPodsRunning("default", "app=web", 3, time.Minute)
 	env.CreateNodes(lab.NodeSpec{Name: "spot-1", Class: lab.ClassSpot})
 
-	config := filepath.Join(t.TempDir(), "spotter.yaml")
-	body := "apiVersion: spotter.dev/v1alpha1\nkind: SpotterConfiguration\ndrain:\n  cordon: true\n  onRestart: Resume\nrescheduler:\n  interval: 10s\n  drainDelay: 0s\n"
-	if err := os.WriteFile(config, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	config := writeConfig(t, "drain:\n  cordon: true\n  onRestart: Resume\nrescheduler:\n  interval: 10s\n  drainDelay: 0s\n")
 	args := []string{"controller", "--config", config, "--kubeconfig", env.Kubeconfig,
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--leader-elect=false"}
 	first := testenv.StartSpotter(t, "first", args...)
@@ -101,11 +96,7 @@ func TestControllerStoppedMidDrainRollsBack(t *testing.T) {
 	env.WaitForPodsRunning("default", "app=web", 2, time.Minute)
 	env.CreateNodes(lab.NodeSpec{Name: "spot-1", Class: lab.ClassSpot})
 
-	config := filepath.Join(t.TempDir(), "spotter.yaml")
-	body := "apiVersion: spotter.dev/v1alpha1\nkind: SpotterConfiguration\ndrain:\n  cordon: true\n  shutdownGracePeriod: 1s\nrescheduler:\n  interval: 10s\n  drainDelay: 0s\n"
-	if err := os.WriteFile(config, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	config := writeConfig(t, "drain:\n  cordon: true\n  shutdownGracePeriod: 1s\nrescheduler:\n  interval: 10s\n  drainDelay: 0s\n")
 	p := testenv.StartSpotter(t, "controller", "controller", "--config", config, "--kubeconfig", env.Kubeconfig,
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--leader-elect=false")
 	testenv.Eventually(t, time.Minute, "the controller to start draining od-1", func(ctx context.Context) (bool, string, error) {

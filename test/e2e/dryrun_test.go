@@ -33,11 +33,7 @@ func TestControllersDryRun(t *testing.T) {
 	env.CreateNodes(lab.NodeSpec{Name: "spot-1", Class: lab.ClassSpot})
 	before := nodeState(ctx, t, env)
 
-	config := filepath.Join(t.TempDir(), "spotter.yaml")
-	body := "apiVersion: spotter.dev/v1alpha1\nkind: SpotterConfiguration\nrescheduler:\n  dryRun: true\n  interval: 10s\nlabeler:\n  dryRun: true\n"
-	if err := os.WriteFile(config, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	config := writeConfig(t, "rescheduler:\n  dryRun: true\n  interval: 10s\nlabeler:\n  dryRun: true\n")
 	testenv.StartSpotter(t, "controller", "controller", "--config", config, "--kubeconfig", env.Kubeconfig,
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--leader-elect=false")
 
@@ -94,4 +90,15 @@ func waitEventOn(t *testing.T, env *testenv.Env, node, reason string) {
 		}
 		return len(list.Items) > 0, "", nil
 	})
+}
+
+// writeConfig writes a SpotterConfiguration with body (YAML after the
+// apiVersion and kind lines) to a file of the test, and returns its path.
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "spotter.yaml")
+	if err := os.WriteFile(path, []byte("apiVersion: spotter.dev/v1alpha1\nkind: SpotterConfiguration\n"+body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -27,11 +25,7 @@ func TestNewSpotNodeWakesTheRescheduler(t *testing.T) {
 	}
 	env.WaitForPodsRunning("default", "app=web", 2, time.Minute)
 
-	config := filepath.Join(t.TempDir(), "spotter.yaml")
-	body := "apiVersion: spotter.dev/v1alpha1\nkind: SpotterConfiguration\nrescheduler:\n  dryRun: true\n  interval: 1h\n"
-	if err := os.WriteFile(config, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	config := writeConfig(t, "rescheduler:\n  dryRun: true\n  interval: 1h\n")
 	testenv.StartSpotter(t, "controller", "controller", "--config", config, "--kubeconfig", env.Kubeconfig,
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--leader-elect=false")
 	// The first cycle finds no spot node.
