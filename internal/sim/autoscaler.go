@@ -8,9 +8,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"spotter.dev/spotter/internal/backoff"
 	"spotter.dev/spotter/internal/plan"
+	"spotter.dev/spotter/internal/snapshot"
 )
 
 // autoscaler is a node-group autoscaler modelled on the cluster autoscaler
@@ -33,6 +36,23 @@ type autoscaler struct {
 	e           *plan.Engine
 	lastVersion uint64
 	lastRun     time.Time
+	// static and lazy templates (scaleUp) spare scheduling questions whose
+	// answer is known, unless exhaustive (Options.exhaustive).
+	static     *staticFit
+	exhaustive bool
+}
+
+// newAutoscaler makes the autoscaler of a world. It asks its scheduling
+// questions of an engine of its own: an engine keeps the pods' computed
+// requests only for the pods of its last question, and the autoscaler's
+// questions (few bound pods) would make the scheduler's (all of them) compute
+// them afresh.
+func newAutoscaler(ctx context.Context, w *World, exhaustive bool) (*autoscaler, error) {
+	e, err := plan.NewEngine(ctx, &snapshot.Snapshot{Namespaces: w.nsObjs})
+	if err != nil {
+		return nil, err
+	}
+	return &autoscaler{w: w, e: e, static: newStaticFit(w, e), exhaustive: exhaustive}, nil
 }
 
 func (a *autoscaler) run(ctx context.Context, unschedulable []*Pod) error {
@@ -72,6 +92,11 @@ func (a *autoscaler) scaleUp(ctx context.Context, unschedulable []*Pod) error {
 		}
 	}
 	bound := w.boundObjs()
+	if !a.exhaustive {
+		// Every destination below is a node without pods: the bound pods
+		// count only for spread and affinity.
+		bound = constraining(bound, waiting)
+	}
 	// Largest first, as the cluster autoscaler's binpacking estimator.
 	sort.SliceStable(waiting, func(i, j int) bool {
 		if waiting[i].App.cpu != waiting[j].App.cpu {
@@ -107,11 +132,6 @@ func (a *autoscaler) scaleUp(ctx context.Context, unschedulable []*Pod) error {
 	if len(waiting) == 0 {
 		return nil
 	}
-	type option struct {
-		g      *Group
-		nodes  int
-		helped int
-	}
 	var best *option
 	existing := nodeObjs(append(readyNodes, upcoming...))
 	for _, g := range w.Groups {
@@ -119,27 +139,10 @@ func (a *autoscaler) scaleUp(ctx context.Context, unschedulable []*Pod) error {
 		if room <= 0 || g.backoff.Active(now) {
 			continue
 		}
-		k := min(room, len(waiting))
-		templates := make([]*corev1.Node, k)
-		isTemplate := map[string]bool{}
-		for i := range templates {
-			templates[i] = w.template(g, i)
-			isTemplate[templates[i].Name] = true
-		}
-		placed, err := a.e.Schedule(ctx, plan.ScheduleRequest{Nodes: append(append([]*corev1.Node(nil), existing...), templates...),
-			Pods: bound, Pending: objs(waiting), Eligible: func(n *corev1.Node) bool { return isTemplate[n.Name] }})
+		o, err := a.tryGroup(ctx, g, room, waiting, existing, bound)
 		if err != nil {
 			return err
 		}
-		used := map[string]bool{}
-		o := &option{g: g}
-		for _, pl := range placed {
-			if pl.Node != "" {
-				used[pl.Node] = true
-				o.helped++
-			}
-		}
-		o.nodes = len(used)
 		if o.helped == 0 {
 			continue
 		}
@@ -162,6 +165,175 @@ func (a *autoscaler) scaleUp(ctx context.Context, unschedulable []*Pod) error {
 	}
 	best.g.backoff = backoff.Cooldown{}
 	return nil
+}
+
+// option is what growing one node group would do for the waiting pods.
+type option struct {
+	g      *Group
+	nodes  int
+	helped int
+}
+
+// tryGroup places the waiting pods, first fit, largest first, on new nodes of
+// g (node templates: at most room), the existing nodes counting for spread
+// and affinity only. The plain way gives the templates as many nodes as room
+// allows (or as pods wait); unless exhaustive, two shortcuts give the same
+// answer for less: pods that fit no node of g (staticFit) are left out, and
+// templates are made as the pods' requests suggest, one more than that, then
+// doubled while every one of them was used. Once a template is left empty,
+// more of them would change nothing: a pod that fitted none of the templates
+// did not fit that empty one, and would not fit another empty one.
+func (a *autoscaler) tryGroup(ctx context.Context, g *Group, room int, waiting []*Pod, existing []*corev1.Node, bound []*corev1.Pod) (*option, error) {
+	w := a.w
+	if a.static == nil {
+		a.static = newStaticFit(w, a.e)
+	}
+	o := &option{g: g}
+	pods := waiting
+	k := min(room, len(waiting))
+	if !a.exhaustive {
+		pods = nil
+		var cpu, mem int64
+		for _, p := range waiting {
+			ok, err := a.static.fits(ctx, p.App, g)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				pods = append(pods, p)
+				cpu, mem = cpu+p.App.cpu, mem+p.App.mem
+			}
+		}
+		if len(pods) == 0 {
+			return o, nil
+		}
+		need := max(ceilDiv(cpu, g.cpu), ceilDiv(mem, g.mem), ceilDiv(int64(len(pods)), int64(g.Pods)))
+		k = int(min(int64(min(room, len(pods))), need+1))
+	}
+	limit := min(room, len(pods))
+	pending := make([]*corev1.Pod, len(pods))
+	for i, p := range pods {
+		pending[i] = p.Obj
+	}
+	for {
+		templates := make([]*corev1.Node, k)
+		isTemplate := map[string]bool{}
+		for i := range templates {
+			templates[i] = w.template(g, i)
+			isTemplate[templates[i].Name] = true
+		}
+		placed, err := a.e.Schedule(ctx, plan.ScheduleRequest{Nodes: append(append([]*corev1.Node(nil), existing...), templates...),
+			Pods: bound, Pending: pending, Eligible: func(n *corev1.Node) bool { return isTemplate[n.Name] }})
+		if err != nil {
+			return nil, err
+		}
+		used := map[string]bool{}
+		o.helped = 0
+		for _, pl := range placed {
+			if pl.Node != "" {
+				used[pl.Node] = true
+				o.helped++
+			}
+		}
+		o.nodes = len(used)
+		if o.nodes < k || k >= limit {
+			return o, nil
+		}
+		k = min(2*k, limit)
+	}
+}
+
+// constraining are the bound pods that can change whether one of the
+// waiting pods passes the filter plugins on a node without pods: those with
+// pod affinity or anti-affinity of their own (an anti-affinity term can
+// refuse a newcomer), and those a waiting pod's spread constraints or
+// affinity terms select (by labels alone, whatever the namespaces: a
+// superset). Resources, ports and volumes of a node without pods owe nothing
+// to other nodes' pods.
+func constraining(bound []*corev1.Pod, waiting []*Pod) []*corev1.Pod {
+	var selectors []labels.Selector
+	all := false
+	seen := map[*App]bool{}
+	add := func(ls *metav1.LabelSelector) {
+		if ls == nil {
+			return
+		}
+		sel, err := metav1.LabelSelectorAsSelector(ls)
+		if err != nil {
+			all = true // keep everything rather than guess
+			return
+		}
+		selectors = append(selectors, sel)
+	}
+	for _, p := range waiting {
+		if seen[p.App] {
+			continue
+		}
+		seen[p.App] = true
+		spec := &p.Obj.Spec
+		for i := range spec.TopologySpreadConstraints {
+			add(spec.TopologySpreadConstraints[i].LabelSelector)
+		}
+		if aff := spec.Affinity; aff != nil {
+			for _, terms := range [][]corev1.PodAffinityTerm{podAffinityTerms(aff.PodAffinity), podAntiAffinityTerms(aff.PodAntiAffinity)} {
+				for i := range terms {
+					add(terms[i].LabelSelector)
+				}
+			}
+		}
+	}
+	if all {
+		return bound
+	}
+	var out []*corev1.Pod
+	for _, b := range bound {
+		keep := false
+		if aff := b.Spec.Affinity; aff != nil && (aff.PodAffinity != nil || aff.PodAntiAffinity != nil) {
+			keep = true
+		}
+		for _, sel := range selectors {
+			if keep {
+				break
+			}
+			keep = sel.Matches(labels.Set(b.Labels))
+		}
+		if keep {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// podAffinityTerms and podAntiAffinityTerms are the required and preferred
+// terms of an affinity.
+func podAffinityTerms(a *corev1.PodAffinity) []corev1.PodAffinityTerm {
+	if a == nil {
+		return nil
+	}
+	out := append([]corev1.PodAffinityTerm(nil), a.RequiredDuringSchedulingIgnoredDuringExecution...)
+	for _, w := range a.PreferredDuringSchedulingIgnoredDuringExecution {
+		out = append(out, w.PodAffinityTerm)
+	}
+	return out
+}
+
+func podAntiAffinityTerms(a *corev1.PodAntiAffinity) []corev1.PodAffinityTerm {
+	if a == nil {
+		return nil
+	}
+	out := append([]corev1.PodAffinityTerm(nil), a.RequiredDuringSchedulingIgnoredDuringExecution...)
+	for _, w := range a.PreferredDuringSchedulingIgnoredDuringExecution {
+		out = append(out, w.PodAffinityTerm)
+	}
+	return out
+}
+
+// ceilDiv is a / b rounded up (b > 0).
+func ceilDiv(a, b int64) int64 {
+	if b <= 0 {
+		return 0
+	}
+	return (a + b - 1) / b
 }
 
 // better is the price expander's choice, at the groups' prices now (price

@@ -47,9 +47,10 @@ const Oracle = "oracle"
 // The packing is a heuristic (oracle.pack: the most constrained workloads
 // first, then largest pods first; each fills the nodes already open, then
 // opens nodes of the group with the lowest price per pod it takes), not an
-// optimum: every packing it makes is feasible (a test checks each one with
-// the kube-scheduler's filter plugins), so its cost is an achievable upper
-// bound on the true hindsight optimum, which can be lower.
+// optimum: every packing it makes respects the constraints above (a test
+// places the pods of its packings, one step in 37 over two days, with the
+// kube-scheduler's filter plugins), so its cost is an achievable upper bound
+// on the true hindsight optimum, which can be lower.
 type oracle struct {
 	w      *World
 	groups []oracleGroup

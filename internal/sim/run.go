@@ -26,6 +26,10 @@ type Options struct {
 	Parallel int
 	// initial, when set, seeds the world (--from-cluster).
 	initial *initialState
+	// exhaustive turns off the shortcuts of the seeds and the autoscaler
+	// that spare scheduling questions whose answer is known: for the test
+	// that they change no answer.
+	exhaustive bool
 }
 
 // Report is a simulation's outcome: one Result per strategy and the baseline.
@@ -181,10 +185,13 @@ func runOne(ctx context.Context, sc *Scenario, name string, opts Options, progre
 		return Result{}, err
 	}
 	sched := &scheduler{w: w, e: e}
-	if u, ok := strategyImpl.(interface{ useScheduler(*scheduler) }); ok {
-		u.useScheduler(sched) // a seed that waits while pods are unschedulable
+	if u, ok := strategyImpl.(interface{ useRun(*scheduler, bool) }); ok {
+		u.useRun(sched, opts.exhaustive) // a seed that waits while pods are unschedulable
 	}
-	as := &autoscaler{w: w, e: e}
+	as, err := newAutoscaler(ctx, w, opts.exhaustive)
+	if err != nil {
+		return Result{}, err
+	}
 	step := sc.Step.Duration
 	steps := int(sc.Duration.Duration / step)
 	prev := time.Duration(-1)

@@ -7,10 +7,12 @@
 package sim
 
 import (
-	_ "embed"
+	"embed"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
@@ -238,6 +240,33 @@ type LoadCycle struct {
 //go:embed scenarios/default.yaml
 var defaultScenarioYAML []byte
 
+// The built-in scenarios, default.yaml among them.
+//
+//go:embed scenarios/*.yaml
+var scenarioFS embed.FS
+
+// BuiltinScenarios lists the built-in scenarios as --scenario names them:
+// "builtin:<name>" (builtin:default is the one used without --scenario).
+func BuiltinScenarios() []string {
+	entries, _ := fs.ReadDir(scenarioFS, "scenarios")
+	var out []string
+	for _, e := range entries {
+		if name, ok := strings.CutSuffix(e.Name(), ".yaml"); ok {
+			out = append(out, BuiltinPrefix+name)
+		}
+	}
+	return out
+}
+
+// builtinScenario reads a built-in scenario by name (without the prefix).
+func builtinScenario(name string) (*Scenario, error) {
+	data, err := fs.ReadFile(scenarioFS, path.Join("scenarios", name+".yaml"))
+	if err != nil || strings.ContainsAny(name, "/\\") {
+		return nil, fmt.Errorf("no such built-in scenario %q; built-in scenarios: %s", BuiltinPrefix+name, strings.Join(BuiltinScenarios(), ", "))
+	}
+	return ParseScenario(data, "")
+}
+
 // DefaultScenarioYAML is the built-in default scenario as a file.
 func DefaultScenarioYAML() []byte { return defaultScenarioYAML }
 
@@ -283,9 +312,13 @@ func (e *InvalidScenarioError) Error() string {
 const MaxScenarioBytes = 1 << 20
 
 // LoadScenario reads, defaults and validates a scenario file (at most
-// MaxScenarioBytes). Trace paths in it are relative to the file's folder. The
-// error is an *InvalidScenarioError or a read error.
+// MaxScenarioBytes), or the built-in scenario "builtin:<name>"
+// (BuiltinScenarios). Trace paths in a file are relative to the file's
+// folder. The error is an *InvalidScenarioError or a read error.
 func LoadScenario(path string) (*Scenario, error) {
+	if name, ok := strings.CutPrefix(path, BuiltinPrefix); ok {
+		return builtinScenario(name)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading scenario: %w", err)

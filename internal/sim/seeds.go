@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"spotter.dev/spotter/internal/plan"
+	"spotter.dev/spotter/internal/snapshot"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
 
@@ -55,9 +56,14 @@ import (
 // evicted leaves the node when its grace period ends, seen from the first
 // step after that).
 type reschedulerSeed struct {
-	e *plan.Engine
+	// own answers the seed's scheduling questions.
+	own *plan.Engine
 	// sched tells which pods the scheduler could not place.
 	sched *scheduler
+	// static skips the fit of nodes whose pods cannot all fit (mayFit),
+	// unless exhaustive.
+	static     *staticFit
+	exhaustive bool
 	// wake is the loop's next action; nextDrain the end of the drain delay.
 	wake, nextDrain time.Time
 	// lastVersion is the world's version when a whole round last found no
@@ -92,15 +98,23 @@ const (
 	seedDrainingTaintValue = "rescheduler"
 )
 
-func (s *reschedulerSeed) setup(w *World, e *plan.Engine) error {
-	s.e = e
+func (s *reschedulerSeed) setup(w *World, _ *plan.Engine) error {
+	// The seed's questions on an engine of its own (see newAutoscaler).
+	own, err := plan.NewEngine(context.Background(), &snapshot.Snapshot{Namespaces: w.nsObjs})
+	if err != nil {
+		return err
+	}
+	s.own, s.static = own, newStaticFit(w, own)
 	s.wake, s.nextDrain = w.Now().Add(seedHousekeeping), w.Now()
 	w.setOnDemandTaint(&corev1.Taint{Key: seedTaint, Value: "true", Effect: corev1.TaintEffectPreferNoSchedule})
 	return nil
 }
 
-// useScheduler lets the rounds see which pods the scheduler could not place.
-func (s *reschedulerSeed) useScheduler(sched *scheduler) { s.sched = sched }
+// useRun lets the rounds see which pods the scheduler could not place;
+// exhaustive turns the shortcuts off (Options.exhaustive).
+func (s *reschedulerSeed) useRun(sched *scheduler, exhaustive bool) {
+	s.sched, s.exhaustive = sched, exhaustive
+}
 
 // step runs every action of the loop whose time falls in the step.
 func (s *reschedulerSeed) step(ctx context.Context, w *World) error {
@@ -164,10 +178,20 @@ func (s *reschedulerSeed) drainable(ctx context.Context, w *World) (*Node, error
 	ods := onDemandNodes(w)
 	sort.SliceStable(ods, func(i, j int) bool { return requestedCPU(ods[i]) < requestedCPU(ods[j]) })
 	nodes, isSpot := spotFirst(w)
+	room := spotRoom(w)
 	for _, od := range ods {
 		pods := movable(od)
 		if len(pods) == 0 {
 			continue
+		}
+		if !s.exhaustive {
+			may, err := s.mayFit(ctx, pods, room)
+			if err != nil {
+				return nil, err
+			}
+			if !may {
+				continue
+			}
 		}
 		placed, err := s.fit(ctx, w, od, pods, nodes, isSpot)
 		if err != nil {
@@ -205,12 +229,23 @@ func spotFirst(w *World) ([]*corev1.Node, map[string]bool) {
 // seed's canDrainNode and findSpotNodeForPod); it sorts pods.
 func (s *reschedulerSeed) fit(ctx context.Context, w *World, od *Node, pods []*Pod, nodes []*corev1.Node, isSpot map[string]bool) ([]plan.Placement, error) {
 	sortByCPU(pods)
-	var others []*corev1.Pod
+	// The pods of the spot nodes (the destinations); of the others, unless
+	// exhaustive, only those that can constrain the pods to place (as in the
+	// autoscaler: elsewhere, pods count for spread and affinity only).
+	var others, elsewhere []*corev1.Pod
 	for _, p := range w.pods {
-		if p.Node != nil && p.Node != od {
+		switch {
+		case p.Node == nil || p.Node == od:
+		case isSpot[p.Node.Name]:
 			others = append(others, p.Obj)
+		default:
+			elsewhere = append(elsewhere, p.Obj)
 		}
 	}
+	if !s.exhaustive {
+		elsewhere = constraining(elsewhere, pods)
+	}
+	others = append(others, elsewhere...)
 	pending := make([]*corev1.Pod, len(pods))
 	for i, p := range pods {
 		c := *p.Obj
@@ -218,8 +253,65 @@ func (s *reschedulerSeed) fit(ctx context.Context, w *World, od *Node, pods []*P
 		pending[i] = &c
 	}
 	// Pick nil: the first node that passes, in the order of Nodes.
-	return s.e.Schedule(ctx, plan.ScheduleRequest{Nodes: nodes, Pods: others, Pending: pending,
+	return s.own.Schedule(ctx, plan.ScheduleRequest{Nodes: nodes, Pods: others, Pending: pending,
 		Eligible: func(n *corev1.Node) bool { return isSpot[n.Name] }})
+}
+
+// room is what a node has left: CPU, memory and pod slots.
+type room struct {
+	cpu, mem int64
+	slots    int
+}
+
+// spotRoom is what each Ready spot node has left, as the filter plugins count
+// it (every pod bound to it, terminating ones included).
+func spotRoom(w *World) []room {
+	var out []room
+	for _, n := range w.ReadyNodes() {
+		if !n.Spot() {
+			continue
+		}
+		r := room{cpu: n.Group.cpu, mem: n.Group.mem, slots: int(n.Group.Pods) - len(n.pods)}
+		for _, p := range n.pods {
+			r.cpu -= p.App.cpu
+			r.mem -= p.App.mem
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// mayFit is a necessary condition for fit to place every one of pods on the
+// spot nodes, whose room is given: each pod's app may run on some spot group
+// (staticFit), fits the room of some spot node on its own, and all of them
+// fit the spot nodes' room added up. When it is false fit would leave a pod
+// unplaced, so the round need not ask.
+func (s *reschedulerSeed) mayFit(ctx context.Context, pods []*Pod, rooms []room) (bool, error) {
+	var total room
+	for _, r := range rooms {
+		total.cpu, total.mem, total.slots = total.cpu+max(r.cpu, 0), total.mem+max(r.mem, 0), total.slots+max(r.slots, 0)
+	}
+	for _, p := range pods {
+		total.cpu, total.mem, total.slots = total.cpu-p.App.cpu, total.mem-p.App.mem, total.slots-1
+		if total.cpu < 0 || total.mem < 0 || total.slots < 0 {
+			return false, nil
+		}
+		alone := false
+		for _, r := range rooms {
+			if r.cpu >= p.App.cpu && r.mem >= p.App.mem && r.slots >= 1 {
+				alone = true
+				break
+			}
+		}
+		if !alone {
+			return false, nil
+		}
+		ok, err := s.static.fitsAny(ctx, p.App, func(g *Group) bool { return g.Spot })
+		if !ok || err != nil {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // sortByCPU orders pods largest CPU request first, as the seed orders each

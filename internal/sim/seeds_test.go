@@ -137,7 +137,7 @@ func TestReschedulerSeedWaitsWhilePodsAreUnschedulable(t *testing.T) {
 	if err := s.setup(w, e); err != nil {
 		t.Fatal(err)
 	}
-	s.useScheduler(sched)
+	s.useRun(sched, false)
 	for range 3 {
 		if err := s.step(ctx, w); err != nil {
 			t.Fatal(err)
