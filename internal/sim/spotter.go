@@ -28,9 +28,6 @@ const (
 	componentAgent       = "spotter-" + interrupt.Component
 )
 
-// debugLogger is the controllers' logger (tests may log them).
-var debugLogger = logr.Discard
-
 // NoticeCloud is the cloud the simulator's preemption notices name.
 const NoticeCloud = "simulator"
 
@@ -75,7 +72,7 @@ func (s *spotter) setup(w *World, _ *plan.Engine) error {
 	}
 	// The controllers log as in a process; a simulation of a week would
 	// print thousands of lines.
-	s.ctx, s.cancel = context.WithCancel(klog.NewContext(context.Background(), debugLogger()))
+	s.ctx, s.cancel = context.WithCancel(klog.NewContext(context.Background(), logr.Discard()))
 	built, err := controller.Build(s.cfg, controller.Deps{
 		Reader:   s.api,
 		Kube:     s.api.kube,

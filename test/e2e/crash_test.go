@@ -13,7 +13,6 @@ import (
 	"spotter.dev/spotter/internal/drain"
 	"spotter.dev/spotter/internal/lab"
 	"spotter.dev/spotter/internal/testenv"
-	tu "spotter.dev/spotter/internal/testutil"
 )
 
 // kill -9 of the controller in the middle of a drain, then a restart: the new
@@ -22,13 +21,8 @@ import (
 func TestControllerKilledMidDrainResumes(t *testing.T) {
 	env := testenv.StartLab(t)
 	ctx := testenv.Context(t, 5*time.Minute)
-	env.CreateNodes(lab.NodeSpec{Name: "od-1", Class: lab.ClassOnDemand})
 	// Long grace periods keep the drain going long enough to kill it midway.
-	web := tu.Deployment("web", 3, tu.CPU("100m"), tu.GracePeriod(15))
-	if _, err := env.Client.AppsV1().Deployments("default").Create(ctx, web, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	env.WaitForPodsRunning("default", "app=web", 3, time.Minute)
+	webOnOnDemand(ctx, t, env, 3, 15)
 	env.CreateNodes(lab.NodeSpec{Name: "spot-1", Class: lab.ClassSpot})
 
 	config := writeConfig(t, "drain:\n  cordon: true\n  onRestart: Resume\nrescheduler:\n  interval: 10s\n  drainDelay: 0s\n")
@@ -87,13 +81,8 @@ func TestControllerKilledMidDrainResumes(t *testing.T) {
 func TestControllerStoppedMidDrainRollsBack(t *testing.T) {
 	env := testenv.StartLab(t)
 	ctx := testenv.Context(t, 5*time.Minute)
-	env.CreateNodes(lab.NodeSpec{Name: "od-1", Class: lab.ClassOnDemand})
 	// Pods that take 30 s to terminate: the drain cannot end within the 1 s grace.
-	web := tu.Deployment("web", 2, tu.CPU("100m"), tu.GracePeriod(30))
-	if _, err := env.Client.AppsV1().Deployments("default").Create(ctx, web, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	env.WaitForPodsRunning("default", "app=web", 2, time.Minute)
+	webOnOnDemand(ctx, t, env, 2, 30)
 	env.CreateNodes(lab.NodeSpec{Name: "spot-1", Class: lab.ClassSpot})
 
 	config := writeConfig(t, "drain:\n  cordon: true\n  shutdownGracePeriod: 1s\nrescheduler:\n  interval: 10s\n  drainDelay: 0s\n")

@@ -24,12 +24,7 @@ import (
 func TestControllersDryRun(t *testing.T) {
 	env := testenv.StartLab(t)
 	ctx := testenv.Context(t, 5*time.Minute)
-	env.CreateNodes(lab.NodeSpec{Name: "od-1", Class: lab.ClassOnDemand})
-	web := tu.Deployment("web", 2, tu.CPU("100m"), tu.GracePeriod(1))
-	if _, err := env.Client.AppsV1().Deployments("default").Create(ctx, web, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	env.WaitForPodsRunning("default", "app=web", 2, time.Minute)
+	webOnOnDemand(ctx, t, env, 2, 1)
 	env.CreateNodes(lab.NodeSpec{Name: "spot-1", Class: lab.ClassSpot})
 	before := nodeState(ctx, t, env)
 
@@ -101,4 +96,16 @@ func writeConfig(t *testing.T, body string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// webOnOnDemand starts the lab's on-demand node od-1 and a Deployment "web"
+// of replicas pods (100m CPU each, the grace period given) running on it.
+func webOnOnDemand(ctx context.Context, t *testing.T, env *testenv.Env, replicas int32, grace int64) {
+	t.Helper()
+	env.CreateNodes(lab.NodeSpec{Name: "od-1", Class: lab.ClassOnDemand})
+	web := tu.Deployment("web", replicas, tu.CPU("100m"), tu.GracePeriod(grace))
+	if _, err := env.Client.AppsV1().Deployments("default").Create(ctx, web, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitForPodsRunning("default", "app=web", int(replicas), time.Minute)
 }

@@ -4,12 +4,9 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"spotter.dev/spotter/internal/drain"
 	"spotter.dev/spotter/internal/lab"
 	"spotter.dev/spotter/internal/testenv"
-	tu "spotter.dev/spotter/internal/testutil"
 )
 
 // A spot node that appears is planned for within seconds, not at the end of
@@ -18,12 +15,7 @@ import (
 func TestNewSpotNodeWakesTheRescheduler(t *testing.T) {
 	env := testenv.StartLab(t)
 	ctx := testenv.Context(t, 5*time.Minute)
-	env.CreateNodes(lab.NodeSpec{Name: "od-1", Class: lab.ClassOnDemand})
-	web := tu.Deployment("web", 2, tu.CPU("100m"), tu.GracePeriod(1))
-	if _, err := env.Client.AppsV1().Deployments("default").Create(ctx, web, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	env.WaitForPodsRunning("default", "app=web", 2, time.Minute)
+	webOnOnDemand(ctx, t, env, 2, 1)
 
 	config := writeConfig(t, "rescheduler:\n  dryRun: true\n  interval: 1h\n")
 	testenv.StartSpotter(t, "controller", "controller", "--config", config, "--kubeconfig", env.Kubeconfig,

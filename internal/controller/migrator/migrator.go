@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
+	nodeutil "k8s.io/kubernetes/pkg/util/node"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -615,7 +616,7 @@ func (c *Controller) newReady(ctx context.Context, g cloud.NodeGroup, known map[
 			continue
 		}
 		n, err := c.kube.CoreV1().Nodes().Get(ctx, inst.NodeName, metav1.GetOptions{})
-		if err == nil && nodeReady(n) {
+		if err == nil && nodeutil.IsNodeReady(n) {
 			ready++
 		}
 	}
@@ -828,15 +829,6 @@ func hasTaint(n *corev1.Node, key string) bool {
 	for _, t := range n.Spec.Taints {
 		if t.Key == key {
 			return true
-		}
-	}
-	return false
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
 		}
 	}
 	return false

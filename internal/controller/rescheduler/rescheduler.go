@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
+	nodeutil "k8s.io/kubernetes/pkg/util/node"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -154,7 +155,7 @@ func (c *Controller) Start(ctx context.Context) error {
 // that pods go back to spot within seconds of the capacity. It never blocks;
 // the informer's event handler and the simulator call it.
 func (c *Controller) NodeChanged(old, node *corev1.Node) {
-	if node == nil || !nodeReady(node) || old != nil && nodeReady(old) {
+	if node == nil || !nodeutil.IsNodeReady(node) || old != nil && nodeutil.IsNodeReady(old) {
 		return
 	}
 	if c.planner.Classify(node).Class != classify.Spot {
@@ -164,15 +165,6 @@ func (c *Controller) NodeChanged(old, node *corev1.Node) {
 	case c.wake <- struct{}{}:
 	default:
 	}
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // Cycle plans once and drains at most one node. It returns how long to wait
