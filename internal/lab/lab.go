@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -64,6 +65,9 @@ type Lab struct {
 	procs    []*process // in start order
 	progress io.Writer
 	pki      *pki
+	opts     Options
+	// apiReady tells when the apiserver is ready (RestartAPIServer).
+	apiReady func(context.Context) error
 }
 
 // Component names, also the names of their binaries, logs and PID files.
@@ -120,7 +124,7 @@ func Start(ctx context.Context, opts Options) (l *Lab, err error) {
 		}
 	}
 
-	l = &Lab{Dir: dir, Kubeconfig: filepath.Join(dir, "admin.kubeconfig"), progress: opts.Progress}
+	l = &Lab{Dir: dir, Kubeconfig: filepath.Join(dir, "admin.kubeconfig"), progress: opts.Progress, opts: opts}
 	defer func() {
 		if err != nil {
 			l.Stop()
@@ -204,13 +208,14 @@ func Start(ctx context.Context, opts Options) (l *Lab, err error) {
 		// accounts, and pods would be refused.
 		apiArgs = append(apiArgs, "--disable-admission-plugins=ServiceAccount")
 	}
-	err = start(APIServer, apiArgs, nil, func(ctx context.Context) error {
+	l.apiReady = func(ctx context.Context) error {
 		body, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		if err != nil {
 			return fmt.Errorf("%w: %s", err, body)
 		}
 		return nil
-	})
+	}
+	err = start(APIServer, apiArgs, nil, l.apiReady)
 	if err != nil {
 		return nil, err
 	}
@@ -284,6 +289,36 @@ func (l *Lab) Stop() {
 	}
 	l.procs = nil
 	_ = os.Remove(filepath.Join(l.Dir, "owner.pid"))
+}
+
+// RestartAPIServer stops kube-apiserver (SIGTERM, as a rolling update of the
+// control plane does), leaves it down for down, and starts it again with the
+// same flags: the same port and the same etcd, so objects and their
+// resourceVersions are kept. It returns once the apiserver is ready again; the
+// other components and every client reconnect by themselves.
+func (l *Lab) RestartAPIServer(ctx context.Context, down time.Duration) error {
+	i := slices.IndexFunc(l.procs, func(p *process) bool { return p.name == APIServer })
+	if i < 0 {
+		return errors.New("the lab runs no kube-apiserver")
+	}
+	old := l.procs[i]
+	l.say("stopping %s", APIServer)
+	old.stop(15 * time.Second)
+	select {
+	case <-time.After(down):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	l.say("starting %s again", APIServer)
+	p, err := startProcess(l.Dir, APIServer, old.cmd.Path, old.cmd.Args[1:], old.env, l.opts.Detach)
+	if err != nil {
+		return err
+	}
+	l.procs[i] = p
+	if err := l.waitReady(ctx, p, l.opts.StartTimeout, l.apiReady); err != nil {
+		return fmt.Errorf("%s did not become ready again: %w\n--- last lines of %s ---\n%s", APIServer, err, p.logPath, tail(p.logPath, 30))
+	}
+	return nil
 }
 
 // Logs returns the last n lines of every component's log, for test failures.

@@ -17,6 +17,7 @@ import (
 type process struct {
 	name    string
 	cmd     *exec.Cmd
+	env     []string // added to the environment (RestartAPIServer)
 	logPath string
 	pidPath string
 	done    chan struct{} // closed when the process has exited (non-detached only)
@@ -46,7 +47,7 @@ func startProcess(dir, name, bin string, args, env []string, detach bool) (*proc
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &process{name: name, cmd: cmd, logPath: logPath, pidPath: filepath.Join(dir, "pids", name+".pid")}
+	p := &process{name: name, cmd: cmd, env: env, logPath: logPath, pidPath: filepath.Join(dir, "pids", name+".pid")}
 	if err := writePIDFile(p.pidPath, cmd.Process.Pid); err != nil {
 		_ = cmd.Process.Kill()
 		return nil, err
