@@ -157,6 +157,9 @@ func podsOnUnknownNodes(s *Snapshot) string {
 // checkQuantities returns the quantities of a node or pod that are negative
 // or beyond any machine.
 func checkQuantities(obj any) field.ErrorList {
+	if quantitiesOK(obj) {
+		return nil
+	}
 	var errs field.ErrorList
 	switch o := obj.(type) {
 	case *corev1.Node:
@@ -180,6 +183,41 @@ func checkQuantities(obj any) field.ErrorList {
 	}
 	sort.SliceStable(errs, func(i, j int) bool { return errs[i].Field < errs[j].Field })
 	return errs
+}
+
+// quantitiesOK reports whether every quantity checkQuantities checks is
+// within bounds, without the paths its messages need: the common case.
+func quantitiesOK(obj any) bool {
+	switch o := obj.(type) {
+	case *corev1.Node:
+		return listOK(o.Status.Capacity) && listOK(o.Status.Allocatable)
+	case *corev1.Pod:
+		for _, cs := range [2][]corev1.Container{o.Spec.Containers, o.Spec.InitContainers} {
+			for i := range cs {
+				if !listOK(cs[i].Resources.Requests) || !listOK(cs[i].Resources.Limits) {
+					return false
+				}
+			}
+		}
+		if r := o.Spec.Resources; r != nil && (!listOK(r.Requests) || !listOK(r.Limits)) {
+			return false
+		}
+		return listOK(o.Spec.Overhead)
+	}
+	return true
+}
+
+func listOK(rl corev1.ResourceList) bool {
+	for name, q := range rl {
+		limit := &maxQuantity
+		if name == corev1.ResourceCPU {
+			limit = &maxCPU
+		}
+		if q.Sign() < 0 || q.Cmp(*limit) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func checkList(p *field.Path, rl corev1.ResourceList, errs *field.ErrorList) {

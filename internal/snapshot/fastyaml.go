@@ -18,13 +18,26 @@ import (
 // never decides what a document means on its own. FuzzFastYAML holds it to
 // the full parser's answers.
 func fastYAMLToJSON(in []byte) (out []byte, ok bool) {
+	var p fastParser
+	toks, ok := p.parse(in)
+	if !ok {
+		return nil, false
+	}
+	out, _ = appendJSON(make([]byte, 0, len(in)), toks, 0)
+	return out, true
+}
+
+// parse reads in, in the subset fastYAMLToJSON reads, into tokens; ok=false
+// outside it. The tokens, and the parser's buffers, are valid until the next
+// call.
+func (p *fastParser) parse(in []byte) (toks []token, ok bool) {
 	if !yamlPrintable(in) {
 		return nil, false
 	}
 	if len(in) > 0 && in[len(in)-1] != '\n' && bytes.IndexByte(in, '|') >= 0 {
 		return nil, false // a literal block at the very end keeps no final line break
 	}
-	p := &fastParser{out: make([]byte, 0, len(in))}
+	p.lines, p.toks, p.keys, p.scratch, p.pos = p.lines[:0], p.toks[:0], p.keys[:0], p.scratch[:0], 0
 	for rest := in; len(rest) > 0; {
 		i := bytes.IndexByte(rest, '\n')
 		var line []byte
@@ -53,7 +66,7 @@ func fastYAMLToJSON(in []byte) (out []byte, ok bool) {
 	if p.skip(); p.pos != len(p.lines) {
 		return nil, false
 	}
-	return p.out, true
+	return p.toks, true
 }
 
 // yamlPrintable reports valid UTF-8 holding only the characters YAML allows
@@ -63,12 +76,12 @@ func fastYAMLToJSON(in []byte) (out []byte, ok bool) {
 func yamlPrintable(in []byte) bool {
 	for i := 0; i < len(in); {
 		c := in[i]
-		if c < utf8.RuneSelf {
-			if c < 0x20 && c != '\t' && c != '\n' || c == 0x7F {
-				return false
-			}
+		if printableASCII[c] {
 			i++
 			continue
+		}
+		if c < utf8.RuneSelf {
+			return false
 		}
 		r, size := utf8.DecodeRune(in[i:])
 		if r == utf8.RuneError || r >= 0x80 && r <= 0x9F || r == 0xFEFF || r == 0xFFFE || r == 0xFFFF {
@@ -79,15 +92,28 @@ func yamlPrintable(in []byte) bool {
 	return true
 }
 
+// printableASCII holds the ASCII characters YAML allows.
+var printableASCII = func() (set [256]bool) {
+	for c := 0x20; c < 0x7F; c++ {
+		set[c] = true
+	}
+	set['\t'], set['\n'] = true, true
+	return set
+}()
+
 type fastLine struct {
 	indent int
 	text   []byte
 }
 
+// fastParser reads the subset; one parser may read many documents, one at a
+// time, reusing its buffers.
 type fastParser struct {
-	lines []fastLine
-	pos   int
-	out   []byte
+	lines   []fastLine
+	pos     int
+	toks    tokens
+	keys    [][]byte // the keys of the mappings being read, to refuse duplicates
+	scratch []byte   // strings that are not slices of the input
 }
 
 // skip moves past blank and comment lines.
@@ -117,9 +143,9 @@ func (p *fastParser) node(indent int) bool {
 }
 
 func (p *fastParser) mapping(indent int) bool {
-	p.out = append(p.out, '{')
-	var keys [][]byte
-	first := true
+	start := p.toks.open(tokMap)
+	firstKey := len(p.keys)
+	defer func() { p.keys = p.keys[:firstKey] }()
 	for {
 		p.skip()
 		if p.pos == len(p.lines) || p.lines[p.pos].indent < indent {
@@ -133,30 +159,25 @@ func (p *fastParser) mapping(indent int) bool {
 		if !ok {
 			return false
 		}
-		for _, k := range keys {
+		for _, k := range p.keys[firstKey:] {
 			if bytes.Equal(k, key) {
 				return false // the full parser refuses duplicates
 			}
 		}
-		keys = append(keys, key)
-		if !first {
-			p.out = append(p.out, ',')
-		}
-		first = false
-		p.out = appendJSONString(p.out, key)
-		p.out = append(p.out, ':')
+		p.keys = append(p.keys, key)
+		p.toks.add(tokKey, key)
 		p.pos++
 		if !p.value(indent, value, true) {
 			return false
 		}
 	}
-	p.out = append(p.out, '}')
+	p.toks.close(start, len(p.keys)-firstKey)
 	return true
 }
 
 func (p *fastParser) sequence(indent int) bool {
-	p.out = append(p.out, '[')
-	first := true
+	start := p.toks.open(tokSeq)
+	n := 0
 	for {
 		p.skip()
 		if p.pos == len(p.lines) || p.lines[p.pos].indent < indent {
@@ -169,10 +190,7 @@ func (p *fastParser) sequence(indent int) bool {
 			}
 			return false
 		}
-		if !first {
-			p.out = append(p.out, ',')
-		}
-		first = false
+		n++
 		rest := l.text[1:]
 		spaces := 0
 		for spaces < len(rest) && rest[spaces] == ' ' {
@@ -200,7 +218,7 @@ func (p *fastParser) sequence(indent int) bool {
 			return false
 		}
 	}
-	p.out = append(p.out, ']')
+	p.toks.close(start, n)
 	return true
 }
 
@@ -218,7 +236,7 @@ func (p *fastParser) value(indent int, text []byte, inMapping bool) bool {
 				return p.node(l.indent)
 			}
 		}
-		p.out = append(p.out, "null"...)
+		p.toks.add(tokNull, nil)
 		return true
 	}
 	// A scalar on the key's line: nothing may continue it on the next lines
@@ -258,7 +276,7 @@ func (p *fastParser) literal(indent int, header []byte) bool {
 	default:
 		return false // indentation indicators, comments: the full parser
 	}
-	var body []byte
+	start := len(p.scratch)
 	blockIndent := -1
 	trailing := 0 // line breaks after the last content line
 	for p.pos < len(p.lines) {
@@ -290,13 +308,15 @@ func (p *fastParser) literal(indent int, header []byte) bool {
 			break
 		}
 		for ; trailing > 0; trailing-- {
-			body = append(body, '\n')
+			p.scratch = append(p.scratch, '\n')
 		}
-		if len(body) > 0 {
-			body = append(body, '\n')
+		if len(p.scratch) > start {
+			p.scratch = append(p.scratch, '\n')
 		}
-		body = append(body, bytes.Repeat([]byte(" "), l.indent-blockIndent)...)
-		body = append(body, l.text...)
+		for range l.indent - blockIndent {
+			p.scratch = append(p.scratch, ' ')
+		}
+		p.scratch = append(p.scratch, l.text...)
 		p.pos++
 	}
 	if blockIndent < 0 {
@@ -304,14 +324,14 @@ func (p *fastParser) literal(indent int, header []byte) bool {
 	}
 	switch chomp {
 	case 0:
-		body = append(body, '\n')
+		p.scratch = append(p.scratch, '\n')
 	case '+':
-		body = append(body, '\n')
+		p.scratch = append(p.scratch, '\n')
 		for ; trailing > 0; trailing-- {
-			body = append(body, '\n')
+			p.scratch = append(p.scratch, '\n')
 		}
 	}
-	p.out = appendJSONString(p.out, body)
+	p.toks.add(tokString, p.scratch[start:])
 	return true
 }
 
@@ -323,18 +343,22 @@ func (p *fastParser) scalar(t []byte) bool {
 		if !ok {
 			return false
 		}
-		p.out = appendJSONString(p.out, s)
+		p.toks.add(tokString, s)
 		return true
 	case '\'':
 		s, ok := unquoteSingle(t)
 		if !ok {
 			return false
 		}
-		p.out = appendJSONString(p.out, s)
+		p.toks.add(tokString, s)
 		return true
 	case '{', '[':
 		if string(t) == "{}" || string(t) == "[]" {
-			p.out = append(p.out, t...)
+			k := tokMap
+			if t[0] == '[' {
+				k = tokSeq
+			}
+			p.toks.close(p.toks.open(k), 0)
 			return true
 		}
 		return false
@@ -344,25 +368,25 @@ func (p *fastParser) scalar(t []byte) bool {
 	}
 	switch string(t) {
 	case "~", "null", "Null", "NULL":
-		p.out = append(p.out, "null"...)
+		p.toks.add(tokNull, nil)
 		return true
 	case "true", "True", "TRUE", "y", "Y", "yes", "Yes", "YES", "on", "On", "ON":
-		p.out = append(p.out, "true"...)
+		p.toks.add(tokTrue, nil)
 		return true
 	case "false", "False", "FALSE", "n", "N", "no", "No", "NO", "off", "Off", "OFF":
-		p.out = append(p.out, "false"...)
+		p.toks.add(tokFalse, nil)
 		return true
 	}
 	if c := t[0]; c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' {
 		if decimalInt(t) {
-			p.out = append(p.out, t...)
+			p.toks.add(tokNumber, t)
 			return true
 		}
 		if numberish(t) {
 			return false // floats, octal, hex, timestamps: the full parser
 		}
 	}
-	p.out = appendJSONString(p.out, t)
+	p.toks.add(tokString, t)
 	return true
 }
 
@@ -508,6 +532,13 @@ func numberish(t []byte) bool {
 	if len(s) >= 5 && s[4] == '-' && isDigits(s[:4]) {
 		return true // maybe a timestamp
 	}
+	for _, c := range t {
+		if !numberChar[c] {
+			// A character no number has (such as the unit of 100m or
+			// 128Mi): none of the parsings below would succeed.
+			return false
+		}
+	}
 	plain := strings.ReplaceAll(s, "_", "")
 	if _, err := strconv.ParseInt(plain, 0, 64); err == nil {
 		return true
@@ -530,6 +561,16 @@ func numberish(t []byte) bool {
 	}
 	return false
 }
+
+// numberChar holds the characters of the numbers strconv parses (digits, hex
+// digits, signs, points, underscores, base prefixes, exponents, and the
+// letters of inf, infinity and nan, in either case).
+var numberChar = func() (set [256]bool) {
+	for _, c := range []byte("0123456789abcdefABCDEF+-._xXoObBpPiInNtTyY") {
+		set[c] = true
+	}
+	return set
+}()
 
 func isDigits(s string) bool {
 	for _, c := range []byte(s) {
@@ -620,6 +661,9 @@ func unquoteSingle(t []byte) ([]byte, bool) {
 		return nil, false
 	}
 	body := t[1 : len(t)-1]
+	if bytes.IndexByte(body, '\'') < 0 {
+		return body, true
+	}
 	out := make([]byte, 0, len(body))
 	for i := 0; i < len(body); i++ {
 		if body[i] == '\'' {

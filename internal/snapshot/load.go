@@ -71,18 +71,26 @@ func Load(r io.Reader) (*Snapshot, error) { return LoadWith(r, Options{}) }
 // (items as a block sequence) are cut into items line by line and each item
 // is decoded as soon as it is read, in parallel, so that memory holds the
 // decoded objects and the items in flight, not the input. JSON is read token
-// by token. Other YAML documents are parsed whole. Every object is checked as
+// by token. Other YAML documents are parsed whole. Pods, nodes and
+// PodDisruptionBudgets go from their tokens straight into the API types
+// (decoder.go), without what nothing that plans reads (compact.go). Every object is checked as
 // the API server and kubectl would: objects without a name, negative
 // quantities and the same object twice with different contents are refused;
 // identical duplicates and pods bound to nodes the snapshot lacks are
 // reported in Snapshot.Warnings.
-func LoadWith(r io.Reader, o Options) (*Snapshot, error) {
+func LoadWith(r io.Reader, o Options) (*Snapshot, error) { return load(r, o, false) }
+
+// loadReference is LoadWith with every object decoded the reference way
+// (decodeItem) and kept whole: what LoadWith is checked against.
+func loadReference(r io.Reader, o Options) (*Snapshot, error) { return load(r, o, true) }
+
+func load(r io.Reader, o Options, reference bool) (*Snapshot, error) {
 	limit := o.MaxBytes
 	if limit <= 0 {
 		limit = DefaultMaxBytes
 	}
 	in := bufio.NewReaderSize(&limitedText{r: r, limit: limit}, 64<<10)
-	p := newPipeline()
+	p := newPipeline(reference)
 	err := split(in, p)
 	p.finish()
 	if err != nil {
@@ -226,7 +234,7 @@ func splitJSON(r io.Reader, p *pipeline, where string) error {
 			obj.Write(fields[k])
 		}
 		obj.WriteByte('}')
-		p.dispatch(fmt.Sprintf("%sobject %d", where, n), obj.Bytes(), true)
+		p.dispatch(place{prefix: where, object: true, index: n}, obj.Bytes(), true)
 	}
 }
 
@@ -252,7 +260,7 @@ func jsonItems(dec *json.Decoder, p *pipeline, where string, value int) ([]*slot
 		if err := dec.Decode(&raw); err != nil {
 			return nil, fmt.Errorf("[%d]: %w", i, err)
 		}
-		out = append(out, p.dispatch(fmt.Sprintf("%sitems[%d]", prefix, i), raw, true))
+		out = append(out, p.dispatch(place{prefix: prefix, index: i}, raw, true))
 	}
 	_, err = dec.Token() // the closing bracket
 	return out, err
@@ -297,7 +305,8 @@ type yamlDoc struct {
 	indent    int  // of the items' dashes
 	cur       []byte
 	curLine   int
-	afterList bool // the items ended: the lines are the List's other fields
+	afterList bool   // the items ended: the lines are the List's other fields
+	prefix    string // of the items' places
 }
 
 // splitYAML cuts YAML documents, and the items of Lists written as a block
@@ -351,6 +360,12 @@ func (d *yamlDoc) line(line []byte, n int, p *pipeline) error {
 	for spaces < len(line) && line[spaces] == ' ' {
 		spaces++
 	}
+	if d.cur != nil && !d.afterList && spaces > d.indent && spaces < len(line) && line[spaces] > ' ' && line[spaces] < 0x7F {
+		// Most lines: within an item, more indented than its dash, not
+		// blank (below, as the switch would).
+		d.cur = append(d.cur, line[d.indent:]...)
+		return nil
+	}
 	content := bytes.TrimRight(line[spaces:], "\r\n")
 	blank := len(bytes.TrimSpace(content)) == 0
 	comment := !blank && content[0] == '#'
@@ -371,12 +386,12 @@ func (d *yamlDoc) line(line []byte, n int, p *pipeline) error {
 			return nil
 		}
 		d.indent = spaces
-		d.startItem(line, n)
+		d.startItem(line, n, p)
 	case d.listed && !d.afterList:
 		switch {
 		case dash && spaces == d.indent:
 			d.flush(p)
-			d.startItem(line, n)
+			d.startItem(line, n, p)
 		case blank:
 			d.cur = append(d.cur, '\n')
 		case spaces > d.indent || comment:
@@ -403,9 +418,8 @@ func emptyValue(b []byte) bool {
 
 // startItem begins an item at a dash line: the dash becomes a space, and the
 // item's lines lose the list's indentation, so that each item is a document.
-func (d *yamlDoc) startItem(line []byte, n int) {
-	d.cur = make([]byte, 0, 1024)
-	d.cur = append(d.cur, line[d.indent:]...)
+func (d *yamlDoc) startItem(line []byte, n int, p *pipeline) {
+	d.cur = append(p.buffer(), line[d.indent:]...)
 	d.cur[0] = ' '
 	d.curLine = n
 }
@@ -414,11 +428,10 @@ func (d *yamlDoc) flush(p *pipeline) {
 	if d.cur == nil {
 		return
 	}
-	where := fmt.Sprintf("items[%d] (line %d)", len(d.items), d.curLine)
-	if d.n > 1 {
-		where = fmt.Sprintf("document %d, %s", d.n, where)
+	if d.n > 1 && d.prefix == "" {
+		d.prefix = fmt.Sprintf("document %d, ", d.n)
 	}
-	d.items = append(d.items, p.dispatch(where, d.cur, false))
+	d.items = append(d.items, p.dispatch(place{prefix: d.prefix, index: len(d.items), line: d.curLine}, d.cur, false))
 	d.cur = nil
 }
 
@@ -481,9 +494,28 @@ func yamlToJSON(data []byte) ([]byte, error) {
 	return yaml.YAMLToJSON(data)
 }
 
+// place says where an object is in the input, for messages: written out
+// only when one needs it.
+type place struct {
+	prefix string // the document or JSON value, when there are several
+	object bool   // "object N" (a document's object), not "items[N]"
+	index  int
+	line   int // of a YAML item's first line
+}
+
+func (p place) String() string {
+	switch {
+	case p.object:
+		return fmt.Sprintf("%sobject %d", p.prefix, p.index)
+	case p.line > 0:
+		return fmt.Sprintf("%sitems[%d] (line %d)", p.prefix, p.index, p.line)
+	}
+	return fmt.Sprintf("%sitems[%d]", p.prefix, p.index)
+}
+
 // slot is one object's place in the input and, once decoded, the object.
 type slot struct {
-	where string
+	where place
 	obj   any
 	err   error
 	// skip is set when the object turned out not to be one (an items field
@@ -497,6 +529,8 @@ type pipeline struct {
 	jobs  chan job
 	slots []*slot
 	wg    sync.WaitGroup
+	// free holds the buffers of YAML items decoded, for the next items.
+	free chan []byte
 }
 
 type job struct {
@@ -505,15 +539,25 @@ type job struct {
 	json bool
 }
 
-func newPipeline() *pipeline {
+// newPipeline starts the decoding goroutines: reference ones decode with
+// decodeItem alone, and keep the objects whole.
+func newPipeline(reference bool) *pipeline {
 	workers := runtime.GOMAXPROCS(0)
-	p := &pipeline{jobs: make(chan job, 4*workers)}
+	p := &pipeline{jobs: make(chan job, 4*workers), free: make(chan []byte, 8*workers)}
 	for range workers {
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
+			r := newObjectReader()
 			for j := range p.jobs {
-				j.s.obj, j.s.err = decodeItem(j.data, j.json)
+				if reference {
+					j.s.obj, j.s.err = decodeItem(j.data, j.json)
+				} else {
+					j.s.obj, j.s.err = r.decode(j.data, j.json)
+				}
+				if !j.json {
+					p.recycle(j.data)
+				}
 			}
 		}()
 	}
@@ -522,11 +566,33 @@ func newPipeline() *pipeline {
 
 // dispatch queues an object for decoding; the bounded queue keeps the input
 // read ahead to a few objects.
-func (p *pipeline) dispatch(where string, data []byte, isJSON bool) *slot {
+func (p *pipeline) dispatch(where place, data []byte, isJSON bool) *slot {
 	s := &slot{where: where}
 	p.slots = append(p.slots, s)
 	p.jobs <- job{s: s, data: data, json: isJSON}
 	return s
+}
+
+// buffer returns an empty buffer for a YAML item.
+func (p *pipeline) buffer() []byte {
+	select {
+	case b := <-p.free:
+		return b[:0]
+	default:
+		return make([]byte, 0, 2048)
+	}
+}
+
+// recycle hands back the buffer of a YAML item once decoded: nothing decoded
+// points into it (the decoders copy what they keep).
+func (p *pipeline) recycle(b []byte) {
+	if cap(b) > 64<<10 {
+		return
+	}
+	select {
+	case p.free <- b:
+	default:
+	}
 }
 
 // finish waits for every queued object.
@@ -551,8 +617,42 @@ var kinds = map[string]func() any{
 	"v1/ReplicationController":       func() any { return &corev1.ReplicationController{} },
 }
 
+// objectReader decodes objects, one goroutine's: its tokenizers and decoder
+// keep their buffers and caches from object to object.
+type objectReader struct {
+	d    *decoder
+	yaml fastParser
+	json jsonTokenizer
+}
+
+func newObjectReader() *objectReader { return &objectReader{d: newDecoder()} }
+
+// decode decodes one object, YAML or JSON, and compacts it (compact.go):
+// with the decoder when it reads the object, else with decodeItem (from the
+// tokens' JSON when the fast YAML path read the object).
+func (r *objectReader) decode(data []byte, isJSON bool) (any, error) {
+	if isJSON {
+		if toks, ok := r.json.parse(data); ok {
+			if obj, ok := r.d.decodeFast(toks); ok {
+				return obj, nil
+			}
+		}
+	} else if toks, ok := r.yaml.parse(data); ok {
+		if obj, ok := r.d.decodeFast(toks); ok {
+			return obj, nil
+		}
+		data, _ = appendJSON(make([]byte, 0, len(data)), toks, 0)
+		isJSON = true
+	}
+	obj, err := decodeItem(data, isJSON)
+	if obj != nil {
+		compact(obj)
+	}
+	return obj, err
+}
+
 // decodeItem decodes one object, YAML or JSON; nil for kinds the planner does
-// not read.
+// not read. It is the reference decoder: the others must read what it reads.
 func decodeItem(data []byte, isJSON bool) (any, error) {
 	if !isJSON {
 		j, err := yamlToJSON(data)
