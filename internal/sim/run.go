@@ -30,6 +30,10 @@ type Options struct {
 	// that spare scheduling questions whose answer is known: for the test
 	// that they change no answer.
 	exhaustive bool
+	// tap, when set, is handed the world and the API of the spotter
+	// strategy once its controllers are built: for the test that replays
+	// their decisions in a real apiserver.
+	tap func(*World, *api)
 }
 
 // Report is a simulation's outcome: one Result per strategy and the baseline.
@@ -183,6 +187,9 @@ func runOne(ctx context.Context, sc *Scenario, name string, opts Options, progre
 	}
 	if err := strategyImpl.setup(w, e); err != nil {
 		return Result{}, err
+	}
+	if s, ok := strategyImpl.(*spotter); ok && opts.tap != nil {
+		opts.tap(w, s.api)
 	}
 	sched := &scheduler{w: w, e: e}
 	if u, ok := strategyImpl.(interface{ useRun(*scheduler, bool) }); ok {
