@@ -25,7 +25,7 @@ func TestShortcutsChangeNoAnswer(t *testing.T) {
 		seeds = 100
 	}
 	ctx := context.Background()
-	var drained, moved, pending, waved int
+	var drained, moved, pending, waved, consolidated int
 	for seed := range seeds {
 		// Every tenth cluster is five times larger: longer chains of kept
 		// states, fuller buckets of the room index.
@@ -34,11 +34,20 @@ func TestShortcutsChangeNoAnswer(t *testing.T) {
 			scale = 5
 		}
 		s := randomCluster(uint64(seed), scale)
-		fast, err := New(Options{}).Plan(ctx, s)
+		// Every other cluster is priced and consolidated: its on-demand
+		// nodes are destinations too.
+		var opts Options
+		if seed%2 == 1 {
+			for _, n := range s.Nodes {
+				n.Labels[InstanceTypeLabel] = "m5.xlarge"
+			}
+			opts = Options{Pricing: consolidationPrices, Consolidation: Consolidation{Enabled: true}}
+		}
+		fast, err := New(opts).Plan(ctx, s)
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
-		ref := New(Options{})
+		ref := New(opts)
 		ref.exhaustive = true
 		slow, err := ref.Plan(ctx, s)
 		if err != nil {
@@ -55,14 +64,15 @@ func TestShortcutsChangeNoAnswer(t *testing.T) {
 		}
 		moved += fast.Summary.PodsToMove
 		pending += fast.Summary.PendingReserved
+		consolidated += fast.Summary.ConsolidatedNodes
 	}
 	// The clusters must exercise the interesting cases, or the test proves
 	// little.
-	if drained < seeds/2 || moved < seeds || pending < seeds/10 || waved < seeds/20 {
-		t.Errorf("too few interesting plans: %d nodes drained (%d in waves), %d pods moved, %d pending pods reserved over %d clusters",
-			drained, waved, moved, pending, seeds)
+	if drained < seeds/2 || moved < seeds || pending < seeds/10 || waved < seeds/20 || consolidated < seeds/20 {
+		t.Errorf("too few interesting plans: %d nodes drained (%d in waves, %d consolidated), %d pods moved, %d pending pods reserved over %d clusters",
+			drained, waved, consolidated, moved, pending, seeds)
 	}
-	t.Logf("%d clusters: %d nodes drained (%d in waves), %d pods moved, %d pending pods reserved", seeds, drained, waved, moved, pending)
+	t.Logf("%d clusters: %d nodes drained (%d in waves, %d consolidated), %d pods moved, %d pending pods reserved", seeds, drained, waved, consolidated, moved, pending)
 }
 
 func comparePlans(fast, slow *Plan) []string {
@@ -76,9 +86,9 @@ func comparePlans(fast, slow *Plan) []string {
 	}
 	for _, n := range fast.Nodes {
 		ref := byName[n.Name]
-		if n.Drainable != ref.Drainable || n.Waves != ref.Waves {
-			diffs = append(diffs, fmt.Sprintf("node %s drainable=%v in %d waves (%s), exhaustive %v in %d (%s)",
-				n.Name, n.Drainable, n.Waves, n.Reason, ref.Drainable, ref.Waves, ref.Reason))
+		if n.Drainable != ref.Drainable || n.Waves != ref.Waves || n.Consolidated != ref.Consolidated {
+			diffs = append(diffs, fmt.Sprintf("node %s drainable=%v consolidated=%v in %d waves (%s), exhaustive %v %v in %d (%s)",
+				n.Name, n.Drainable, n.Consolidated, n.Waves, n.Reason, ref.Drainable, ref.Consolidated, ref.Waves, ref.Reason))
 			continue
 		}
 		want := map[string]PodPlan{}
@@ -86,7 +96,7 @@ func comparePlans(fast, slow *Plan) []string {
 			want[p.Namespace+"/"+p.Name] = p
 		}
 		for _, p := range n.Pods {
-			if w := want[p.Namespace+"/"+p.Name]; p.Destination != w.Destination || p.Wave != w.Wave {
+			if w := want[p.Namespace+"/"+p.Name]; p.Destination != w.Destination || p.Wave != w.Wave || p.OnDemand != w.OnDemand {
 				diffs = append(diffs, fmt.Sprintf("pod %s/%s to %q in wave %d, exhaustive %q in wave %d", p.Namespace, p.Name, p.Destination, p.Wave, w.Destination, w.Wave))
 			}
 		}

@@ -64,6 +64,9 @@ type Options struct {
 	// name: each node's group, and its instance type and price where the
 	// provider knows them (they win over the node's label and Pricing).
 	Instances map[string]cloud.Instance
+	// Consolidation, when enabled, plans on-demand nodes whose pods do not all
+	// fit on spot: those that do not go to on-demand nodes that stay.
+	Consolidation Consolidation
 }
 
 // Plan is the planner's answer. Its JSON form is a contract (`spotter plan -o
@@ -79,6 +82,9 @@ type Summary struct {
 	SpotNodes      int `json:"spotNodes"`
 	OnDemandNodes  int `json:"onDemandNodes"`
 	DrainableNodes int `json:"drainableNodes"`
+	// ConsolidatedNodes counts the drainable nodes whose plan sends some pods
+	// to on-demand nodes that stay (Consolidation).
+	ConsolidatedNodes int `json:"consolidatedNodes,omitempty"`
 	// PodsToMove is the number of evictions the drainable nodes need.
 	PodsToMove int `json:"podsToMove"`
 	// PendingReserved counts Pending pods for which spot capacity was set aside.
@@ -97,8 +103,12 @@ type NodePlan struct {
 	Class       classify.Class `json:"class"`
 	ClassReason string         `json:"classReason"`
 	Warning     string         `json:"warning,omitempty"`
-	// Drainable is true for an on-demand node whose pods can all move to spot.
+	// Drainable is true for an on-demand node whose pods can all move to spot,
+	// or, when Consolidated, to spot and to on-demand nodes that stay.
 	Drainable bool `json:"drainable"`
+	// Consolidated is true for a drainable node whose plan sends some pods to
+	// on-demand nodes that stay (see Consolidation).
+	Consolidated bool `json:"consolidated,omitempty"`
 	// Reason says why a candidate is not drainable, or why a node is no
 	// candidate at all.
 	Reason string `json:"reason"`
@@ -120,6 +130,18 @@ type NodePlan struct {
 	HourlyPrice float64 `json:"hourlyPrice,omitempty"`
 }
 
+// OnDemandPods returns the pods a consolidation sends to on-demand nodes that
+// stay, by namespace/name.
+func (n *NodePlan) OnDemandPods() map[string]bool {
+	out := map[string]bool{}
+	for _, p := range n.Pods {
+		if p.OnDemand {
+			out[p.Namespace+"/"+p.Name] = true
+		}
+	}
+	return out
+}
+
 // PodWaves returns the wave of each pod the plan moves off the node, by
 // namespace/name (drain.Request.Waves).
 func (n *NodePlan) PodWaves() map[string]int {
@@ -138,8 +160,12 @@ type PodPlan struct {
 	Name      string `json:"name"`
 	// Action is move, ignore, wait or block.
 	Action string `json:"action"`
-	// Destination is the spot node the pod would go to (drainable nodes only).
+	// Destination is the node the pod would go to (drainable nodes only): a
+	// spot node, or an on-demand node that stays when OnDemand.
 	Destination string `json:"destination"`
+	// OnDemand is true when Destination is an on-demand node (a
+	// consolidation).
+	OnDemand bool `json:"onDemand,omitempty"`
 	// Reason explains why the pod does not move, or cannot.
 	Reason string `json:"reason"`
 	// Wave is when the pod moves in the node's drain, from 1 (drainable nodes
@@ -208,6 +234,9 @@ type run struct {
 	// nodes, what learn found (the others are zero).
 	pods  []*corev1.Pod
 	facts []podFacts
+	// consolidating, during the consolidation pass, lets pods that fit no
+	// spot node go to on-demand nodes that stay.
+	consolidating *consolidation
 }
 
 // podFacts is what the plan needs of a pod of a candidate node.
@@ -361,9 +390,19 @@ func (p *Planner) plan(ctx context.Context, s *snapshot.Snapshot) (*Plan, error)
 			return nil, err
 		}
 	}
+	// Consolidations come last: they never take a budget or spot capacity
+	// from a node that drains onto spot alone.
+	if p.opts.Consolidation.Enabled {
+		if err := r.consolidate(ctx, candidates, podsOf); err != nil {
+			return nil, err
+		}
+	}
 	for _, np := range candidates {
 		if np.Drainable {
 			out.Summary.DrainableNodes++
+			if np.Consolidated {
+				out.Summary.ConsolidatedNodes++
+			}
 			out.Summary.HourlySaving += np.HourlyPrice
 			for _, pp := range np.Pods {
 				if pp.Action == actionNames[Move] {
@@ -526,17 +565,29 @@ func (p *Planner) FitsOnSpot(ctx context.Context, s *snapshot.Snapshot, pod *cor
 // evict a pod that no longer fits on a spot node. The rescheduler and the
 // migrator drain with it, because the cluster changes while a node drains.
 func (p *Planner) SpotRecheck(read func(context.Context) (*snapshot.Snapshot, error)) func(context.Context, *corev1.Pod) error {
+	return recheck(read, p.FitsOnSpot, "spot")
+}
+
+// OnDemandRecheck is SpotRecheck for the pods a consolidation sends to
+// on-demand nodes that stay: it refuses to evict a pod that no longer fits
+// on another on-demand node (FitsOnDemand).
+func (p *Planner) OnDemandRecheck(read func(context.Context) (*snapshot.Snapshot, error)) func(context.Context, *corev1.Pod) error {
+	return recheck(read, p.FitsOnDemand, "another on-demand node")
+}
+
+func recheck(read func(context.Context) (*snapshot.Snapshot, error),
+	fits func(context.Context, *snapshot.Snapshot, *corev1.Pod) (string, string, error), where string) func(context.Context, *corev1.Pod) error {
 	return func(ctx context.Context, pod *corev1.Pod) error {
 		s, err := read(ctx)
 		if err != nil {
 			return err
 		}
-		dest, reason, err := p.FitsOnSpot(ctx, s, pod)
+		dest, reason, err := fits(ctx, s, pod)
 		if err != nil {
 			return err
 		}
 		if dest == "" {
-			return fmt.Errorf("no longer fits on spot: %s", reason)
+			return fmt.Errorf("no longer fits on %s: %s", where, reason)
 		}
 		return nil
 	}
@@ -630,7 +681,7 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, idx []int32) (needsWav
 	}
 	for i, j := range movable {
 		pod, res := r.pods[j], r.fit.resOf[j]
-		if !r.mayFit(ctx, pod, res) {
+		if r.consolidating == nil && !r.mayFit(ctx, pod, res) {
 			// place fails too, and says why.
 			_, reason, _ := r.place(ctx, replacement(pod), pod, res)
 			fail(i, reason)
@@ -658,10 +709,18 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, idx []int32) (needsWav
 	for i, j := range movable {
 		pod := r.pods[j]
 		dest, reason, moved := r.place(ctx, replacement(pod), pod, r.fit.resOf[j])
+		if dest == "" && r.consolidating != nil {
+			var why string
+			if dest, why, moved = r.placeOnDemand(ctx, replacement(pod), pod, r.fit.resOf[j], np.Name); dest == "" {
+				reason += "; " + why
+			} else {
+				plans[i].OnDemand = true
+			}
+		}
 		if dest == "" {
 			fail(i, reason)
 			for j := range plans[:i] {
-				plans[j].Destination = ""
+				plans[j].Destination, plans[j].OnDemand = "", false
 			}
 			return false, rollback()
 		}

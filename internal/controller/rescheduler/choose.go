@@ -21,10 +21,11 @@ func Choose(p *plan.Plan, coolingDown func(node string) bool, ownNode string) *p
 // it would drain them: plan order (emptiest first; the plan already counts
 // the spot capacity each earlier node's pods take) of the nodes that are
 // drainable, on-demand, have pods to move (a node with nothing to move needs
-// no drain: the autoscaler removes it) and are not cooling down; ownNode, the
-// node Spotter runs on, last. coolingDown may be nil.
+// no drain: the autoscaler removes it) and are not cooling down, those that
+// drain onto spot alone before consolidations (as the plan planned them);
+// ownNode, the node Spotter runs on, last. coolingDown may be nil.
 func Order(p *plan.Plan, coolingDown func(node string) bool, ownNode string) []*plan.NodePlan {
-	var order []*plan.NodePlan
+	var order, consolidations []*plan.NodePlan
 	var own *plan.NodePlan
 	for i := range p.Nodes {
 		n := &p.Nodes[i]
@@ -34,12 +35,16 @@ func Order(p *plan.Plan, coolingDown func(node string) bool, ownNode string) []*
 		if coolingDown != nil && coolingDown(n.Name) {
 			continue
 		}
-		if n.Name == ownNode {
+		switch {
+		case n.Name == ownNode:
 			own = n
-			continue
+		case n.Consolidated:
+			consolidations = append(consolidations, n)
+		default:
+			order = append(order, n)
 		}
-		order = append(order, n)
 	}
+	order = append(order, consolidations...)
 	if own != nil {
 		order = append(order, own)
 	}

@@ -14,6 +14,11 @@ func TestChoose(t *testing.T) {
 	node := func(name string, drainable bool, pods []plan.PodPlan) plan.NodePlan {
 		return plan.NodePlan{Name: name, Class: classify.OnDemand, Drainable: drainable, Pods: pods}
 	}
+	consolidated := func(name string) plan.NodePlan {
+		n := node(name, true, []plan.PodPlan{{Name: "p", Action: "move", Destination: "od", OnDemand: true}})
+		n.Consolidated = true
+		return n
+	}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	cases := []struct {
 		name    string
@@ -28,6 +33,8 @@ func TestChoose(t *testing.T) {
 		{"own node when alone", []plan.NodePlan{node("self", true, move), node("b", false, move)}, "self", nil, "self"},
 		{"cooling down", []plan.NodePlan{node("a", true, move), node("b", true, move)}, "", map[string]time.Time{"a": now.Add(time.Minute)}, "b"},
 		{"cooldown over", []plan.NodePlan{node("a", true, move)}, "", map[string]time.Time{"a": now.Add(-time.Second)}, "a"},
+		{"onto spot alone before consolidations", []plan.NodePlan{consolidated("a"), node("b", true, move)}, "", nil, "b"},
+		{"a consolidation when alone", []plan.NodePlan{consolidated("a"), node("b", false, move)}, "", nil, "a"},
 		{"spot never chosen", []plan.NodePlan{{Name: "s", Class: classify.Spot, Drainable: true, Pods: move}}, "", nil, ""},
 	}
 	for _, tc := range cases {

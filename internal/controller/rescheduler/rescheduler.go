@@ -392,11 +392,17 @@ func (c *Controller) drainNode(ctx context.Context, target *plan.NodePlan, snap 
 	logger := klog.FromContext(ctx).WithValues("node", target.Name)
 	// The workloads on the node, and the pods they had before the drain: any
 	// other pod of theirs afterwards is a replacement.
-	owners := map[types.UID]bool{}
+	// toOnDemand are the workloads of the pods a consolidation sends to
+	// on-demand nodes: their replacements belong there.
+	owners, toOnDemand := map[types.UID]bool{}, map[types.UID]bool{}
+	onDemand := target.OnDemandPods()
 	for _, pod := range snap.Pods {
 		if pod.Spec.NodeName == target.Name {
 			if ref := metav1.GetControllerOf(pod); ref != nil {
 				owners[ref.UID] = true
+				if onDemand[pod.Namespace+"/"+pod.Name] {
+					toOnDemand[ref.UID] = true
+				}
 			}
 		}
 	}
@@ -410,10 +416,14 @@ func (c *Controller) drainNode(ctx context.Context, target *plan.NodePlan, snap 
 	// A shutdown lets the drain finish within the grace period, else rolls it
 	// back: never a half-drained node.
 	dctx, cancel := drain.Outlive(ctx, c.clock, c.opts.ShutdownGracePeriod)
+	reason := fmt.Sprintf("all %d pods fit on spot nodes", countMoves(target))
+	if len(onDemand) > 0 {
+		reason = fmt.Sprintf("consolidation: %d pods fit on spot nodes, %d on on-demand nodes that stay", countMoves(target)-len(onDemand), len(onDemand))
+	}
 	res, err := c.drainer.Drain(dctx, drain.Request{
 		Node:          target.Name,
-		Reason:        fmt.Sprintf("all %d pods fit on spot nodes", countMoves(target)),
-		BeforeEvict:   c.recheck,
+		Reason:        reason,
+		BeforeEvict:   c.recheck(onDemand),
 		LeaveCordoned: c.opts.CordonAfterDrain,
 		Waves:         target.PodWaves(),
 	})
@@ -432,7 +442,7 @@ func (c *Controller) drainNode(ctx context.Context, target *plan.NodePlan, snap 
 	}
 	delete(c.failures, target.Name)
 	drains.WithLabelValues(outcomeSucceeded).Inc()
-	if misplaced := c.waitReplacements(ctx, owners, existing); len(misplaced) > 0 {
+	if misplaced := c.waitReplacements(ctx, owners, existing, toOnDemand); len(misplaced) > 0 {
 		// The scheduler preferred on-demand capacity for the replacements: draining
 		// more would move pods in circles. Pause, longer each time.
 		c.misplaced.Fail(c.clock.Now(), c.opts.FailureBackoff, c.opts.MaxFailureBackoff)
@@ -449,16 +459,26 @@ func (c *Controller) drainNode(ctx context.Context, target *plan.NodePlan, snap 
 	return true
 }
 
-// recheck is called before each eviction: the pod must still fit on a spot
-// node of the cluster as the cache shows it now.
-func (c *Controller) recheck(ctx context.Context, pod *corev1.Pod) error {
-	return c.planner.SpotRecheck(func(ctx context.Context) (*snapshot.Snapshot, error) { return snapshot.FromReader(ctx, c.reader) })(ctx, pod)
+// recheck returns the hook called before each eviction: the pod must still
+// fit on a spot node of the cluster as the cache shows it now, or, for the
+// pods a consolidation sends to on-demand nodes (onDemand, by
+// namespace/name), on another on-demand node.
+func (c *Controller) recheck(onDemand map[string]bool) func(context.Context, *corev1.Pod) error {
+	read := func(ctx context.Context) (*snapshot.Snapshot, error) { return snapshot.FromReader(ctx, c.reader) }
+	spot, stays := c.planner.SpotRecheck(read), c.planner.OnDemandRecheck(read)
+	return func(ctx context.Context, pod *corev1.Pod) error {
+		if onDemand[pod.Namespace+"/"+pod.Name] {
+			return stays(ctx, pod)
+		}
+		return spot(ctx, pod)
+	}
 }
 
 // waitReplacements waits until every pod of the drained workloads runs again,
 // or ReplacementTimeout, and returns the replacements (pods not in existing)
-// that run on nodes that are not spot.
-func (c *Controller) waitReplacements(ctx context.Context, owners, existing map[types.UID]bool) []string {
+// that run on nodes that are not spot, leaving out those of the workloads a
+// consolidation sent to on-demand nodes (toOnDemand).
+func (c *Controller) waitReplacements(ctx context.Context, owners, existing, toOnDemand map[types.UID]bool) []string {
 	deadline := c.clock.Now().Add(c.opts.ReplacementTimeout)
 	for {
 		var pods corev1.PodList
@@ -485,7 +505,7 @@ func (c *Controller) waitReplacements(ctx context.Context, owners, existing map[
 				}
 				var misplaced []string
 				for _, p := range running {
-					if !existing[p.UID] && !spot[p.Spec.NodeName] {
+					if !existing[p.UID] && !spot[p.Spec.NodeName] && !toOnDemand[metav1.GetControllerOf(p).UID] {
 						misplaced = append(misplaced, p.Namespace+"/"+p.Name+"@"+p.Spec.NodeName)
 					}
 				}
@@ -511,7 +531,10 @@ func (c *Controller) report(p *plan.Plan) {
 			continue
 		}
 		reason := n.Reason
-		if n.Drainable {
+		switch {
+		case n.Consolidated:
+			reason = "drainable by consolidation"
+		case n.Drainable:
 			reason = "drainable"
 		}
 		if c.reported[n.Name] == reason {
@@ -522,9 +545,13 @@ func (c *Controller) report(p *plan.Plan) {
 			continue
 		}
 		ref := &corev1.ObjectReference{Kind: "Node", Name: n.Name, UID: types.UID(n.Name)}
-		if n.Drainable {
+		switch {
+		case n.Consolidated:
+			c.recorder.Eventf(ref, nil, corev1.EventTypeNormal, "SpotterDrainable", "Plan",
+				"consolidation: the pods of this on-demand node fit on spot nodes and on on-demand nodes that stay")
+		case n.Drainable:
 			c.recorder.Eventf(ref, nil, corev1.EventTypeNormal, "SpotterDrainable", "Plan", "all pods of this on-demand node fit on spot nodes")
-		} else {
+		default:
 			c.recorder.Eventf(ref, nil, corev1.EventTypeNormal, "SpotterNotDrainable", planAction(reason), "not moved to spot: %s", reason)
 		}
 	}

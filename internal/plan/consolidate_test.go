@@ -1,0 +1,180 @@
+package plan
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"spotter.dev/spotter/internal/snapshot"
+	tu "spotter.dev/spotter/internal/testutil"
+	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
+)
+
+const capacityType = "karpenter.sh/capacity-type"
+
+var consolidationPrices = v1alpha1.PricingConfig{Currency: "USD", InstanceTypes: map[string]v1alpha1.InstancePrice{"m5.xlarge": {OnDemand: 0.192, Spot: 0.07}}}
+
+func priced(name string, opts ...tu.NodeOption) *corev1.Node {
+	return tu.Node(name, append([]tu.NodeOption{tu.NodeLabel(InstanceTypeLabel, "m5.xlarge")}, opts...)...)
+}
+
+// pinned is a pod that must run on on-demand capacity.
+func pinned(name, node, cpu string) *corev1.Pod {
+	return pod(name, node, cpu, tu.RequireNodeLabel(capacityType, "on-demand"))
+}
+
+func planConsolidating(t *testing.T, c Consolidation, s *snapshot.Snapshot) *Plan {
+	t.Helper()
+	p, err := New(Options{Pricing: consolidationPrices, Consolidation: c}).Plan(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Two on-demand nodes, each with a pod pinned to on-demand and a pod that
+// could run on spot; the spot node has room for the spot-eligible pods. No
+// node empties onto spot alone; a consolidation empties the emptier one: its
+// pinned pod goes to the other on-demand node, its other pod to spot.
+func TestConsolidationPacksPinnedPods(t *testing.T) {
+	s := &snapshot.Snapshot{
+		Nodes: []*corev1.Node{priced("od-1", tu.OnDemand()), priced("od-2", tu.OnDemand()), priced("spot", tu.Spot())},
+		Pods: []*corev1.Pod{
+			pinned("db-1", "od-1", "500m"), pod("web-1", "od-1", "500m"),
+			pinned("db-2", "od-2", "1"), pod("web-2", "od-2", "1"),
+		},
+	}
+	without := planConsolidating(t, Consolidation{}, s)
+	if without.Summary.DrainableNodes != 0 {
+		t.Fatalf("without consolidation: %+v", without.Summary)
+	}
+	p := planConsolidating(t, Consolidation{Enabled: true, MinHourlySavingPerEviction: 0.01}, s)
+	od1, od2 := node(p, "od-1"), node(p, "od-2")
+	if !od1.Drainable || !od1.Consolidated || od1.Reason != "" {
+		t.Fatalf("od-1: %+v", od1)
+	}
+	if od2.Drainable || od2.Reason != node(without, "od-2").Reason {
+		t.Errorf("od-2 received a pod and stays, with its reason as without consolidation: %+v", od2)
+	}
+	want := map[string]struct {
+		dest     string
+		onDemand bool
+	}{"db-1": {"od-2", true}, "web-1": {"spot", false}}
+	for _, pp := range od1.Pods {
+		if w := want[pp.Name]; pp.Destination != w.dest || pp.OnDemand != w.onDemand || pp.Action != "move" {
+			t.Errorf("%s: %+v, want %+v", pp.Name, pp, w)
+		}
+	}
+	if p.Summary.DrainableNodes != 1 || p.Summary.ConsolidatedNodes != 1 || p.Summary.PodsToMove != 2 || p.Summary.HourlySaving != 0.192 {
+		t.Errorf("summary %+v", p.Summary)
+	}
+	// A node that drains onto spot alone is no consolidation.
+	p = planConsolidating(t, Consolidation{Enabled: true}, &snapshot.Snapshot{Nodes: s.Nodes, Pods: []*corev1.Pod{pod("web-1", "od-1", "500m")}})
+	if od1 := node(p, "od-1"); !od1.Drainable || od1.Consolidated || p.Summary.ConsolidatedNodes != 0 {
+		t.Errorf("od-1 drains onto spot alone: %+v, %+v", od1, p.Summary)
+	}
+}
+
+// What stops a consolidation: a price too low for its evictions, an unknown
+// price, a pod that blocks the node, no room on the on-demand nodes that stay;
+// and the node that received pods is never emptied in the same plan.
+func TestConsolidationRefusals(t *testing.T) {
+	base := func() *snapshot.Snapshot {
+		return &snapshot.Snapshot{
+			Nodes: []*corev1.Node{priced("od-1", tu.OnDemand()), priced("od-2", tu.OnDemand()), priced("spot", tu.Spot())},
+			Pods: []*corev1.Pod{
+				pinned("db-1", "od-1", "500m"), pod("web-1", "od-1", "500m"),
+				pinned("db-2", "od-2", "1"), pod("web-2", "od-2", "1"),
+			},
+		}
+	}
+	on := Consolidation{Enabled: true, MinHourlySavingPerEviction: 0.01}
+	cases := map[string]struct {
+		change func(*snapshot.Snapshot)
+		c      Consolidation
+	}{
+		// 0.192/h for two evictions is 0.096 per eviction.
+		"saving per eviction below the threshold": {func(*snapshot.Snapshot) {}, Consolidation{Enabled: true, MinHourlySavingPerEviction: 0.1}},
+		"price unknown": {func(s *snapshot.Snapshot) {
+			for _, n := range s.Nodes {
+				delete(n.Labels, InstanceTypeLabel)
+			}
+		}, on},
+		"a pod blocks the node": {func(s *snapshot.Snapshot) {
+			s.Pods[1].Annotations[DoNotMoveKey] = "true"
+			s.Pods[3].Annotations[DoNotMoveKey] = "true"
+		}, on},
+		"no room on the other on-demand node": {func(s *snapshot.Snapshot) {
+			s.Pods = append(s.Pods, pinned("big-2", "od-2", "2"), pinned("big-1", "od-1", "2800m"))
+		}, on},
+		"the only on-demand node": {func(s *snapshot.Snapshot) {
+			s.Nodes = []*corev1.Node{s.Nodes[0], s.Nodes[2]}
+			s.Pods = s.Pods[:2]
+		}, on},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			s := base()
+			tc.change(s)
+			p := planConsolidating(t, tc.c, s)
+			if p.Summary.DrainableNodes != 0 || p.Summary.ConsolidatedNodes != 0 {
+				t.Errorf("summary %+v", p.Summary)
+			}
+			for _, n := range p.Nodes {
+				for _, pp := range n.Pods {
+					if pp.OnDemand || pp.Destination != "" {
+						t.Errorf("%s/%s: %+v", n.Name, pp.Name, pp)
+					}
+				}
+			}
+		})
+	}
+}
+
+// Pods that fit on spot go there first; a pod goes to an on-demand node only
+// when no spot node takes it, and then to the fullest on-demand node that
+// stays. Three on-demand nodes: the two emptier ones are consolidated onto
+// the fullest, which stays.
+func TestConsolidationPacksOntoTheFullest(t *testing.T) {
+	s := &snapshot.Snapshot{
+		Nodes: []*corev1.Node{priced("od-a", tu.OnDemand()), priced("od-b", tu.OnDemand()), priced("od-c", tu.OnDemand()), priced("spot", tu.Spot())},
+		Pods: []*corev1.Pod{
+			pinned("db-a", "od-a", "250m"),
+			pinned("db-b", "od-b", "1"), pod("web-b", "od-b", "500m"),
+			pinned("db-c", "od-c", "2"),
+		},
+	}
+	p := planConsolidating(t, Consolidation{Enabled: true}, s)
+	a, b, c := node(p, "od-a"), node(p, "od-b"), node(p, "od-c")
+	if !a.Consolidated || destinations(a)["db-a"] != "od-c" {
+		t.Errorf("od-a: %+v", a)
+	}
+	if d := destinations(b); !b.Consolidated || d["db-b"] != "od-c" || d["web-b"] != "spot" {
+		t.Errorf("od-b: %+v", b)
+	}
+	if c.Drainable {
+		t.Errorf("od-c received pods and must stay: %+v", c)
+	}
+	if p.Summary.DrainableNodes != 2 || p.Summary.ConsolidatedNodes != 2 {
+		t.Errorf("summary %+v", p.Summary)
+	}
+}
+
+// FitsOnDemand answers the re-check of a consolidation's drain: another
+// on-demand node, never the pod's own.
+func TestFitsOnDemand(t *testing.T) {
+	s := &snapshot.Snapshot{
+		Nodes: []*corev1.Node{priced("od-1", tu.OnDemand()), priced("od-2", tu.OnDemand()), priced("spot", tu.Spot())},
+		Pods:  []*corev1.Pod{pinned("db-1", "od-1", "400m"), pinned("big", "od-1", "1"), pinned("db-2", "od-2", "3600m")},
+	}
+	pl := New(Options{})
+	dest, reason, err := pl.FitsOnDemand(context.Background(), s, s.Pods[0])
+	if err != nil || dest != "od-2" {
+		t.Errorf("db-1: %q %q %v", dest, reason, err)
+	}
+	dest, reason, err = pl.FitsOnDemand(context.Background(), s, s.Pods[2])
+	if err != nil || dest != "" || reason != "0/1 other on-demand nodes fit: 1 NodeResourcesFit: Insufficient cpu" {
+		t.Errorf("db-2: %q %q %v", dest, reason, err)
+	}
+}
