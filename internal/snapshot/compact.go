@@ -18,8 +18,10 @@ import (
 //     runs no score plugin.
 //
 // They are still read and checked, so an input is refused or accepted as
-// before; only the decoded objects are smaller. TestCompactChangesNoPlan
-// plans a cluster with and without them.
+// before; only the decoded objects are smaller. One consequence: the same
+// object given twice, the copies differing only there, is counted once with
+// a warning (check.go), where it was refused; both copies plan alike.
+// TestLoadChangesNoPlan plans a cluster with and without them.
 
 // lastAppliedAnnotation is kubectl apply's copy of the object.
 const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"

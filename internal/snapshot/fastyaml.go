@@ -550,6 +550,11 @@ func numberish(t []byte) bool {
 		return true
 	}
 	if rest, ok := strings.CutPrefix(plain, "0b"); ok {
+		// The resolver parses the rest as a signed number first: 0b+1
+		// and 0b-1 are integers to it.
+		if _, err := strconv.ParseInt(rest, 2, 64); err == nil {
+			return true
+		}
 		if _, err := strconv.ParseUint(rest, 2, 64); err == nil {
 			return true
 		}

@@ -35,6 +35,7 @@ var fastCases = []struct {
 	{"a: 1.5\n", false},
 	{"a: 017\n", false},
 	{"a: 0x1F\n", false},
+	{"a: 0b+1\n", false},
 	{"a: 2026-01-01T00:00:00Z\n", false},
 	{"a: &x 1\nb: *x\n", false},
 	{"a: !!str 1\n", false},
