@@ -43,7 +43,7 @@ const maxListed = 10
 // checks them.
 func assemble(slots []*slot) (*Snapshot, error) {
 	type key struct{ kind, namespace, name string }
-	seen := map[key]*slot{}
+	seen := make(map[key]*slot, len(slots))
 	var problems, identical []string
 	s := &Snapshot{}
 	for _, sl := range slots {
@@ -68,7 +68,7 @@ func assemble(slots []*slot) (*Snapshot, error) {
 		if m.GetNamespace() != "" {
 			id = m.GetNamespace() + "/" + id
 		}
-		if errs := checkQuantities(sl.obj); len(errs) > 0 {
+		if errs := sl.quantityErrs; len(errs) > 0 {
 			for _, e := range errs {
 				problems = append(problems, fmt.Sprintf("%s: %s %s: %v", sl.where, kind, id, e))
 			}

@@ -20,20 +20,21 @@ import (
 // the planner does not read.
 func (d *decoder) decodeFast(toks []token) (obj any, ok bool) {
 	d.reset(toks)
-	apiVersion, kind, ok := typeMeta(toks)
+	av, k, ok := typeMeta(toks)
 	if !ok {
 		return nil, false
 	}
-	switch apiVersion + "/" + kind {
-	case "v1/Pod":
+	apiVersion, kind := string(av), string(k) // not kept: no copies
+	switch {
+	case kind == "Pod" && apiVersion == "v1":
 		p := &corev1.Pod{}
 		d.pod(p)
 		obj = p
-	case "v1/Node":
+	case kind == "Node" && apiVersion == "v1":
 		n := &corev1.Node{}
 		d.node(n)
 		obj = n
-	case "policy/v1/PodDisruptionBudget":
+	case kind == "PodDisruptionBudget" && apiVersion == "policy/v1":
 		b := &policyv1.PodDisruptionBudget{}
 		d.pdb(b)
 		obj = b
@@ -52,25 +53,25 @@ func (d *decoder) decodeFast(toks []token) (obj any, ok bool) {
 // typeMeta finds apiVersion and kind among the keys of the mapping toks
 // holds, as the reference reads them: both strings, and no other key that
 // matches either when case is ignored.
-func typeMeta(toks []token) (apiVersion, kind string, ok bool) {
+func typeMeta(toks []token) (apiVersion, kind []byte, ok bool) {
 	if len(toks) == 0 || toks[0].kind != tokMap {
-		return "", "", false
+		return nil, nil, false
 	}
 	for i := 1; toks[i].kind == tokKey; {
 		k, v := toks[i].val, toks[i+1]
 		switch {
 		case string(k) == "apiVersion" && v.kind == tokString:
-			apiVersion = string(v.val)
+			apiVersion = v.val
 		case string(k) == "kind" && v.kind == tokString:
-			kind = string(v.val)
+			kind = v.val
 		case foldsTo(k, "apiVersion") || foldsTo(k, "kind"):
 			// The same key in another case (or a null or a number in
 			// their place): the reference.
-			return "", "", false
+			return nil, nil, false
 		}
 		i = skipValue(toks, i+1)
 	}
-	return apiVersion, kind, apiVersion != "" && kind != ""
+	return apiVersion, kind, len(apiVersion) > 0 && len(kind) > 0
 }
 
 // foldsTo reports whether key may be name to encoding/json, which matches

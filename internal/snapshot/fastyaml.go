@@ -160,7 +160,7 @@ func (p *fastParser) mapping(indent int) bool {
 			return false
 		}
 		for _, k := range p.keys[firstKey:] {
-			if bytes.Equal(k, key) {
+			if len(k) == len(key) && k[0] == key[0] && bytes.Equal(k, key) {
 				return false // the full parser refuses duplicates
 			}
 		}
@@ -438,7 +438,7 @@ func splitKey(t []byte) (key, value []byte, ok bool) {
 		}
 		return s, bytes.TrimLeft(rest[1:], " "), true
 	}
-	i := bytes.Index(t, []byte(": "))
+	i := indexPair(t, ':', ' ')
 	if i < 0 {
 		if t[len(t)-1] != ':' {
 			return nil, nil, false
@@ -449,7 +449,7 @@ func splitKey(t []byte) (key, value []byte, ok bool) {
 		return nil, nil, false
 	}
 	key = bytes.TrimRight(t[:i], " ")
-	if len(key) == 0 || !plainSafe(key) || bytes.Contains(key, []byte(" #")) {
+	if len(key) == 0 || !plainSafe(key) || indexPair(key, ' ', '#') >= 0 {
 		return nil, nil, false
 	}
 	// A key YAML would read as something else than a string.
@@ -469,6 +469,21 @@ func splitKey(t []byte) (key, value []byte, ok bool) {
 	return key, bytes.TrimLeft(t[i+2:], " "), true
 }
 
+// indexPair is bytes.Index(t, []byte{a, b}), faster on short lines where a
+// is rare (a colon, a hash).
+func indexPair(t []byte, a, b byte) int {
+	for off := 0; ; {
+		i := bytes.IndexByte(t[off:], a)
+		if i < 0 {
+			return -1
+		}
+		off += i + 1
+		if off < len(t) && t[off] == b {
+			return off - 1
+		}
+	}
+}
+
 // trimComment removes a trailing comment and spaces from a value.
 func trimComment(t []byte) []byte {
 	t = bytes.TrimRight(t, " ")
@@ -478,7 +493,7 @@ func trimComment(t []byte) []byte {
 	if t[0] == '"' || t[0] == '\'' {
 		return t // a quoted scalar: scalar() refuses anything after its end
 	}
-	if i := bytes.Index(t, []byte(" #")); i >= 0 {
+	if i := indexPair(t, ' ', '#'); i >= 0 {
 		t = bytes.TrimRight(t[:i], " ")
 	}
 	return t
@@ -496,7 +511,7 @@ func plainSafe(t []byte) bool {
 			return false
 		}
 	}
-	if bytes.Contains(t, []byte(": ")) || bytes.IndexByte(t, '\t') >= 0 || t[len(t)-1] == ':' {
+	if indexPair(t, ':', ' ') >= 0 || bytes.IndexByte(t, '\t') >= 0 || t[len(t)-1] == ':' {
 		return false
 	}
 	return true
@@ -532,12 +547,19 @@ func numberish(t []byte) bool {
 	if len(s) >= 5 && s[4] == '-' && isDigits(s[:4]) {
 		return true // maybe a timestamp
 	}
+	signs := 0
 	for _, c := range t {
 		if !numberChar[c] {
 			// A character no number has (such as the unit of 100m or
 			// 128Mi): none of the parsings below would succeed.
 			return false
 		}
+		if c == '-' || c == '+' {
+			signs++
+		}
+	}
+	if signs > 2 {
+		return false // a sign before the number and its exponent at most: not a UID
 	}
 	plain := strings.ReplaceAll(s, "_", "")
 	if _, err := strconv.ParseInt(plain, 0, 64); err == nil {

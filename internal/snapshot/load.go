@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 )
 
@@ -521,6 +522,9 @@ type slot struct {
 	// skip is set when the object turned out not to be one (an items field
 	// of an object that is not a List).
 	skip bool
+	// quantityErrs are the object's quantities out of bounds (check.go),
+	// found where it was decoded.
+	quantityErrs field.ErrorList
 }
 
 // pipeline decodes objects on every core while the input is being read,
@@ -557,6 +561,9 @@ func newPipeline(reference bool) *pipeline {
 				}
 				if !j.json {
 					p.recycle(j.data)
+				}
+				if j.s.obj != nil {
+					j.s.quantityErrs = checkQuantities(j.s.obj)
 				}
 			}
 		}()

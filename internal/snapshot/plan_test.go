@@ -113,6 +113,6 @@ func withBulk(m *metav1.ObjectMeta, obj any) {
 		Operation:  metav1.ManagedFieldsOperationUpdate,
 		APIVersion: "v1",
 		FieldsType: "FieldsV1",
-		FieldsV1:   &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{}}}`)},
+		FieldsV1:   metav1.NewFieldsV1(`{"f:metadata":{"f:labels":{}}}`),
 	}}
 }
