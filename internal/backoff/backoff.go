@@ -104,3 +104,16 @@ func (c *Cooldown) Fail(now time.Time, initial, limit time.Duration) time.Time {
 
 // Active reports whether the cooldown still runs at now.
 func (c Cooldown) Active(now time.Time) bool { return now.Before(c.Until) }
+
+// FailStreak records a failure at now like Fail, but counts it as one more of
+// a streak only when the streak is unbroken: when the previous cooldown ended
+// at most as long before now as it lasted (the thing was tried again soon
+// after its rest, and failed again). After a longer quiet time the streak
+// starts over at 1, so the wait grows only while failures are continuous.
+// Callers that see a success should clear the record (Cooldown{}).
+func (c *Cooldown) FailStreak(now time.Time, initial, limit time.Duration) time.Time {
+	if c.Failures > 0 && now.Sub(c.Until) > Delay(initial, limit, c.Failures) {
+		c.Failures = 0
+	}
+	return c.Fail(now, initial, limit)
+}

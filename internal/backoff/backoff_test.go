@@ -127,3 +127,42 @@ func TestSeededJitterRepeats(t *testing.T) {
 		}
 	}
 }
+
+// FailStreak doubles the rest only while failures follow each other (each
+// within a rest's length of the previous rest's end); after a longer quiet
+// time it starts over at the initial wait.
+func TestFailStreak(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	const initial, limit = 2 * time.Minute, time.Hour
+	for _, tc := range []struct {
+		name string
+		// gaps between the end of each rest and the next failure
+		gaps []time.Duration
+		// the rest after each failure (the first failure's included)
+		want []time.Duration
+	}{
+		{"retried at once: doubles to the cap", []time.Duration{0, 0, 0, 0, 0, 0},
+			[]time.Duration{2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 16 * time.Minute, 32 * time.Minute, time.Hour, time.Hour}},
+		{"retried within a rest's length: continuous", []time.Duration{2 * time.Minute, 4 * time.Minute},
+			[]time.Duration{2 * time.Minute, 4 * time.Minute, 8 * time.Minute}},
+		{"a quiet time longer than the rest: starts over", []time.Duration{0, 4*time.Minute + time.Second, 0},
+			[]time.Duration{2 * time.Minute, 4 * time.Minute, 2 * time.Minute, 4 * time.Minute}},
+		{"failures an hour apart never grow", []time.Duration{time.Hour, time.Hour, time.Hour},
+			[]time.Duration{2 * time.Minute, 2 * time.Minute, 2 * time.Minute, 2 * time.Minute}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c Cooldown
+			now := t0
+			var got []time.Duration
+			for i := range len(tc.want) {
+				if i > 0 {
+					now = c.Until.Add(tc.gaps[i-1])
+				}
+				got = append(got, c.FailStreak(now, initial, limit).Sub(now))
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("rests %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -81,18 +82,46 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg *v1alpha1.SpotterConfigura
 		if err := register(b.Migrator.Name(), b.Migrator); err != nil {
 			return nil, err
 		}
+		// The migrator hears of spot nodes: capacity returning starts a run
+		// and ends a group's pause; interruptions weigh the group choice
+		// (see migrator.NodeChanged). Nodes of the informer's first list are
+		// recorded without starting a run: they are no news.
+		m := b.Migrator
+		if err := watchNodes(ctx, mgr, m.Name(), toolscache.ResourceEventHandlerDetailedFuncs{
+			AddFunc: func(obj any, initial bool) {
+				if n, ok := obj.(*corev1.Node); ok {
+					if initial {
+						m.NodeChanged(n, n)
+					} else {
+						m.NodeChanged(nil, n)
+					}
+				}
+			},
+			UpdateFunc: func(oldObj, newObj any) {
+				o, _ := oldObj.(*corev1.Node)
+				if n, ok := newObj.(*corev1.Node); ok && o != nil {
+					m.NodeChanged(o, n)
+				}
+			},
+			DeleteFunc: func(obj any) {
+				if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+					obj = tomb.Obj
+				}
+				if n, ok := obj.(*corev1.Node); ok {
+					m.NodeDeleted(n)
+				}
+			},
+		}); err != nil {
+			return nil, err
+		}
 	}
 	if b.Rescheduler != nil {
 		if err := register(b.Rescheduler.Name(), b.Rescheduler); err != nil {
 			return nil, err
 		}
 		// New spot capacity wakes the rescheduler (see NodeChanged).
-		inf, err := mgr.GetCache().GetInformer(ctx, &corev1.Node{})
-		if err != nil {
-			return nil, fmt.Errorf("watching nodes for the %s: %w", b.Rescheduler.Name(), err)
-		}
 		r := b.Rescheduler
-		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		if err := watchNodes(ctx, mgr, r.Name(), toolscache.ResourceEventHandlerFuncs{
 			AddFunc: func(obj any) {
 				if n, ok := obj.(*corev1.Node); ok {
 					r.NodeChanged(nil, n)
@@ -105,7 +134,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg *v1alpha1.SpotterConfigura
 				}
 			},
 		}); err != nil {
-			return nil, fmt.Errorf("watching nodes for the %s: %w", b.Rescheduler.Name(), err)
+			return nil, err
 		}
 	}
 	if b.Preemptible != nil {
@@ -126,6 +155,18 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg *v1alpha1.SpotterConfigura
 		started = append(started, l.Name())
 	}
 	return started, nil
+}
+
+// watchNodes adds h to the manager's Node informer for the named controller.
+func watchNodes(ctx context.Context, mgr ctrl.Manager, name string, h toolscache.ResourceEventHandler) error {
+	inf, err := mgr.GetCache().GetInformer(ctx, &corev1.Node{})
+	if err != nil {
+		return fmt.Errorf("watching nodes for the %s: %w", name, err)
+	}
+	if _, err := inf.AddEventHandler(h); err != nil {
+		return fmt.Errorf("watching nodes for the %s: %w", name, err)
+	}
+	return nil
 }
 
 // Deps are what Build builds the controllers on.
@@ -204,6 +245,10 @@ func Build(cfg *v1alpha1.SpotterConfiguration, d Deps) (*Built, error) {
 				MaxNodesPerRun:         int(cfg.Migrator.MaxNodesPerRun),
 				SpotUnavailableBackoff: cfg.Migrator.SpotUnavailableBackoff.Duration,
 				MaxSpotUnavailable:     cfg.Migrator.MaxSpotUnavailableBackoff.Duration,
+				SpotReadyDelay:         durationOr(cfg.Migrator.SpotReadyDelay),
+				InterruptionCost:       durationOr(cfg.Migrator.InterruptionCost),
+				InterruptionWindow:     cfg.Migrator.InterruptionWindow.Duration,
+				MaxSpotSharePercent:    int(cfg.Migrator.MaxSpotSharePercent),
 				ShutdownGracePeriod:    cfg.Drain.ShutdownGracePeriod.Duration,
 				ProviderSynced:         synced,
 				OwnNode:                d.OwnNode,
@@ -345,6 +390,14 @@ func newProvider(ctx context.Context, mgr ctrl.Manager, kube kubernetes.Interfac
 		}
 		return cloudmetrics.Decorate(p), nil, nil
 	}
+}
+
+// durationOr reads a defaulted optional duration (nil: 0).
+func durationOr(d *metav1.Duration) time.Duration {
+	if d == nil {
+		return 0
+	}
+	return d.Duration
 }
 
 // inZone reads a cron schedule in a time zone.

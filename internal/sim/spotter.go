@@ -52,10 +52,13 @@ type spotter struct {
 	cfg *v1alpha1.SpotterConfiguration
 	run v1alpha1.Components
 
-	w      *World
-	api    *api
-	ctx    context.Context
-	cancel context.CancelFunc
+	w   *World
+	api *api
+	// nodeChanged, when set, hears of a node's object after the agent's
+	// handler acted on it (the migrator's NodeChanged).
+	nodeChanged func(old, node *corev1.Node)
+	ctx         context.Context
+	cancel      context.CancelFunc
 }
 
 func newSpotter(cfg *v1alpha1.SpotterConfiguration) (*spotter, error) {
@@ -82,16 +85,27 @@ func (s *spotter) setup(w *World, _ *plan.Engine) error {
 	if err != nil {
 		return fmt.Errorf("building the controllers: %w", err)
 	}
+	// As the informer's handlers in spotter controller: a node that
+	// registers is news for the rescheduler and the migrator, and so is the
+	// agent's taint on a node under notice for the migrator (nodeChanged).
+	var onReady []func(*Node)
 	if s.run.Migrator.Acts() {
 		m := built.Migrator
 		w.Clock.Go(func() { _ = m.Start(s.ctx) })
+		onReady = append(onReady, func(n *Node) { m.NodeChanged(nil, n.Obj) })
+		s.nodeChanged = m.NodeChanged
 	}
 	if s.run.Rescheduler.Acts() {
 		r := built.Rescheduler
 		w.Clock.Go(func() { _ = r.Start(s.ctx) })
-		// As the informer's handler in spotter controller: a node that
-		// registers is news for the rescheduler.
-		w.onReady = func(n *Node) { r.NodeChanged(nil, n.Obj) }
+		onReady = append(onReady, func(n *Node) { r.NodeChanged(nil, n.Obj) })
+	}
+	if len(onReady) > 0 {
+		w.onReady = func(n *Node) {
+			for _, f := range onReady {
+				f(n)
+			}
+		}
 	}
 	if s.run.Agent.Acts() {
 		w.onNotice = s.notice
@@ -106,7 +120,15 @@ func (s *spotter) notice(n *Node) {
 	h := interrupt.FromConfig(s.api.kube, s.w.Clock, nil, nil, s.cfg, n.Name, false)
 	nt := notice.Notice{Cloud: NoticeCloud, Kind: notice.Termination, ID: NoticeCloud + "/preempted", Action: "preempted",
 		Deadline: n.TerminateAt, Detail: "spot capacity taken back by the market"}
-	s.w.Clock.Go(func() { h.Handle(s.ctx, nt) })
+	s.w.Clock.Go(func() {
+		before := n.Obj
+		h.Handle(s.ctx, nt)
+		// The informer would deliver the agent's taint as an update of the
+		// node; the handler has put it on (or not) by the time it returns.
+		if s.nodeChanged != nil && n.Obj != before {
+			s.nodeChanged(before, n.Obj)
+		}
+	})
 }
 
 // step does nothing: the controllers run on the world's clock between the

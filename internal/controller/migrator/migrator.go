@@ -1,12 +1,15 @@
-// Package migrator replaces on-demand nodes by spot nodes on a schedule, through
-// node groups and the cloud provider. In the default make-before-break mode it
-// asks the cheapest spot node group that can hold a node's pods (planned
-// against the group's template, so a group of size 0 counts) for the nodes
+// Package migrator replaces on-demand nodes by spot nodes on a schedule, and
+// soon after spot capacity returns, through node groups and the cloud
+// provider. In the default make-before-break mode it asks the best spot node
+// group that can hold a node's pods (planned against the group's template, so
+// a group of size 0 counts; best by price weighed with the interruptions seen
+// in its instance type and zone, spread over markets: see Weigh) for the nodes
 // needed, waits until they are Ready, and only then drains the on-demand node
 // and deletes its instance. When spot capacity does not come, it cancels the
-// request, backs the group off, and drains nothing. The drain-first mode of
-// older tools (drain, delete, let an autoscaler provision spot) stops as soon
-// as a new on-demand node appears.
+// request, backs the group off for a few minutes (longer only while the
+// shortage lasts), tries again when the pause ends, and drains nothing. The
+// drain-first mode of older tools (drain, delete, let an autoscaler provision
+// spot) stops as soon as a new on-demand node appears.
 //
 // The state of a replacement lives on the node: the label
 // spotter.dev/selected-for-deletion and the drain engine's marks. A migrator
@@ -81,11 +84,23 @@ type Options struct {
 	// Schedule says when runs start (at fixed clock times).
 	Schedule cron.Schedule
 	// Mode is make-before-break or drain-first.
-	Mode                   v1alpha1.MigrationMode
-	NodeReadyTimeout       time.Duration
-	MaxNodesPerRun         int
+	Mode             v1alpha1.MigrationMode
+	NodeReadyTimeout time.Duration
+	MaxNodesPerRun   int
+	// SpotUnavailableBackoff is the first pause of a group after a shortage;
+	// it doubles while the shortage lasts (backoff.Cooldown.FailStreak), up
+	// to MaxSpotUnavailable. The migrator runs again when a pause ends.
 	SpotUnavailableBackoff time.Duration
 	MaxSpotUnavailable     time.Duration
+	// SpotReadyDelay is how long after a spot node became Ready (NodeChanged)
+	// the migrator runs, between its scheduled runs; 0: no such runs.
+	SpotReadyDelay time.Duration
+	// InterruptionCost and MaxSpotSharePercent weigh the spot groups (see
+	// Weigh); InterruptionWindow is how far back interruptions count
+	// (default 24h). MaxSpotSharePercent 0 means 100 (no cap).
+	InterruptionCost    time.Duration
+	InterruptionWindow  time.Duration
+	MaxSpotSharePercent int
 	// ShutdownGracePeriod is how long a drain in flight at shutdown may go on.
 	ShutdownGracePeriod time.Duration
 	// NodeGoneTimeout bounds the wait for a deleted node's Node object to go.
@@ -114,6 +129,11 @@ type Controller struct {
 	opts     Options
 
 	backoff map[string]backoff.Cooldown // node group -> rest after spot shortages
+	// risk is what the informer and the runs have seen of the spot nodes.
+	risk  *Risk
+	weigh Weigh
+	// wake carries NodeChanged's news of spot capacity to Start.
+	wake chan struct{}
 }
 
 // New returns the migrator. reader should be the manager's cache; drainer
@@ -129,8 +149,17 @@ func New(reader client.Reader, kube kubernetes.Interface, provider cloud.Provide
 	if opts.MaxNodesPerRun <= 0 {
 		opts.MaxNodesPerRun = 10
 	}
+	if opts.InterruptionWindow <= 0 {
+		opts.InterruptionWindow = 24 * time.Hour
+	}
+	if opts.MaxSpotSharePercent <= 0 {
+		opts.MaxSpotSharePercent = 100
+	}
 	return &Controller{reader: reader, kube: kube, provider: provider, planner: planner, drainer: drainer, budget: budget,
-		clock: clk, recorder: recorder, opts: opts, backoff: map[string]backoff.Cooldown{}}
+		clock: clk, recorder: recorder, opts: opts, backoff: map[string]backoff.Cooldown{},
+		risk:  NewRisk(opts.InterruptionWindow),
+		weigh: Weigh{InterruptionCost: opts.InterruptionCost, MaxShare: float64(opts.MaxSpotSharePercent) / 100},
+		wake:  make(chan struct{}, 1)}
 }
 
 // Name is the controller's name in logs.
@@ -142,8 +171,10 @@ func (c *Controller) Register(mgr ctrl.Manager) error { return mgr.Add(c) }
 // NeedLeaderElection makes the migrator run on the leader only.
 func (c *Controller) NeedLeaderElection() bool { return true }
 
-// Start finishes the replacements a previous process left, then runs at each
-// time of the schedule until ctx ends.
+// Start finishes the replacements a previous process left, then runs until
+// ctx ends: at each time of the schedule, SpotReadyDelay after a spot node
+// became Ready (NodeChanged), and when the pause of a group that ran short
+// during a run ends.
 func (c *Controller) Start(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("controller", Component)
 	ctx = klog.NewContext(ctx, logger)
@@ -177,15 +208,86 @@ func (c *Controller) Start(ctx context.Context) error {
 			logged = false
 			logger.V(1).Info("Next migration run", "at", next)
 		}
-		if coop.Sleep(ctx, c.clock, wait) != nil {
+		// A group that ran short is tried again when its pause ends.
+		if retry, ok := c.nextRetry(now); ok && retry.Sub(now) < wait {
+			wait, run = retry.Sub(now), true
+			logger.V(1).Info("Trying a spot node group again after a shortage", "at", retry)
+		}
+		woken, err := coop.SleepOrReceive(ctx, c.clock, wait, c.wake)
+		if err != nil {
 			return nil
 		}
-		if !run {
+		if woken {
+			logger.V(1).Info("A spot node became Ready: migrating early", "in", c.opts.SpotReadyDelay)
+			if coop.Sleep(ctx, c.clock, c.opts.SpotReadyDelay) != nil {
+				return nil
+			}
+			c.drainWake() // news that came during the delay is in this run
+		} else if !run {
 			continue
 		}
 		if _, err := c.Run(ctx); err != nil {
 			logger.Error(err, "Migration run")
 		}
+		// Spot nodes that became Ready during the run are its own, or were
+		// there for it to use: no reason for another run.
+		c.drainWake()
+	}
+}
+
+// nextRetry returns the earliest end of a group's pause after a shortage
+// still to come, if any: the migrator runs then, so that a group whose
+// capacity flaps is tried again within minutes. A run at a pause's end that
+// has nothing to migrate starts no further pause.
+func (c *Controller) nextRetry(now time.Time) (time.Time, bool) {
+	var next time.Time
+	for _, f := range c.backoff {
+		if f.Active(now) && (next.IsZero() || f.Until.Before(next)) {
+			next = f.Until
+		}
+	}
+	return next, !next.IsZero()
+}
+
+// drainWake forgets news of spot capacity not yet heard.
+func (c *Controller) drainWake() {
+	select {
+	case <-c.wake:
+	default:
+	}
+}
+
+// NodeChanged tells the migrator that a Node was added (old nil) or updated.
+// It never blocks; the node informer's event handler and the simulator call
+// it. A spot node is recorded for the group choice (its market, that it runs,
+// whether the agent tainted it for a termination notice: see Risk). A spot
+// node that became Ready is spot capacity returning: a pause of a group of
+// its market ends (see spotGroups), and, when SpotReadyDelay is set, the
+// migrator runs SpotReadyDelay later instead of at its next scheduled time.
+func (c *Controller) NodeChanged(old, node *corev1.Node) {
+	if node == nil || c.planner.Classify(node).Class != classify.Spot {
+		return
+	}
+	now := c.clock.Now()
+	c.risk.Observe(node, now)
+	if !nodeutil.IsNodeReady(node) || old != nil && nodeutil.IsNodeReady(old) || Interrupted(node) {
+		return
+	}
+	c.risk.Ready(MarketOf(node), now)
+	if c.opts.SpotReadyDelay <= 0 {
+		return
+	}
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// NodeDeleted tells the migrator that a Node left the cluster (the node
+// informer's delete event): it ran until now.
+func (c *Controller) NodeDeleted(node *corev1.Node) {
+	if node != nil {
+		c.risk.Gone(node.Name, c.clock.Now())
 	}
 }
 
@@ -234,6 +336,12 @@ func (c *Controller) Run(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the cluster from the cache: %w", err)
 	}
+	// The record of spot nodes as the cache shows them (the informer's
+	// events may have been missed), and the groups weighed on it.
+	c.syncRisk(snap, now)
+	if groups, err = c.spotGroups(ctx, now); err != nil {
+		return nil, err
+	}
 	onDemandBefore := c.onDemandNames(snap)
 	var migrated []string
 	tried := map[string]bool{}
@@ -254,6 +362,7 @@ func (c *Controller) Run(ctx context.Context) ([]string, error) {
 		if snap, err = snapshot.FromReader(ctx, c.reader); err != nil {
 			return migrated, fmt.Errorf("reading the cluster from the cache: %w", err)
 		}
+		c.syncRisk(snap, c.clock.Now())
 		if c.opts.Mode == v1alpha1.MigrationDrainFirst {
 			if added := newOnDemand(c.onDemandNames(snap), onDemandBefore); len(added) > 0 {
 				logger.Info("A new on-demand node appeared: the pods did not find spot capacity; stopping this run", "nodes", added)
@@ -268,9 +377,22 @@ func (c *Controller) Run(ctx context.Context) ([]string, error) {
 	return migrated, nil
 }
 
-// spotGroups returns the usable spot node groups not backed off, cheapest
-// first (unknown prices last). Refused groups (control plane on spot) are
-// reported.
+// syncRisk records the snapshot's spot nodes in the risk record.
+func (c *Controller) syncRisk(snap *snapshot.Snapshot, now time.Time) {
+	var spot []*corev1.Node
+	for _, n := range snap.Nodes {
+		if c.planner.Classify(n).Class == classify.Spot {
+			spot = append(spot, n)
+		}
+	}
+	c.risk.Sync(spot, now)
+}
+
+// spotGroups returns the usable spot node groups not backed off, in the
+// order Weigh gives them (lowest expected price first, spread over markets,
+// unknown prices last). A group backed off whose market delivered capacity
+// since its shortage (a spot node became Ready: NodeChanged) is usable again.
+// Refused groups (control plane on spot) are reported.
 func (c *Controller) spotGroups(ctx context.Context, now time.Time) ([]cloud.NodeGroup, error) {
 	usable, refused, err := cloud.UsableNodeGroups(ctx, c.provider)
 	if err != nil {
@@ -289,27 +411,41 @@ func (c *Controller) spotGroups(ctx context.Context, now time.Time) ([]cloud.Nod
 		klog.FromContext(ctx).Error(r, msg)
 	}
 	var spot []cloud.NodeGroup
+	markets := map[string]Market{}
 	for _, g := range usable {
 		if !g.Spot() {
 			continue
 		}
-		if c.backoff[g.ID()].Active(now) {
-			continue
+		if tmpl, err := g.TemplateNode(ctx); err == nil {
+			markets[g.ID()] = MarketOf(tmpl)
+		}
+		if f := c.backoff[g.ID()]; f.Active(now) {
+			since := f.Until.Add(-backoff.Delay(c.opts.SpotUnavailableBackoff, c.opts.MaxSpotUnavailable, f.Failures))
+			m, ok := markets[g.ID()]
+			if !ok || !c.risk.Returned(m, since) {
+				continue
+			}
+			klog.FromContext(ctx).Info("Spot capacity returned to a backed-off group's instance type and zone; trying it again", "group", g.ID())
+			delete(c.backoff, g.ID())
 		}
 		spot = append(spot, g)
 	}
 	c.refreshPrices(ctx, spot)
-	slices.SortStableFunc(spot, func(a, b cloud.NodeGroup) int {
-		pa, ka := a.PricePerHour()
-		pb, kb := b.PricePerHour()
-		if ka != kb {
-			if ka {
-				return -1
-			}
-			return 1
+	ws := make([]weighed, len(spot))
+	for i, g := range spot {
+		price, known := g.PricePerHour()
+		m, ok := markets[g.ID()]
+		if !ok {
+			m = Market{InstanceType: "?unknown:" + g.ID()} // no template: nothing seen of it
 		}
-		return cmp.Compare(pa, pb)
-	})
+		ws[i] = weighed{group: g, market: m, price: price, known: known, stats: c.risk.Stats(m, now)}
+	}
+	c.weigh.order(ws, c.risk.SpotNodes())
+	for i, w := range ws {
+		spot[i] = w.group
+		klog.FromContext(ctx).V(1).Info("Spot node group weighed", "group", w.group.ID(), "rank", i, "price", w.price, "expectedPrice", w.expected,
+			"interruptions", w.stats.Interruptions, "nodeHours", w.stats.NodeHours, "spotNodes", w.stats.Nodes, "overShare", w.over)
+	}
 	return spot, nil
 }
 
@@ -623,11 +759,12 @@ func (c *Controller) newReady(ctx context.Context, g cloud.NodeGroup, known map[
 	return ready, late
 }
 
-// spotUnavailable backs g off, longer each time, and says so.
+// spotUnavailable backs g off, longer while the shortage lasts, has the loop
+// run again when the pause ends, and says so.
 func (c *Controller) spotUnavailable(ctx context.Context, node *corev1.Node, g cloud.NodeGroup, cause error) {
 	f := c.backoff[g.ID()]
 	now := c.clock.Now()
-	f.Fail(now, c.opts.SpotUnavailableBackoff, c.opts.MaxSpotUnavailable)
+	f.FailStreak(now, c.opts.SpotUnavailableBackoff, c.opts.MaxSpotUnavailable)
 	c.backoff[g.ID()] = f
 	spotUnavailable.WithLabelValues(g.ID()).Inc()
 	klog.FromContext(ctx).Info("Spot capacity unavailable; request cancelled, nothing drained", "group", g.ID(), "backoff", f.Until.Sub(now), "shortages", f.Failures, "cause", cause.Error())

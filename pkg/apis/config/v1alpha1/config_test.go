@@ -144,6 +144,11 @@ func TestParseReportsProblemsWithPaths(t *testing.T) {
 		{"bad selector", "classification:\n  spotSelectors: [\"a=b=c\"]\n", []string{"classification.spotSelectors[0]: Invalid value: \"a=b=c\": not a label selector"}},
 		{"bad cron", "migrator:\n  schedule: every hour\n", []string{"migrator.schedule: Invalid value: \"every hour\": not a cron schedule"}},
 		{"bad time zone", "migrator:\n  timeZone: Mars/Base\n", []string{"migrator.timeZone: Invalid value: \"Mars/Base\": not an IANA time zone"}},
+		{"migrator's return and risk settings out of range", "migrator:\n  spotReadyDelay: 2h\n  interruptionCost: -1h\n  interruptionWindow: 10m\n  maxSpotSharePercent: 101\n", []string{
+			"migrator.spotReadyDelay: Invalid value: \"2h0m0s\": must be between 0s and 1h0m0s",
+			"migrator.interruptionCost: Invalid value: \"-1h0m0s\": must be between 0s and 1000h0m0s",
+			"migrator.interruptionWindow: Invalid value: \"10m0s\": must be between 1h0m0s and 720h0m0s",
+			"migrator.maxSpotSharePercent: Invalid value: 101: must be between 1 and 100"}},
 		{"window without duration", "disruption:\n  windows:\n  - schedule: \"@daily\"\n", []string{"disruption.windows[0].duration: Invalid value: \"0s\": must be between 1m0s and 168h0m0s"}},
 		{"spot above on-demand", "pricing:\n  instanceTypes:\n    m5.large: {onDemand: 0.1, spot: 0.2}\n", []string{"pricing.instanceTypes[m5.large].spot: Invalid value: 0.2: must not exceed the on-demand price 0.1"}},
 		{"negative price", "pricing:\n  instanceTypes:\n    m5.large: {onDemand: -1}\n", []string{"pricing.instanceTypes[m5.large].onDemand: Invalid value: -1: must be a price per hour of 0 or more"}},

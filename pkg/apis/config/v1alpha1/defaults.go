@@ -52,8 +52,12 @@ func SetDefaults(c *SpotterConfiguration) {
 	}
 	defaultDuration(&m.NodeReadyTimeout, 10*time.Minute)
 	defaultInt(&m.MaxNodesPerRun, 10)
-	defaultDuration(&m.SpotUnavailableBackoff, 15*time.Minute)
+	defaultDuration(&m.SpotUnavailableBackoff, 2*time.Minute)
 	defaultDuration(&m.MaxSpotUnavailableBackoff, 4*time.Hour)
+	defaultDurationPtr(&m.SpotReadyDelay, 30*time.Second)
+	defaultDurationPtr(&m.InterruptionCost, 2*time.Hour)
+	defaultDuration(&m.InterruptionWindow, 24*time.Hour)
+	defaultInt(&m.MaxSpotSharePercent, 50)
 
 	pr := &c.Preemptible
 	defaultBool(&pr.Enabled, false)

@@ -215,10 +215,37 @@ type MigratorConfig struct {
 	// (also when 0); 1 to 1000.
 	MaxNodesPerRun int32 `json:"maxNodesPerRun"`
 	// SpotUnavailableBackoff is the first pause of a spot node group that could not
-	// deliver capacity; it doubles up to MaxSpotUnavailableBackoff. Default 15m.
+	// deliver capacity. The migrator tries the group again when the pause ends
+	// (not only at the next scheduled run); the pause doubles only while the
+	// shortage lasts (each try soon after the previous pause, failing again), up
+	// to MaxSpotUnavailableBackoff, and is forgotten when the group delivers or
+	// a spot node of its instance type and zone becomes Ready. Default 2m.
 	SpotUnavailableBackoff metav1.Duration `json:"spotUnavailableBackoff"`
 	// MaxSpotUnavailableBackoff caps that pause. Default 4h.
 	MaxSpotUnavailableBackoff metav1.Duration `json:"maxSpotUnavailableBackoff"`
+	// SpotReadyDelay is how long after a spot node became Ready (spot capacity
+	// returning) the migrator runs, between scheduled runs; news within the
+	// delay joins the same run. 0 turns these runs off: only the schedule and
+	// the retries after a shortage start runs. Default 30s; at most 1h.
+	SpotReadyDelay *metav1.Duration `json:"spotReadyDelay"`
+	// InterruptionCost weighs a spot node group's observed interruptions
+	// against its price: the migrator grows the group with the lowest expected
+	// price, price × (1 + interruptions per node-hour × InterruptionCost in
+	// hours), as if each interruption cost this much of the node's running
+	// time. Interruptions are the spot nodes of the group's instance type and
+	// zone that the agent tainted with a termination notice. 0 orders by price
+	// alone. Default 2h; at most 1000h.
+	InterruptionCost *metav1.Duration `json:"interruptionCost"`
+	// InterruptionWindow is how far back interruptions and node-hours are
+	// counted. Default 24h; 1h to 30 days.
+	InterruptionWindow metav1.Duration `json:"interruptionWindow"`
+	// MaxSpotSharePercent spreads spot capacity: a group whose instance type
+	// and zone already hold more than this share of the cluster's spot nodes
+	// is tried after every group that holds less, so that one preemption wave
+	// cannot take all of the spot capacity. Groups of equal expected price
+	// are tried in order of their share, lowest first. 100 turns the cap off.
+	// Default 50; 1 to 100.
+	MaxSpotSharePercent int32 `json:"maxSpotSharePercent"`
 }
 
 // PreemptibleConfig configures the preemptible controller. Compute Engine

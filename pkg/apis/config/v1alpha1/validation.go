@@ -226,6 +226,14 @@ func validateMigrator(c *MigratorConfig, p *field.Path) field.ErrorList {
 	errs = append(errs, intIn(p.Child("maxNodesPerRun"), c.MaxNodesPerRun, 1, 1000)...)
 	errs = append(errs, durationIn(p.Child("spotUnavailableBackoff"), c.SpotUnavailableBackoff, time.Second, 24*time.Hour)...)
 	errs = append(errs, durationIn(p.Child("maxSpotUnavailableBackoff"), c.MaxSpotUnavailableBackoff, c.SpotUnavailableBackoff.Duration, 7*24*time.Hour)...)
+	if c.SpotReadyDelay != nil {
+		errs = append(errs, durationIn(p.Child("spotReadyDelay"), *c.SpotReadyDelay, 0, time.Hour)...)
+	}
+	if c.InterruptionCost != nil {
+		errs = append(errs, durationIn(p.Child("interruptionCost"), *c.InterruptionCost, 0, 1000*time.Hour)...)
+	}
+	errs = append(errs, durationIn(p.Child("interruptionWindow"), c.InterruptionWindow, time.Hour, 30*24*time.Hour)...)
+	errs = append(errs, intIn(p.Child("maxSpotSharePercent"), c.MaxSpotSharePercent, 1, 100)...)
 	return errs
 }
 
