@@ -50,8 +50,9 @@ func newDecoder() *decoder {
 // values, namespaces, node names, images and quantities of a large cluster;
 // beyond them new strings are copied, not shared.
 const (
-	maxInterned = 1 << 17
-	maxCached   = 1 << 12
+	maxInterned    = 1 << 17
+	maxInternedLen = 256
+	maxCached      = 1 << 12
 )
 
 // reset starts an object.
@@ -188,6 +189,9 @@ func (d *decoder) istr() string {
 }
 
 func (d *decoder) intern(b []byte) string {
+	if len(b) > maxInternedLen {
+		return d.strs.str(b) // a long value (an annotation) rarely repeats
+	}
 	if s, ok := d.interned[string(b)]; ok {
 		return s
 	}
