@@ -461,8 +461,9 @@ func TestFaultKillNineMidDrain(t *testing.T) {
 	ctx := testenv.Context(t, 10*time.Minute)
 	env.CreateNodes(lab.NodeSpec{Name: "od-1", Class: lab.ClassOnDemand, CPU: "4"},
 		lab.NodeSpec{Name: "od-2", Class: lab.ClassOnDemand, CPU: "4"})
-	// Slow terminations keep each wave, and the drains, going for a while.
-	createBudgeted(ctx, t, env, map[string]int32{"web": 10, "api": 6}, 3)
+	// Twenty waves (ten web pods on each node, one at a time) of slow
+	// terminations: the drains last longer than the twenty kills take.
+	createBudgeted(ctx, t, env, map[string]int32{"web": 20, "api": 12}, 8)
 	env.CreateNodes(lab.NodeSpec{Name: "spot-1", Class: lab.ClassSpot, CPU: "4"},
 		lab.NodeSpec{Name: "spot-2", Class: lab.ClassSpot, CPU: "4"},
 		lab.NodeSpec{Name: "spot-3", Class: lab.ClassSpot, CPU: "4"})
@@ -504,7 +505,9 @@ func TestFaultKillNineMidDrain(t *testing.T) {
 // on-demand nodes are replaced by three spot nodes, no more, every pod runs,
 // no node is marked, selected or cordoned, and the budget held.
 func TestFaultKillNineMidMigration(t *testing.T) {
-	l := startMigratorLab(t, "", 2)
+	// Slow terminations keep each drain going for a while: the three
+	// replacements last about as long as the twenty kills take.
+	l := startMigratorLab(t, "", 25)
 	ctx := testenv.Context(t, 10*time.Minute)
 	// The on-demand group is there; a restarted provider must not bring it
 	// back to its initial size once nodes are migrated away.
@@ -521,12 +524,12 @@ func TestFaultKillNineMidMigration(t *testing.T) {
 	rng := rand.New(rand.NewPCG(faultSeed, 2))
 	midway := 0
 	for i := range 20 {
-		p := l.start(t, fmt.Sprintf("controller-%02d", i+1), "")
-		delay := time.Second + time.Duration(rng.Int64N(int64(7*time.Second)))
+		p := startKwokMigrator(t, l, fmt.Sprintf("controller-%02d", i+1))
+		delay := 2*time.Second + time.Duration(rng.Int64N(int64(6*time.Second)))
 		time.Sleep(delay)
-		state := migrationState(ctx, t, l)
+		state, under := migrationState(ctx, t, l)
 		p.Kill()
-		if state != "" {
+		if under {
 			midway++
 		}
 		t.Logf("kill %d, %s after the start: %s", i+1, delay.Round(time.Millisecond), state)
@@ -534,7 +537,7 @@ func TestFaultKillNineMidMigration(t *testing.T) {
 	if midway == 0 {
 		t.Fatal("no kill fell in the middle of a replacement")
 	}
-	l.start(t, "controller-final", "")
+	startKwokMigrator(t, l, "controller-final")
 
 	testenv.Eventually(t, 4*time.Minute, "every on-demand node gone and every pod Running on spot", func(ctx context.Context) (bool, string, error) {
 		od := l.nodesOf(ctx, t, "od")
@@ -573,20 +576,42 @@ func TestFaultKillNineMidMigration(t *testing.T) {
 	t.Logf("%d of 20 kills fell in the middle of a replacement", midway)
 }
 
-// migrationState says what of a replacement is under way: nodes selected
-// for deletion or marked, and spot nodes; "" when no on-demand node is
-// selected or marked.
-func migrationState(ctx context.Context, t *testing.T, l *migratorLab) string {
+// startKwokMigrator runs `spotter controller` with the migrator on the kwok
+// provider, as migratorLab.start does, but running every 2 s: a process
+// killed a few seconds after its start has begun a replacement.
+func startKwokMigrator(t *testing.T, l *migratorLab, name string) *testenv.Process {
+	t.Helper()
+	config := writeConfig(t, fmt.Sprintf(`cloud:
+  provider: kwok
+  kwokConfigFile: %s
+migrator:
+  enabled: true
+  schedule: "@every 2s"
+  nodeReadyTimeout: 20s
+rescheduler:
+  enabled: false
+drain:
+  evictionBackoff: 200ms
+  maxEvictionBackoff: 1s
+`, filepath.Join(l.dir, "groups.yaml")))
+	return testenv.StartSpotter(t, name, "controller", "--config", config, "--kubeconfig", l.env.Kubeconfig,
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--leader-elect=false")
+}
+
+// migrationState says what of a replacement is under way (on-demand nodes
+// selected for deletion or marked, the nodes of each group), and whether one
+// is: a node selected or marked, or more spot nodes than replaced on-demand
+// nodes (capacity asked for a replacement not yet drained).
+func migrationState(ctx context.Context, t *testing.T, l *migratorLab) (string, bool) {
 	t.Helper()
 	var selected []string
-	for _, n := range l.nodesOf(ctx, t, "od") {
+	od := l.nodesOf(ctx, t, "od")
+	for _, n := range od {
 		_, marked, _ := drain.MarkOf(&n)
 		if _, s := n.Labels[migrator.SelectedForDeletionLabel]; s || marked {
 			selected = append(selected, fmt.Sprintf("%s (marked %v, cordoned %v)", n.Name, marked, n.Spec.Unschedulable))
 		}
 	}
-	if len(selected) == 0 {
-		return ""
-	}
-	return fmt.Sprintf("selected %v; %d on-demand, %d spot nodes", selected, len(l.nodesOf(ctx, t, "od")), len(l.nodesOf(ctx, t, "spot")))
+	spot := len(l.nodesOf(ctx, t, "spot"))
+	return fmt.Sprintf("selected %v; %d on-demand, %d spot nodes", selected, len(od), spot), len(selected) > 0 || spot > 3-len(od)
 }
