@@ -74,11 +74,11 @@ func Load(r io.Reader) (*Snapshot, error) { return LoadWith(r, Options{}) }
 // decoded objects and the items in flight, not the input. JSON is read token
 // by token. Other YAML documents are parsed whole. Pods, nodes and
 // PodDisruptionBudgets go from their tokens straight into the API types
-// (decoder.go), without what nothing that plans reads (compact.go). Every object is checked as
-// the API server and kubectl would: objects without a name, negative
-// quantities and the same object twice with different contents are refused;
-// identical duplicates and pods bound to nodes the snapshot lacks are
-// reported in Snapshot.Warnings.
+// (decoder.go), without what nothing that plans reads (compact.go). Every
+// object is checked as the API server and kubectl would: objects without a
+// name, negative quantities and the same object twice with different
+// contents are refused; identical duplicates and pods bound to nodes the
+// snapshot lacks are reported in Snapshot.Warnings.
 func LoadWith(r io.Reader, o Options) (*Snapshot, error) { return load(r, o, false) }
 
 // loadReference is LoadWith with every object decoded the reference way
