@@ -311,11 +311,7 @@ func newPreemptible(cfg *v1alpha1.SpotterConfiguration, d Deps, classifier *clas
 }
 
 func newPlanner(cfg *v1alpha1.SpotterConfiguration, classifier *classify.Classifier) *plan.Planner {
-	return plan.New(plan.Options{
-		Rules:      plan.Rules{AllowUnreplicated: cfg.Planner.AllowUnreplicatedPods, AllowLocalStorage: cfg.Planner.AllowLocalStorage},
-		Classifier: classifier,
-		Pricing:    cfg.Pricing,
-	})
+	return plan.New(plan.ConfigOptions(cfg, classifier))
 }
 
 func newDrainer(kube kubernetes.Interface, clk clock.Clock, recorder events.EventRecorder, cfg *v1alpha1.SpotterConfiguration, component string, dryRun bool, onRetry func()) *drain.Drainer {

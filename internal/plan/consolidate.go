@@ -7,9 +7,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"spotter.dev/spotter/internal/classify"
 	"spotter.dev/spotter/internal/snapshot"
+	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
 
 // Consolidation configures plans that empty an on-demand node whose pods do
@@ -53,7 +55,7 @@ func (r *run) consolidate(ctx context.Context, candidates []*NodePlan, podsOf ma
 			todo = append(todo, np)
 		}
 	}
-	if len(todo) == 0 || len(c.onDemand) < 2 {
+	if len(todo) == 0 || len(c.onDemand) < 2 || len(r.spot) == 0 {
 		return nil
 	}
 	// Pods of on-demand nodes are left out of the snapshot until a plugin
@@ -114,6 +116,33 @@ func (r *run) worthConsolidating(np *NodePlan, idx []int32) bool {
 		return false
 	}
 	return np.HourlyPrice/float64(moves) >= r.opts.Consolidation.MinHourlySavingPerEviction
+}
+
+// pinned reports whether no spot node would ever take pod: the static
+// plugins (the nodes' labels, taints and cordons against the pod's node
+// selector, affinity and tolerations) reject every one. Only such pods go to
+// on-demand nodes in a consolidation; a pod that could run on spot and finds
+// no room there keeps its node where it is.
+func (r *run) pinned(ctx context.Context, pod *corev1.Pod) bool {
+	if !r.exhaustive {
+		return len(r.staticFit(ctx, pod, r.templates.of(pod)).feasible) == 0
+	}
+	replacement := *pod
+	replacement.Spec.NodeName = ""
+	state := framework.NewCycleState()
+	result, status, _ := r.fit.static.RunPreFilterPlugins(ctx, state, &replacement)
+	if !status.IsSuccess() && !status.IsSkip() {
+		return true
+	}
+	for i, name := range r.spot {
+		if result != nil && result.NodeNames != nil && !result.NodeNames.Has(name) {
+			continue
+		}
+		if r.fit.static.RunFilterPlugins(ctx, state, &replacement, r.spotInfo[i]).IsSuccess() {
+			return false
+		}
+	}
+	return true
 }
 
 // placeOnDemand finds the best-fitting on-demand node for pod (spec.nodeName
@@ -207,4 +236,21 @@ func (p *Planner) FitsOnDemand(ctx context.Context, s *snapshot.Snapshot, pod *c
 	replacement.Spec.NodeName = ""
 	dest, reason, _ := r.placeOnDemand(ctx, &replacement, pod, r.resource(pod), pod.Spec.NodeName)
 	return dest, reason, nil
+}
+
+// ConfigOptions are the planner options a configuration sets: the
+// movability rules, the prices and consolidation. `spotter plan` and the
+// controllers plan with them.
+func ConfigOptions(cfg *v1alpha1.SpotterConfiguration, classifier *classify.Classifier) Options {
+	o := Options{
+		Rules:      Rules{AllowUnreplicated: cfg.Planner.AllowUnreplicatedPods, AllowLocalStorage: cfg.Planner.AllowLocalStorage},
+		Classifier: classifier,
+		Pricing:    cfg.Pricing,
+	}
+	c := cfg.Planner.Consolidation
+	o.Consolidation.Enabled = c.Enabled != nil && *c.Enabled
+	if c.MinHourlySavingPerEviction != nil {
+		o.Consolidation.MinHourlySavingPerEviction = *c.MinHourlySavingPerEviction
+	}
+	return o
 }

@@ -709,7 +709,7 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, idx []int32) (needsWav
 	for i, j := range movable {
 		pod := r.pods[j]
 		dest, reason, moved := r.place(ctx, replacement(pod), pod, r.fit.resOf[j])
-		if dest == "" && r.consolidating != nil {
+		if dest == "" && r.consolidating != nil && r.pinned(ctx, pod) {
 			var why string
 			if dest, why, moved = r.placeOnDemand(ctx, replacement(pod), pod, r.fit.resOf[j], np.Name); dest == "" {
 				reason += "; " + why

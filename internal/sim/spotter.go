@@ -76,7 +76,7 @@ func (s *spotter) setup(w *World, _ *plan.Engine) error {
 	// The controllers log as in a process; a simulation of a week would
 	// print thousands of lines.
 	s.ctx, s.cancel = context.WithCancel(klog.NewContext(context.Background(), logr.Discard()))
-	built, err := controller.Build(s.cfg, controller.Deps{
+	built, err := controller.Build(withScenarioPrices(s.cfg, w.sc), controller.Deps{
 		Reader:   s.api,
 		Kube:     s.api.kube,
 		Clock:    w.Clock,

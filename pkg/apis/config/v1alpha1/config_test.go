@@ -136,6 +136,7 @@ func TestParseReportsProblemsWithPaths(t *testing.T) {
 		{"wrong type: scalar for section", "drain: fast\n", []string{"drain: Invalid value: \"fast\": must be a mapping of fields"}},
 		{"wrong type: scalar for list", "classification:\n  spotSelectors: spot\n", []string{"classification.spotSelectors: Invalid value: \"spot\": must be a list"}},
 		{"out of range", "disruption:\n  maxConcurrentDrains: 500\n", []string{"disruption.maxConcurrentDrains: Invalid value: 500: must be between 1 and 100 (line 4)"}},
+		{"negative saving per eviction", "planner:\n  consolidation:\n    minHourlySavingPerEviction: -1\n", []string{"planner.consolidation.minHourlySavingPerEviction: Invalid value: -1: must be a price per hour from 0 to 1000, in the pricing currency, such as 0.005 (line 5)"}},
 		{"duration too short", "rescheduler:\n  interval: 1s\n", []string{"rescheduler.interval: Invalid value: \"1s\": must be between 10s and 24h0m0s"}},
 		{"enum", "migrator:\n  mode: BreakFirst\n", []string{`migrator.mode: Unsupported value: "BreakFirst": supported values: "MakeBeforeBreak", "DrainFirst"`}},
 		{"agent enums", "agent:\n  cloud: ibm\n  rebalanceAction: Panic\n", []string{

@@ -59,6 +59,12 @@ func SetDefaults(c *SpotterConfiguration) {
 	defaultDuration(&m.InterruptionWindow, 24*time.Hour)
 	defaultInt(&m.MaxSpotSharePercent, 50)
 
+	pl := &c.Planner.Consolidation
+	defaultBool(&pl.Enabled, true)
+	if pl.MinHourlySavingPerEviction == nil {
+		pl.MinHourlySavingPerEviction = ptr.To(0.005)
+	}
+
 	pr := &c.Preemptible
 	defaultBool(&pr.Enabled, false)
 	if pr.NodeSelectors == nil {

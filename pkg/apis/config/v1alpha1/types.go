@@ -94,6 +94,26 @@ type PlannerConfig struct {
 	// AllowLocalStorage lets the planner move pods with local storage (non-memory
 	// emptyDir, hostPath); their data is lost. Default false.
 	AllowLocalStorage bool `json:"allowLocalStorage"`
+	// Consolidation lets the rescheduler empty an on-demand node whose pods do
+	// not all fit on spot: each pod goes to a spot node if one fits it, else
+	// to another on-demand node that stays, so that pods that must run on
+	// on-demand capacity (a node selector, a required affinity) are packed
+	// onto fewer on-demand nodes. It needs the node's price (the pricing
+	// section, by instance type).
+	Consolidation ConsolidationConfig `json:"consolidation"`
+}
+
+// ConsolidationConfig configures consolidations (see PlannerConfig).
+type ConsolidationConfig struct {
+	// Enabled turns consolidations on. Default true (they need prices).
+	Enabled *bool `json:"enabled"`
+	// MinHourlySavingPerEviction is the least saving a consolidation must buy
+	// with each eviction: the on-demand price per hour of the node it empties
+	// (pricing.instanceTypes), divided by the pods it evicts, in the pricing
+	// currency. A node whose price is unknown is never consolidated. Default
+	// 0.005 (a node at 0.20 per hour is consolidated when it evicts at most 40
+	// pods); 0 to 1000.
+	MinHourlySavingPerEviction *float64 `json:"minHourlySavingPerEviction"`
 }
 
 // DrainConfig configures the drain engine.

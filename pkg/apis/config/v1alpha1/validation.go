@@ -82,6 +82,7 @@ func Validate(c *SpotterConfiguration) field.ErrorList {
 	errs = append(errs, validatePreemptible(&c.Preemptible, field.NewPath("preemptible"))...)
 	errs = append(errs, ValidateAgent(&c.Agent, field.NewPath("agent"))...)
 	errs = append(errs, validatePricing(&c.Pricing, field.NewPath("pricing"))...)
+	errs = append(errs, validatePlanner(&c.Planner, field.NewPath("planner"))...)
 	errs = append(errs, validateManager(&c.Manager, field.NewPath("manager"))...)
 	return errs
 }
@@ -283,6 +284,15 @@ func validatePricing(c *PricingConfig, p *field.Path) field.ErrorList {
 	}
 	sortErrors(errs)
 	return errs
+}
+
+func validatePlanner(c *PlannerConfig, p *field.Path) field.ErrorList {
+	min := c.Consolidation.MinHourlySavingPerEviction
+	mp := p.Child("consolidation", "minHourlySavingPerEviction")
+	if min != nil && (*min < 0 || *min > 1000 || math.IsNaN(*min)) {
+		return field.ErrorList{field.Invalid(mp, *min, "must be a price per hour from 0 to 1000, in the pricing currency, such as 0.005")}
+	}
+	return nil
 }
 
 func validateManager(c *ManagerConfig, p *field.Path) field.ErrorList {

@@ -1,0 +1,84 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"spotter.dev/spotter/internal/lab"
+	"spotter.dev/spotter/internal/testenv"
+	tu "spotter.dev/spotter/internal/testutil"
+)
+
+// A consolidation in the lab (real scheduler, kwok nodes): od-1 holds a pod
+// pinned to on-demand capacity and two that could run on spot; od-2 holds a
+// larger pinned pod. Neither node empties onto spot alone. spotter controller
+// (prices in its configuration) drains od-1: the pinned pod goes to od-2,
+// which stays, the others to the spot node, and od-1 is left empty for the
+// autoscaler to remove.
+func TestConsolidationEmptiesAnOnDemandNode(t *testing.T) {
+	env := testenv.StartLab(t)
+	ctx := testenv.Context(t, 5*time.Minute)
+	deploy := func(name string, replicas int32, opts ...tu.PodOption) {
+		t.Helper()
+		d := tu.Deployment(name, replicas, append([]tu.PodOption{tu.GracePeriod(1)}, opts...)...)
+		if _, err := env.Client.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		env.WaitForPodsRunning("default", "app="+name, int(replicas), time.Minute)
+	}
+	pinned := tu.RequireNodeLabel(lab.CapacityTypeLabel, string(lab.ClassOnDemand))
+
+	env.CreateNodes(lab.NodeSpec{Name: "od-1", Class: lab.ClassOnDemand, CPU: "2"})
+	env.WaitForNodeReady("od-1", time.Minute)
+	deploy("db", 1, tu.CPU("500m"), pinned)
+	deploy("web", 2, tu.CPU("300m"))
+	// ops does not fit beside them (1.1 of od-1's 2 CPUs are taken): od-2.
+	env.CreateNodes(lab.NodeSpec{Name: "od-2", Class: lab.ClassOnDemand, CPU: "2"})
+	env.WaitForNodeReady("od-2", time.Minute)
+	deploy("ops", 1, tu.CPU("1200m"), pinned)
+	env.CreateNodes(lab.NodeSpec{Name: "spot-1", Class: lab.ClassSpot, CPU: "2"})
+	env.WaitForNodeReady("spot-1", time.Minute)
+	if got := appsByNode(ctx, t, env); got["od-1"] != "db,web,web" || got["od-2"] != "ops" {
+		t.Fatalf("the setup placed pods otherwise: %v", got)
+	}
+
+	config := writeConfig(t, "pricing:\n  currency: USD\n  instanceTypes:\n    lab.large: {onDemand: 0.2, spot: 0.07}\n"+
+		"rescheduler:\n  interval: 10s\n  drainDelay: 0s\n")
+	testenv.StartSpotter(t, "controller", "controller", "--config", config, "--kubeconfig", env.Kubeconfig,
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--leader-elect=false")
+
+	testenv.Eventually(t, 2*time.Minute, "od-1 emptied: db on od-2, web on spot-1", func(ctx context.Context) (bool, string, error) {
+		got := appsByNode(ctx, t, env)
+		return got["od-1"] == "" && got["od-2"] == "db,ops" && got["spot-1"] == "web,web", fmt.Sprint(got), nil
+	})
+	waitEventOn(t, env, "od-1", "SpotterDrainable")
+}
+
+// appsByNode lists the running pods of the default namespace by node, as
+// their apps sorted and joined ("db,web,web").
+func appsByNode(ctx context.Context, t *testing.T, env *testenv.Env) map[string]string {
+	t.Helper()
+	pods, err := env.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apps := map[string][]string{}
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil && p.Spec.NodeName != "" {
+			apps[p.Spec.NodeName] = append(apps[p.Spec.NodeName], p.Labels["app"])
+		}
+	}
+	out := map[string]string{}
+	for node, a := range apps {
+		sort.Strings(a)
+		out[node] = strings.Join(a, ",")
+	}
+	return out
+}
