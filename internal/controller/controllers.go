@@ -159,7 +159,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg *v1alpha1.SpotterConfigura
 
 // watchNodes adds h to the manager's Node informer for the named controller.
 func watchNodes(ctx context.Context, mgr ctrl.Manager, name string, h toolscache.ResourceEventHandler) error {
-	inf, err := mgr.GetCache().GetInformer(ctx, &corev1.Node{})
+	inf, err := informerFor(ctx, mgr, clock.RealClock{}, &corev1.Node{}, setupRetryFor)
 	if err != nil {
 		return fmt.Errorf("watching nodes for the %s: %w", name, err)
 	}
