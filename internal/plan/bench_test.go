@@ -24,6 +24,18 @@ func BenchmarkPlan1000(b *testing.B)      { benchPlan(b, "-nodes", "1000") }
 func BenchmarkPlan1000Dense(b *testing.B) { benchPlan(b, "-nodes", "1000", "-spot-fill", "0.85") }
 func BenchmarkPlan5000(b *testing.B)      { benchPlan(b, "-nodes", "5000") }
 
+// The same with consolidation (every node priced as the on-demand price of
+// consolidationPrices): the time of the consolidation pass, and how many
+// nodes it adds.
+//
+//	go test ./internal/plan -run '^$' -bench Consolidation -benchtime 5x
+func BenchmarkPlan1000Consolidation(b *testing.B) {
+	benchPlanWith(b, Options{Pricing: consolidationPrices, Consolidation: Consolidation{Enabled: true, MinHourlySavingPerEviction: 0.005}}, "-nodes", "1000")
+}
+func BenchmarkPlan5000Consolidation(b *testing.B) {
+	benchPlanWith(b, Options{Pricing: consolidationPrices, Consolidation: Consolidation{Enabled: true, MinHourlySavingPerEviction: 0.005}}, "-nodes", "5000")
+}
+
 // The exhaustive planner (every plugin afresh for every pod on every spot
 // node) must agree with the planner on the benchmark files too: the same
 // drainable nodes and the same destination for every pod. It reports how long
@@ -93,13 +105,20 @@ func benchExhaustive(b *testing.B, args ...string) {
 	b.ReportMetric(float64(fast.Summary.DrainableNodes), "drainable")
 }
 
-func benchPlan(b *testing.B, args ...string) {
+func benchPlan(b *testing.B, args ...string) { benchPlanWith(b, Options{}, args...) }
+
+func benchPlanWith(b *testing.B, opts Options, args ...string) {
 	s := loadGenerated(b, args...)
-	p := New(Options{})
+	if len(opts.Pricing.InstanceTypes) > 0 {
+		for _, n := range s.Nodes {
+			n.Labels[InstanceTypeLabel] = "m5.xlarge"
+		}
+	}
+	p := New(opts)
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
-	var drainable int
+	var drainable, consolidated int
 	var times []time.Duration
 	for b.Loop() {
 		start := time.Now()
@@ -108,7 +127,7 @@ func benchPlan(b *testing.B, args ...string) {
 			b.Fatal(err)
 		}
 		times = append(times, time.Since(start))
-		drainable = out.Summary.DrainableNodes
+		drainable, consolidated = out.Summary.DrainableNodes, out.Summary.ConsolidatedNodes
 	}
 	// ns/op is the mean; a plan that a garbage collection of the loaded
 	// snapshot (hundreds of MB live) overlaps takes longer, so the median is
@@ -116,6 +135,9 @@ func benchPlan(b *testing.B, args ...string) {
 	slices.Sort(times)
 	b.ReportMetric(float64(times[len(times)/2])/1e6, "ms-median")
 	b.ReportMetric(float64(drainable), "drainable")
+	if opts.Consolidation.Enabled {
+		b.ReportMetric(float64(consolidated), "consolidated")
+	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MiB")

@@ -30,6 +30,8 @@ type Consolidation struct {
 
 // consolidation is the state of the consolidation pass of a plan.
 type consolidation struct {
+	// pinned memoizes pinned by pod index: 0 not asked yet, 1 no, 2 yes.
+	pinned []int8
 	// receivers are the on-demand nodes that got pods: they stay.
 	receivers map[string]bool
 	// emptied are the nodes the plan empties: they receive nothing.
@@ -45,7 +47,7 @@ type consolidation struct {
 // that cannot be consolidated keeps the verdict and reason of the spot-only
 // passes.
 func (r *run) consolidate(ctx context.Context, candidates []*NodePlan, podsOf map[*NodePlan][]int32) error {
-	c := &consolidation{receivers: map[string]bool{}, emptied: map[string]bool{}}
+	c := &consolidation{receivers: map[string]bool{}, emptied: map[string]bool{}, pinned: make([]int8, len(r.pods))}
 	var todo []*NodePlan
 	for _, np := range candidates {
 		c.onDemand = append(c.onDemand, np.Name)
@@ -70,7 +72,7 @@ func (r *run) consolidate(ctx context.Context, candidates []*NodePlan, podsOf ma
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if c.receivers[np.Name] || !r.worthConsolidating(np, podsOf[np]) {
+		if c.receivers[np.Name] || !r.worthConsolidating(ctx, np, podsOf[np]) {
 			continue
 		}
 		before := *np
@@ -101,8 +103,9 @@ func (r *run) consolidate(ctx context.Context, candidates []*NodePlan, podsOf ma
 }
 
 // worthConsolidating reports whether a node's price justifies the evictions
-// that empty it, and that none of its pods blocks it.
-func (r *run) worthConsolidating(np *NodePlan, idx []int32) bool {
+// that empty it, that none of its pods blocks it, and that one of them is
+// pinned to on-demand capacity (else the spot-only passes said it all).
+func (r *run) worthConsolidating(ctx context.Context, np *NodePlan, idx []int32) bool {
 	moves := 0
 	for _, j := range idx {
 		switch r.facts[j].verdict.Action {
@@ -112,10 +115,15 @@ func (r *run) worthConsolidating(np *NodePlan, idx []int32) bool {
 			return false
 		}
 	}
-	if moves == 0 || np.HourlyPrice <= 0 {
+	if moves == 0 || np.HourlyPrice <= 0 || np.HourlyPrice/float64(moves) < r.opts.Consolidation.MinHourlySavingPerEviction {
 		return false
 	}
-	return np.HourlyPrice/float64(moves) >= r.opts.Consolidation.MinHourlySavingPerEviction
+	for _, j := range idx {
+		if r.facts[j].verdict.Action == Move && r.pinnedAt(ctx, j) {
+			return true
+		}
+	}
+	return false
 }
 
 // pinned reports whether no spot node would ever take pod: the static
@@ -143,6 +151,18 @@ func (r *run) pinned(ctx context.Context, pod *corev1.Pod) bool {
 		}
 	}
 	return true
+}
+
+// pinnedAt is pinned for the pod of index j, asked once per plan.
+func (r *run) pinnedAt(ctx context.Context, j int32) bool {
+	memo := r.consolidating.pinned
+	if memo[j] == 0 {
+		memo[j] = 1
+		if r.pinned(ctx, r.pods[j]) {
+			memo[j] = 2
+		}
+	}
+	return memo[j] == 2
 }
 
 // placeOnDemand finds the best-fitting on-demand node for pod (spec.nodeName

@@ -681,7 +681,7 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, idx []int32) (needsWav
 	}
 	for i, j := range movable {
 		pod, res := r.pods[j], r.fit.resOf[j]
-		if r.consolidating == nil && !r.mayFit(ctx, pod, res) {
+		if !r.mayFit(ctx, pod, res) && (r.consolidating == nil || !r.pinnedAt(ctx, j)) {
 			// place fails too, and says why.
 			_, reason, _ := r.place(ctx, replacement(pod), pod, res)
 			fail(i, reason)
@@ -709,7 +709,7 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, idx []int32) (needsWav
 	for i, j := range movable {
 		pod := r.pods[j]
 		dest, reason, moved := r.place(ctx, replacement(pod), pod, r.fit.resOf[j])
-		if dest == "" && r.consolidating != nil && r.pinned(ctx, pod) {
+		if dest == "" && r.consolidating != nil && r.pinnedAt(ctx, j) {
 			var why string
 			if dest, why, moved = r.placeOnDemand(ctx, replacement(pod), pod, r.fit.resOf[j], np.Name); dest == "" {
 				reason += "; " + why
