@@ -86,86 +86,58 @@ func foldsTo(key []byte, name string) bool {
 	return strings.EqualFold(string(key), name)
 }
 
-func (d *decoder) typeMeta(t *metav1.TypeMeta, key []byte) bool {
-	switch string(key) {
-	case "apiVersion":
-		t.APIVersion = d.istr()
-	case "kind":
-		t.Kind = d.istr()
-	default:
-		return false
+// top reads a whole object *p (a Pod, a Node, a PodDisruptionBudget): its
+// type and object metadata, its spec and its status. Unlike a field, the
+// object cannot be null.
+func top[T, S, U any](d *decoder, p *T, tm *metav1.TypeMeta, meta *metav1.ObjectMeta,
+	spec *S, readSpec func(*decoder, *S), status *U, readStatus func(*decoder, *U)) {
+	if d.kind() == tokNull {
+		d.fail()
+		return
 	}
-	return true
+	for k, ok := d.firstKey(); ok; k, ok = d.key() {
+		switch string(k) {
+		case "apiVersion":
+			tm.APIVersion = d.istr()
+		case "kind":
+			tm.Kind = d.istr()
+		case "metadata":
+			d.objectMeta(meta)
+		case "spec":
+			readSpec(d, spec)
+		case "status":
+			readStatus(d, status)
+		default:
+			other(d, p, k)
+		}
+	}
+}
+
+// ptr reads an optional struct: nil for null, else a new T that read reads.
+func ptr[T any](d *decoder, read func(*decoder, *T)) *T {
+	if d.kind() == tokNull {
+		d.pos++
+		return nil
+	}
+	v := new(T)
+	read(d, v)
+	return v
 }
 
 func (d *decoder) pod(p *corev1.Pod) {
-	if !d.enterMap() {
-		d.fail()
-		return
-	}
-	for k, ok := d.key(); ok; k, ok = d.key() {
-		switch string(k) {
-		case "metadata":
-			d.objectMeta(&p.ObjectMeta)
-		case "spec":
-			d.podSpec(&p.Spec)
-		case "status":
-			d.podStatus(&p.Status)
-		default:
-			if !d.typeMeta(&p.TypeMeta, k) {
-				other(d, p, k)
-			}
-		}
-	}
+	top(d, p, &p.TypeMeta, &p.ObjectMeta, &p.Spec, (*decoder).podSpec, &p.Status, (*decoder).podStatus)
 }
 
 func (d *decoder) node(n *corev1.Node) {
-	if !d.enterMap() {
-		d.fail()
-		return
-	}
-	for k, ok := d.key(); ok; k, ok = d.key() {
-		switch string(k) {
-		case "metadata":
-			d.objectMeta(&n.ObjectMeta)
-		case "spec":
-			d.nodeSpec(&n.Spec)
-		case "status":
-			d.nodeStatus(&n.Status)
-		default:
-			if !d.typeMeta(&n.TypeMeta, k) {
-				other(d, n, k)
-			}
-		}
-	}
+	top(d, n, &n.TypeMeta, &n.ObjectMeta, &n.Spec, (*decoder).nodeSpec, &n.Status, (*decoder).nodeStatus)
 }
 
 func (d *decoder) pdb(b *policyv1.PodDisruptionBudget) {
-	if !d.enterMap() {
-		d.fail()
-		return
-	}
-	for k, ok := d.key(); ok; k, ok = d.key() {
-		switch string(k) {
-		case "metadata":
-			d.objectMeta(&b.ObjectMeta)
-		case "spec":
-			d.pdbSpec(&b.Spec)
-		case "status":
-			d.pdbStatus(&b.Status)
-		default:
-			if !d.typeMeta(&b.TypeMeta, k) {
-				other(d, b, k)
-			}
-		}
-	}
+	top(d, b, &b.TypeMeta, &b.ObjectMeta, &b.Spec, (*decoder).pdbSpec, &b.Status, (*decoder).pdbStatus)
 }
 
 func (d *decoder) objectMeta(m *metav1.ObjectMeta) {
-	if !d.enterMap() {
-		return
-	}
-	for k, ok := d.key(); ok; k, ok = d.key() {
+	for k, ok := d.firstKey(); ok; k, ok = d.key() {
 		switch string(k) {
 		case "name":
 			m.Name = d.str()
@@ -205,10 +177,7 @@ func (d *decoder) objectMeta(m *metav1.ObjectMeta) {
 }
 
 func (d *decoder) ownerReference(r *metav1.OwnerReference) {
-	if !d.enterMap() {
-		return
-	}
-	for k, ok := d.key(); ok; k, ok = d.key() {
+	for k, ok := d.firstKey(); ok; k, ok = d.key() {
 		switch string(k) {
 		case "apiVersion":
 			r.APIVersion = d.istr()
@@ -229,10 +198,7 @@ func (d *decoder) ownerReference(r *metav1.OwnerReference) {
 }
 
 func (d *decoder) podSpec(s *corev1.PodSpec) {
-	if !d.enterMap() {
-		return
-	}
-	for k, ok := d.key(); ok; k, ok = d.key() {
+	for k, ok := d.firstKey(); ok; k, ok = d.key() {
 		switch string(k) {
 		case "containers":
 			s.Containers = seq(d, (*decoder).container)
@@ -245,7 +211,7 @@ func (d *decoder) podSpec(s *corev1.PodSpec) {
 		case "tolerations":
 			s.Tolerations = seq(d, (*decoder).toleration)
 		case "affinity":
-			s.Affinity = d.affinity()
+			s.Affinity = ptr(d, (*decoder).affinity)
 		case "topologySpreadConstraints":
 			s.TopologySpreadConstraints = seq(d, (*decoder).spreadConstraint)
 		case "nodeSelector":
@@ -279,10 +245,7 @@ func (d *decoder) podSpec(s *corev1.PodSpec) {
 }
 
 func (d *decoder) container(c *corev1.Container) {
-	if !d.enterMap() {
-		return
-	}
-	for k, ok := d.key(); ok; k, ok = d.key() {
+	for k, ok := d.firstKey(); ok; k, ok = d.key() {
 		switch string(k) {
 		case "name":
 			c.Name = d.istr()
@@ -311,10 +274,7 @@ func (d *decoder) container(c *corev1.Container) {
 }
 
 func (d *decoder) resourceRequirements(r *corev1.ResourceRequirements) {
-	if !d.enterMap() {
-		return
-	}
-	for k, ok := d.key(); ok; k, ok = d.key() {
+	for k, ok := d.firstKey(); ok; k, ok = d.key() {
 		switch string(k) {
 		case "requests":
 			r.Requests = d.resourceList()
@@ -327,16 +287,11 @@ func (d *decoder) resourceRequirements(r *corev1.ResourceRequirements) {
 }
 
 func (d *decoder) resourceList() corev1.ResourceList {
-	if d.kind() == tokNull {
-		d.pos++
+	n, ok := d.enter(tokMap)
+	if !ok {
 		return nil
 	}
-	if d.kind() != tokMap {
-		d.fail()
-		return nil
-	}
-	m := make(corev1.ResourceList, d.toks[d.pos].n)
-	d.pos++
+	m := make(corev1.ResourceList, n)
 	for k, ok := d.key(); ok; k, ok = d.key() {
 		m[corev1.ResourceName(d.intern(k))] = d.quantity()
 	}
@@ -344,10 +299,7 @@ func (d *decoder) resourceList() corev1.ResourceList {
 }
 
 func (d *decoder) containerPort(p *corev1.ContainerPort) {
-	if !d.enterMap() {
-		return
-	}
-	for k, ok := d.key(); ok; k, ok = d.key() {
+	for k, ok := d.firstKey(); ok; k, ok = d.key() {
 		switch string(k) {
 		case "name":
 			p.Name = d.istr()
@@ -366,10 +318,7 @@ func (d *decoder) containerPort(p *corev1.ContainerPort) {
 }
 
 func (d *decoder) toleration(t *corev1.Toleration) {
-	if !d.enterMap() {
-		return
-	}
-	for k, ok := d.key(); ok; k, ok = d.key() {
+	for k, ok := d.firstKey(); ok; k, ok = d.key() {
 		switch string(k) {
 		case "key":
 			t.Key = d.istr()
@@ -387,85 +336,61 @@ func (d *decoder) toleration(t *corev1.Toleration) {
 	}
 }
 
-func (d *decoder) affinity() *corev1.Affinity {
-	a := &corev1.Affinity{}
-	if !d.enterMap() {
-		return nil
-	}
-	for k, ok := d.key(); ok; k, ok = d.key() {
+func (d *decoder) affinity(a *corev1.Affinity) {
+	for k, ok := d.firstKey(); ok; k, ok = d.key() {
 		switch string(k) {
 		case "nodeAffinity":
-			if d.kind() == tokNull {
-				d.pos++
-				continue
-			}
-			a.NodeAffinity = &corev1.NodeAffinity{}
-			d.nodeAffinity(a.NodeAffinity)
+			a.NodeAffinity = ptr(d, (*decoder).nodeAffinity)
 		case "podAffinity":
-			if d.kind() == tokNull {
-				d.pos++
-				continue
-			}
-			a.PodAffinity = &corev1.PodAffinity{}
-			d.podAffinity(&a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution,
-				&a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution, a.PodAffinity)
+			a.PodAffinity = ptr(d, (*decoder).podAffinity)
 		case "podAntiAffinity":
-			if d.kind() == tokNull {
-				d.pos++
-				continue
-			}
-			a.PodAntiAffinity = &corev1.PodAntiAffinity{}
-			d.podAffinity(&a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution,
-				&a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution, a.PodAntiAffinity)
+			a.PodAntiAffinity = ptr(d, (*decoder).podAntiAffinity)
 		default:
 			other(d, a, k)
 		}
 	}
-	return a
 }
 
-// podAffinity reads a PodAffinity or a PodAntiAffinity (p), which have the
-// same fields.
-func (d *decoder) podAffinity(required *[]corev1.PodAffinityTerm, preferred *[]corev1.WeightedPodAffinityTerm, p any) {
-	if !d.enterMap() {
-		return
-	}
-	for k, ok := d.key(); ok; k, ok = d.key() {
+func (d *decoder) podAffinity(a *corev1.PodAffinity) {
+	podAffinityTerms(d, a, &a.RequiredDuringSchedulingIgnoredDuringExecution,
+		&a.PreferredDuringSchedulingIgnoredDuringExecution)
+}
+
+func (d *decoder) podAntiAffinity(a *corev1.PodAntiAffinity) {
+	podAffinityTerms(d, a, &a.RequiredDuringSchedulingIgnoredDuringExecution,
+		&a.PreferredDuringSchedulingIgnoredDuringExecution)
+}
+
+// podAffinityTerms reads a PodAffinity or a PodAntiAffinity (p), which have
+// the same fields.
+func podAffinityTerms[T any](d *decoder, p *T, required *[]corev1.PodAffinityTerm, preferred *[]corev1.WeightedPodAffinityTerm) {
+	for k, ok := d.firstKey(); ok; k, ok = d.key() {
 		switch string(k) {
 		case "requiredDuringSchedulingIgnoredDuringExecution":
 			*required = seq(d, (*decoder).podAffinityTerm)
 		case "preferredDuringSchedulingIgnoredDuringExecution":
-			*preferred = seq(d, func(d *decoder, w *corev1.WeightedPodAffinityTerm) {
-				if !d.enterMap() {
-					return
-				}
-				for k, ok := d.key(); ok; k, ok = d.key() {
-					switch string(k) {
-					case "weight":
-						w.Weight = d.int32()
-					case "podAffinityTerm":
-						d.podAffinityTerm(&w.PodAffinityTerm)
-					default:
-						other(d, w, k)
-					}
-				}
-			})
+			*preferred = seq(d, (*decoder).weightedPodAffinityTerm)
 		default:
-			switch p := p.(type) {
-			case *corev1.PodAffinity:
-				other(d, p, k)
-			case *corev1.PodAntiAffinity:
-				other(d, p, k)
-			}
+			other(d, p, k)
+		}
+	}
+}
+
+func (d *decoder) weightedPodAffinityTerm(w *corev1.WeightedPodAffinityTerm) {
+	for k, ok := d.firstKey(); ok; k, ok = d.key() {
+		switch string(k) {
+		case "weight":
+			w.Weight = d.int32()
+		case "podAffinityTerm":
+			d.podAffinityTerm(&w.PodAffinityTerm)
+		default:
+			other(d, w, k)
 		}
 	}
 }
 
 func (d *decoder) podAffinityTerm(t *corev1.PodAffinityTerm) {
-	if !d.enterMap() {
-		return
-	}
-	for k, ok := d.key(); ok; k, ok = d.key() {
+	for k, ok := d.firstKey(); ok; k, ok = d.key() {
 		switch string(k) {
 		case "labelSelector":
 			t.LabelSelector = d.labelSelector()
@@ -486,55 +411,43 @@ func (d *decoder) podAffinityTerm(t *corev1.PodAffinityTerm) {
 }
 
 func (d *decoder) nodeAffinity(a *corev1.NodeAffinity) {
-	if !d.enterMap() {
-		return
-	}
-	for k, ok := d.key(); ok; k, ok = d.key() {
+	for k, ok := d.firstKey(); ok; k, ok = d.key() {
 		switch string(k) {
 		case "requiredDuringSchedulingIgnoredDuringExecution":
-			if d.kind() == tokNull {
-				d.pos++
-				continue
-			}
-			sel := &corev1.NodeSelector{}
-			a.RequiredDuringSchedulingIgnoredDuringExecution = sel
-			if !d.enterMap() {
-				continue
-			}
-			for k, ok := d.key(); ok; k, ok = d.key() {
-				if string(k) == "nodeSelectorTerms" {
-					sel.NodeSelectorTerms = seq(d, (*decoder).nodeSelectorTerm)
-				} else {
-					other(d, sel, k)
-				}
-			}
+			a.RequiredDuringSchedulingIgnoredDuringExecution = ptr(d, (*decoder).nodeSelector)
 		case "preferredDuringSchedulingIgnoredDuringExecution":
-			a.PreferredDuringSchedulingIgnoredDuringExecution = seq(d, func(d *decoder, p *corev1.PreferredSchedulingTerm) {
-				if !d.enterMap() {
-					return
-				}
-				for k, ok := d.key(); ok; k, ok = d.key() {
-					switch string(k) {
-					case "weight":
-						p.Weight = d.int32()
-					case "preference":
-						d.nodeSelectorTerm(&p.Preference)
-					default:
-						other(d, p, k)
-					}
-				}
-			})
+			a.PreferredDuringSchedulingIgnoredDuringExecution = seq(d, (*decoder).preferredSchedulingTerm)
 		default:
 			other(d, a, k)
 		}
 	}
 }
 
-func (d *decoder) nodeSelectorTerm(t *corev1.NodeSelectorTerm) {
-	if !d.enterMap() {
-		return
+func (d *decoder) nodeSelector(s *corev1.NodeSelector) {
+	for k, ok := d.firstKey(); ok; k, ok = d.key() {
+		if string(k) == "nodeSelectorTerms" {
+			s.NodeSelectorTerms = seq(d, (*decoder).nodeSelectorTerm)
+		} else {
+			other(d, s, k)
+		}
 	}
-	for k, ok := d.key(); ok; k, ok = d.key() {
+}
+
+func (d *decoder) preferredSchedulingTerm(p *corev1.PreferredSchedulingTerm) {
+	for k, ok := d.firstKey(); ok; k, ok = d.key() {
+		switch string(k) {
+		case "weight":
+			p.Weight = d.int32()
+		case "preference":
+			d.nodeSelectorTerm(&p.Preference)
+		default:
+			other(d, p, k)
+		}
+	}
+}
+
+func (d *decoder) nodeSelectorTerm(t *corev1.NodeSelectorTerm) {
+	for k, ok := d.firstKey(); ok; k, ok = d.key() {
 		switch string(k) {
 		case "matchExpressions":
 			t.MatchExpressions = seq(d, (*decoder).nodeSelectorRequirement)
@@ -547,17 +460,20 @@ func (d *decoder) nodeSelectorTerm(t *corev1.NodeSelectorTerm) {
 }
 
 func (d *decoder) nodeSelectorRequirement(r *corev1.NodeSelectorRequirement) {
-	if !d.enterMap() {
-		return
-	}
-	for k, ok := d.key(); ok; k, ok = d.key() {
+	requirement(d, r, &r.Key, &r.Operator, &r.Values)
+}
+
+// requirement reads a NodeSelectorRequirement or a LabelSelectorRequirement
+// (r), which have the same fields.
+func requirement[T any, O ~string](d *decoder, r *T, key *string, operator *O, values *[]string) {
+	for k, ok := d.firstKey(); ok; k, ok = d.key() {
 		switch string(k) {
 		case "key":
-			r.Key = d.istr()
+			*key = d.istr()
 		case "operator":
-			r.Operator = corev1.NodeSelectorOperator(d.istr())
+			*operator = O(d.istr())
 		case "values":
-			r.Values = d.strList()
+			*values = d.strList()
 		default:
 			other(d, r, k)
 		}
@@ -565,48 +481,26 @@ func (d *decoder) nodeSelectorRequirement(r *corev1.NodeSelectorRequirement) {
 }
 
 func (d *decoder) labelSelector() *metav1.LabelSelector {
-	if d.kind() == tokNull {
-		d.pos++
-		return nil
-	}
-	s := &metav1.LabelSelector{}
-	if !d.enterMap() {
-		return nil
-	}
-	for k, ok := d.key(); ok; k, ok = d.key() {
-		switch string(k) {
-		case "matchLabels":
-			s.MatchLabels = d.strMap("")
-		case "matchExpressions":
-			s.MatchExpressions = seq(d, func(d *decoder, r *metav1.LabelSelectorRequirement) {
-				if !d.enterMap() {
-					return
-				}
-				for k, ok := d.key(); ok; k, ok = d.key() {
-					switch string(k) {
-					case "key":
-						r.Key = d.istr()
-					case "operator":
-						r.Operator = metav1.LabelSelectorOperator(d.istr())
-					case "values":
-						r.Values = d.strList()
-					default:
-						other(d, r, k)
-					}
-				}
-			})
-		default:
-			other(d, s, k)
+	return ptr(d, func(d *decoder, s *metav1.LabelSelector) {
+		for k, ok := d.firstKey(); ok; k, ok = d.key() {
+			switch string(k) {
+			case "matchLabels":
+				s.MatchLabels = d.strMap("")
+			case "matchExpressions":
+				s.MatchExpressions = seq(d, (*decoder).labelSelectorRequirement)
+			default:
+				other(d, s, k)
+			}
 		}
-	}
-	return s
+	})
+}
+
+func (d *decoder) labelSelectorRequirement(r *metav1.LabelSelectorRequirement) {
+	requirement(d, r, &r.Key, &r.Operator, &r.Values)
 }
 
 func (d *decoder) spreadConstraint(c *corev1.TopologySpreadConstraint) {
-	if !d.enterMap() {
-		return
-	}
-	for k, ok := d.key(); ok; k, ok = d.key() {
+	for k, ok := d.firstKey(); ok; k, ok = d.key() {
 		switch string(k) {
 		case "maxSkew":
 			c.MaxSkew = d.int32()
@@ -631,10 +525,7 @@ func (d *decoder) spreadConstraint(c *corev1.TopologySpreadConstraint) {
 }
 
 func (d *decoder) podStatus(s *corev1.PodStatus) {
-	if !d.enterMap() {
-		return
-	}
-	for k, ok := d.key(); ok; k, ok = d.key() {
+	for k, ok := d.firstKey(); ok; k, ok = d.key() {
 		switch string(k) {
 		case "phase":
 			s.Phase = corev1.PodPhase(d.istr())
@@ -649,91 +540,69 @@ func (d *decoder) podStatus(s *corev1.PodStatus) {
 		case "podIP":
 			s.PodIP = d.str()
 		case "hostIPs":
-			s.HostIPs = seq(d, func(d *decoder, ip *corev1.HostIP) {
-				if !d.enterMap() {
-					return
-				}
-				for k, ok := d.key(); ok; k, ok = d.key() {
-					if string(k) == "ip" {
-						ip.IP = d.istr()
-					} else {
-						other(d, ip, k)
-					}
-				}
-			})
+			s.HostIPs = seq(d, func(d *decoder, ip *corev1.HostIP) { oneField(d, ip, "ip", &ip.IP, (*decoder).istr) })
 		case "podIPs":
-			s.PodIPs = seq(d, func(d *decoder, ip *corev1.PodIP) {
-				if !d.enterMap() {
-					return
-				}
-				for k, ok := d.key(); ok; k, ok = d.key() {
-					if string(k) == "ip" {
-						ip.IP = d.str()
-					} else {
-						other(d, ip, k)
-					}
-				}
-			})
+			s.PodIPs = seq(d, func(d *decoder, ip *corev1.PodIP) { oneField(d, ip, "ip", &ip.IP, (*decoder).str) })
 		default:
 			other(d, s, k)
 		}
 	}
 }
 
-func (d *decoder) podCondition(c *corev1.PodCondition) {
-	if !d.enterMap() {
-		return
-	}
-	for k, ok := d.key(); ok; k, ok = d.key() {
-		switch string(k) {
-		case "type":
-			c.Type = corev1.PodConditionType(d.istr())
-		case "status":
-			c.Status = corev1.ConditionStatus(d.istr())
-		case "lastProbeTime":
-			c.LastProbeTime = d.time()
-		case "lastTransitionTime":
-			c.LastTransitionTime = d.time()
-		case "reason":
-			c.Reason = d.istr()
-		case "message":
-			c.Message = d.istr()
-		case "observedGeneration":
-			c.ObservedGeneration = d.int64()
-		default:
-			other(d, c, k)
+// oneField reads a struct *p of which only the field name (into *v) is read
+// by hand.
+func oneField[T, V any](d *decoder, p *T, name string, v *V, read func(*decoder) V) {
+	for k, ok := d.firstKey(); ok; k, ok = d.key() {
+		if string(k) == name {
+			*v = read(d)
+		} else {
+			other(d, p, k)
 		}
 	}
 }
 
-func (d *decoder) nodeSpec(s *corev1.NodeSpec) {
-	if !d.enterMap() {
-		return
+func (d *decoder) podCondition(c *corev1.PodCondition) {
+	for k, ok := d.firstKey(); ok; k, ok = d.key() {
+		switch string(k) {
+		case "type":
+			c.Type = corev1.PodConditionType(d.istr())
+		case "lastProbeTime":
+			c.LastProbeTime = d.time()
+		case "observedGeneration":
+			c.ObservedGeneration = d.int64()
+		default:
+			if !d.condition(k, &c.Status, &c.LastTransitionTime, &c.Reason, &c.Message) {
+				other(d, c, k)
+			}
+		}
 	}
-	for k, ok := d.key(); ok; k, ok = d.key() {
+}
+
+// condition reads key k when it is one of the fields that a PodCondition
+// and a NodeCondition share, and reports whether it was.
+func (d *decoder) condition(k []byte, status *corev1.ConditionStatus, lastTransition *metav1.Time, reason, message *string) bool {
+	switch string(k) {
+	case "status":
+		*status = corev1.ConditionStatus(d.istr())
+	case "lastTransitionTime":
+		*lastTransition = d.time()
+	case "reason":
+		*reason = d.istr()
+	case "message":
+		*message = d.istr()
+	default:
+		return false
+	}
+	return true
+}
+
+func (d *decoder) nodeSpec(s *corev1.NodeSpec) {
+	for k, ok := d.firstKey(); ok; k, ok = d.key() {
 		switch string(k) {
 		case "providerID":
 			s.ProviderID = d.str()
 		case "taints":
-			s.Taints = seq(d, func(d *decoder, t *corev1.Taint) {
-				if !d.enterMap() {
-					return
-				}
-				for k, ok := d.key(); ok; k, ok = d.key() {
-					switch string(k) {
-					case "key":
-						t.Key = d.istr()
-					case "value":
-						t.Value = d.istr()
-					case "effect":
-						t.Effect = corev1.TaintEffect(d.istr())
-					case "timeAdded":
-						t.TimeAdded = d.timep()
-					default:
-						other(d, t, k)
-					}
-				}
-			})
+			s.Taints = seq(d, (*decoder).taint)
 		case "unschedulable":
 			s.Unschedulable = d.bool()
 		case "podCIDR":
@@ -746,56 +615,34 @@ func (d *decoder) nodeSpec(s *corev1.NodeSpec) {
 	}
 }
 
-func (d *decoder) nodeStatus(s *corev1.NodeStatus) {
-	if !d.enterMap() {
-		return
+func (d *decoder) taint(t *corev1.Taint) {
+	for k, ok := d.firstKey(); ok; k, ok = d.key() {
+		switch string(k) {
+		case "key":
+			t.Key = d.istr()
+		case "value":
+			t.Value = d.istr()
+		case "effect":
+			t.Effect = corev1.TaintEffect(d.istr())
+		case "timeAdded":
+			t.TimeAdded = d.timep()
+		default:
+			other(d, t, k)
+		}
 	}
-	for k, ok := d.key(); ok; k, ok = d.key() {
+}
+
+func (d *decoder) nodeStatus(s *corev1.NodeStatus) {
+	for k, ok := d.firstKey(); ok; k, ok = d.key() {
 		switch string(k) {
 		case "capacity":
 			s.Capacity = d.resourceList()
 		case "allocatable":
 			s.Allocatable = d.resourceList()
 		case "conditions":
-			s.Conditions = seq(d, func(d *decoder, c *corev1.NodeCondition) {
-				if !d.enterMap() {
-					return
-				}
-				for k, ok := d.key(); ok; k, ok = d.key() {
-					switch string(k) {
-					case "type":
-						c.Type = corev1.NodeConditionType(d.istr())
-					case "status":
-						c.Status = corev1.ConditionStatus(d.istr())
-					case "lastHeartbeatTime":
-						c.LastHeartbeatTime = d.time()
-					case "lastTransitionTime":
-						c.LastTransitionTime = d.time()
-					case "reason":
-						c.Reason = d.istr()
-					case "message":
-						c.Message = d.istr()
-					default:
-						other(d, c, k)
-					}
-				}
-			})
+			s.Conditions = seq(d, (*decoder).nodeCondition)
 		case "addresses":
-			s.Addresses = seq(d, func(d *decoder, a *corev1.NodeAddress) {
-				if !d.enterMap() {
-					return
-				}
-				for k, ok := d.key(); ok; k, ok = d.key() {
-					switch string(k) {
-					case "type":
-						a.Type = corev1.NodeAddressType(d.istr())
-					case "address":
-						a.Address = d.str()
-					default:
-						other(d, a, k)
-					}
-				}
-			})
+			s.Addresses = seq(d, (*decoder).nodeAddress)
 		case "images":
 			// Checked as the reference checks them, then left out
 			// (compact.go).
@@ -807,11 +654,36 @@ func (d *decoder) nodeStatus(s *corev1.NodeStatus) {
 	}
 }
 
-func (d *decoder) pdbSpec(s *policyv1.PodDisruptionBudgetSpec) {
-	if !d.enterMap() {
-		return
+func (d *decoder) nodeCondition(c *corev1.NodeCondition) {
+	for k, ok := d.firstKey(); ok; k, ok = d.key() {
+		switch string(k) {
+		case "type":
+			c.Type = corev1.NodeConditionType(d.istr())
+		case "lastHeartbeatTime":
+			c.LastHeartbeatTime = d.time()
+		default:
+			if !d.condition(k, &c.Status, &c.LastTransitionTime, &c.Reason, &c.Message) {
+				other(d, c, k)
+			}
+		}
 	}
-	for k, ok := d.key(); ok; k, ok = d.key() {
+}
+
+func (d *decoder) nodeAddress(a *corev1.NodeAddress) {
+	for k, ok := d.firstKey(); ok; k, ok = d.key() {
+		switch string(k) {
+		case "type":
+			a.Type = corev1.NodeAddressType(d.istr())
+		case "address":
+			a.Address = d.str()
+		default:
+			other(d, a, k)
+		}
+	}
+}
+
+func (d *decoder) pdbSpec(s *policyv1.PodDisruptionBudgetSpec) {
+	for k, ok := d.firstKey(); ok; k, ok = d.key() {
 		switch string(k) {
 		case "minAvailable":
 			s.MinAvailable = d.intOrString()
@@ -826,10 +698,7 @@ func (d *decoder) pdbSpec(s *policyv1.PodDisruptionBudgetSpec) {
 }
 
 func (d *decoder) pdbStatus(s *policyv1.PodDisruptionBudgetStatus) {
-	if !d.enterMap() {
-		return
-	}
-	for k, ok := d.key(); ok; k, ok = d.key() {
+	for k, ok := d.firstKey(); ok; k, ok = d.key() {
 		switch string(k) {
 		case "observedGeneration":
 			s.ObservedGeneration = d.int64()

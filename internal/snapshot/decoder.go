@@ -82,16 +82,18 @@ func (d *decoder) skip() {
 // there is one: false for null (which leaves a struct as it is), false and
 // bad for anything else.
 func (d *decoder) enterMap() bool {
-	switch d.kind() {
-	case tokMap:
-		d.pos++
-		return true
-	case tokNull:
-		d.pos++
-		return false
+	_, ok := d.enter(tokMap)
+	return ok
+}
+
+// firstKey moves into the mapping at the current token and returns its
+// first key, as enterMap and key do: ok=false for an empty mapping and for
+// null (which leaves a struct as it is), and bad for anything else.
+func (d *decoder) firstKey() (key []byte, ok bool) {
+	if !d.enterMap() {
+		return nil, false
 	}
-	d.fail()
-	return false
+	return d.key()
 }
 
 // key returns the next key of the mapping being read, or ok=false after its
@@ -111,11 +113,12 @@ func (d *decoder) key() (key []byte, ok bool) {
 	return nil, false
 }
 
-// enterSeq moves into the sequence at the current token and returns its
-// length; ok=false for null (nothing to decode), and bad for anything else.
-func (d *decoder) enterSeq() (n int, ok bool) {
+// enter moves into the mapping or sequence (k) at the current token and
+// returns its number of entries; ok=false for null (nothing to decode), and
+// bad for anything else.
+func (d *decoder) enter(k tokKind) (n int, ok bool) {
 	switch d.kind() {
-	case tokSeq:
+	case k:
 		d.pos++
 		return int(d.toks[d.pos-1].n), true
 	case tokNull:
@@ -138,7 +141,7 @@ func (d *decoder) leave() {
 // seq decodes a sequence into a new slice, as encoding/json does: nil for
 // null, an empty slice for an empty sequence.
 func seq[T any](d *decoder, elem func(*decoder, *T)) []T {
-	n, ok := d.enterSeq()
+	n, ok := d.enter(tokSeq)
 	if !ok {
 		return nil
 	}
@@ -303,16 +306,11 @@ func (d *decoder) boolp() *bool {
 // strMap reads a map of strings; skip names a key left out (compact.go),
 // or is empty.
 func (d *decoder) strMap(skip string) map[string]string {
-	if d.kind() == tokNull {
-		d.pos++
+	n, ok := d.enter(tokMap)
+	if !ok {
 		return nil
 	}
-	if d.kind() != tokMap {
-		d.fail()
-		return nil
-	}
-	m := make(map[string]string, d.toks[d.pos].n)
-	d.pos++
+	m := make(map[string]string, n)
 	for k, ok := d.key(); ok; k, ok = d.key() {
 		if d.kind() != tokString {
 			d.fail() // null values, numbers: the reference
@@ -348,12 +346,7 @@ func (d *decoder) quantity() resource.Quantity {
 	if c, ok := d.quantities[string(t.val)]; ok {
 		return c.DeepCopy()
 	}
-	js := t.val
-	if t.kind == tokString {
-		d.jbuf = appendJSONString(d.jbuf[:0], t.val)
-		js = d.jbuf
-	}
-	if err := q.UnmarshalJSON(js); err != nil {
+	if err := q.UnmarshalJSON(d.scalarJSON(t)); err != nil {
 		d.fail()
 		return q
 	}
@@ -373,8 +366,7 @@ func (d *decoder) time() metav1.Time {
 		return c
 	}
 	var v metav1.Time
-	d.jbuf = appendJSONString(d.jbuf[:0], t.val)
-	if err := v.UnmarshalJSON(d.jbuf); err != nil {
+	if err := v.UnmarshalJSON(d.scalarJSON(t)); err != nil {
 		d.fail()
 		return v
 	}
@@ -406,18 +398,24 @@ func (d *decoder) intOrString() *intstr.IntOrString {
 	}
 	t := d.toks[d.pos]
 	d.pos++
-	js := t.val
-	if t.kind == tokString {
-		d.jbuf = appendJSONString(d.jbuf[:0], t.val)
-		js = d.jbuf
-	}
 	v := &intstr.IntOrString{}
-	if err := v.UnmarshalJSON(js); err != nil {
+	if err := v.UnmarshalJSON(d.scalarJSON(t)); err != nil {
 		d.fail()
 		return nil
 	}
 	v.StrVal = d.intern([]byte(v.StrVal))
 	return v
+}
+
+// scalarJSON returns the JSON of t, a string or a number, for an
+// UnmarshalJSON: a number as it is, a string quoted (into jbuf, which the
+// next call reuses).
+func (d *decoder) scalarJSON(t token) []byte {
+	if t.kind != tokString {
+		return t.val
+	}
+	d.jbuf = appendJSONString(d.jbuf[:0], t.val)
+	return d.jbuf
 }
 
 // delegate decodes the current value into v (a pointer) with json-iterator,

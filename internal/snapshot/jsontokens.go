@@ -59,33 +59,7 @@ func (z *jsonTokenizer) value(depth int) bool {
 	case '{':
 		return z.object(depth)
 	case '[':
-		z.i++
-		start := z.toks.open(tokSeq)
-		n := 0
-		if z.space(); z.i < len(z.in) && z.in[z.i] == ']' {
-			z.i++
-			z.toks.close(start, 0)
-			return true
-		}
-		for {
-			if !z.value(depth + 1) {
-				return false
-			}
-			n++
-			z.space()
-			if z.i == len(z.in) {
-				return false
-			}
-			c := z.in[z.i]
-			z.i++
-			if c == ']' {
-				z.toks.close(start, n)
-				return true
-			}
-			if c != ',' {
-				return false
-			}
-		}
+		return z.array(depth)
 	case '"':
 		s, esc, ok := z.string()
 		if !ok {
@@ -107,17 +81,55 @@ func (z *jsonTokenizer) value(depth int) bool {
 	}
 }
 
-func (z *jsonTokenizer) object(depth int) bool {
+// open reads the opening bracket of an array or object (k), up to its
+// first entry; empty when the closing bracket follows, which closes it.
+func (z *jsonTokenizer) open(k tokKind, end byte) (start int, empty bool) {
 	z.i++
-	start := z.toks.open(tokMap)
-	firstKey := len(z.toks)
-	n := 0
-	if z.space(); z.i < len(z.in) && z.in[z.i] == '}' {
+	start = z.toks.open(k)
+	if z.space(); z.i < len(z.in) && z.in[z.i] == end {
 		z.i++
 		z.toks.close(start, 0)
-		return true
+		return start, true
 	}
-	for {
+	return start, false
+}
+
+// next reads what follows the nth entry of the array or object at start:
+// a comma (more), or its closing bracket end, which closes it (ok).
+func (z *jsonTokenizer) next(start, n int, end byte) (more, ok bool) {
+	z.space()
+	if z.i == len(z.in) {
+		return false, false
+	}
+	c := z.in[z.i]
+	z.i++
+	if c == end {
+		z.toks.close(start, n)
+		return false, true
+	}
+	if c != ',' {
+		return false, false
+	}
+	return true, true
+}
+
+func (z *jsonTokenizer) array(depth int) bool {
+	start, empty := z.open(tokSeq, ']')
+	for n := 1; !empty; n++ {
+		if !z.value(depth + 1) {
+			return false
+		}
+		if more, ok := z.next(start, n, ']'); !more {
+			return ok
+		}
+	}
+	return true
+}
+
+func (z *jsonTokenizer) object(depth int) bool {
+	start, empty := z.open(tokMap, '}')
+	firstKey := len(z.toks)
+	for n := 0; !empty; {
 		z.space()
 		if z.i == len(z.in) || z.in[z.i] != '"' {
 			return false
@@ -139,20 +151,11 @@ func (z *jsonTokenizer) object(depth int) bool {
 			return false
 		}
 		n++
-		z.space()
-		if z.i == len(z.in) {
-			return false
-		}
-		c := z.in[z.i]
-		z.i++
-		if c == '}' {
-			z.toks.close(start, n)
-			return true
-		}
-		if c != ',' {
-			return false
+		if more, ok := z.next(start, n, '}'); !more {
+			return ok
 		}
 	}
+	return true
 }
 
 // maxKeys bounds the keys of a mapping the tokenizer reads (checking each
