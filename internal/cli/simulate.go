@@ -40,15 +40,19 @@ func newSimulateCommand() *cobra.Command {
 strategies in the same world with the same seed:
 
   none         the autoscaler alone
-  rescheduler  k8s-spot-rescheduler as documented
-  migrator     cost-manager's spot-migrator as documented
-  spotter      this project: the real planner, node choice and disruption budget
+  rescheduler  a model of k8s-spot-rescheduler, as its code behaves
+  migrator     a model of cost-manager's spot-migrator
+  spotter      this project's controllers and agent, run unchanged with --config
+               (the migrator only with migrator.enabled, as spotter controller)
+
+and an oracle row: the cheapest the market allowed, with hindsight.
 
 Without --scenario it runs the built-in scenario (print it with --print-scenario):
 three zones, on-demand and spot node groups, 39 workloads with
 PodDisruptionBudgets and a daily load cycle, spot capacity and preemptions
 replayed from real AWS traces. It prints a table and writes report.json and
-report.html (self-contained, charts inline) into --out.
+report.html (self-contained, charts inline) into --out. Other built-in
+scenarios run by name: --scenario builtin:week-200 (200 nodes, 4,000 pods).
 
 --from-cluster starts from a real cluster's nodes and workloads instead, priced
 as spotter plan prices them: by the configured cloud provider (cloud.provider)
@@ -154,9 +158,33 @@ func runSimulate(ctx context.Context, o *simulateOptions, out, errOut io.Writer)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\nSimulated %d strategies and the baseline over %.0f days in %s. Report: %s\n",
-		len(rep.Results), rep.Days, rep.Elapsed.Round(10*time.Millisecond), strings.Join(paths, ", "))
+	ran := fmt.Sprintf("%d strategies", len(rep.Results))
+	if len(rep.Results) == 1 {
+		ran = "1 strategy"
+	}
+	fmt.Fprintf(out, "\nSimulated %s and the baseline over %s in %s. Report: %s\n",
+		ran, simulatedTime(rep.Days), rep.Elapsed.Round(10*time.Millisecond), strings.Join(paths, ", "))
 	return nil
+}
+
+// simulatedTime says how long a simulation covered: "7 days", "1 day",
+// "36 hours", "90 minutes".
+func simulatedTime(days float64) string {
+	d := time.Duration(days * 24 * float64(time.Hour)).Round(time.Minute)
+	plural := func(n int64, unit string) string {
+		if n == 1 {
+			return "1 " + unit
+		}
+		return fmt.Sprintf("%d %ss", n, unit)
+	}
+	switch {
+	case d >= 24*time.Hour && d%(24*time.Hour) == 0:
+		return plural(int64(d/(24*time.Hour)), "day")
+	case d >= time.Hour && d%time.Hour == 0:
+		return plural(int64(d/time.Hour), "hour")
+	default:
+		return plural(int64(d/time.Minute), "minute")
+	}
 }
 
 // parseDays reads a duration that may use a day unit: 7d, 1d12h, 36h, 90m.

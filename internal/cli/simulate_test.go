@@ -60,3 +60,12 @@ func TestParseDays(t *testing.T) {
 		}
 	}
 }
+
+// The closing line says how long the simulation covered, also under a day.
+func TestSimulatedTime(t *testing.T) {
+	for days, want := range map[float64]string{7: "7 days", 1: "1 day", 1.5: "36 hours", 1.0 / 24: "1 hour", 90.0 / 1440: "90 minutes", 1.0 / 1440: "1 minute"} {
+		if got := simulatedTime(days); got != want {
+			t.Errorf("simulatedTime(%v) = %q, want %q", days, got, want)
+		}
+	}
+}
