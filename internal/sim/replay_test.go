@@ -22,6 +22,7 @@ import (
 	"spotter.dev/spotter/internal/drain"
 	"spotter.dev/spotter/internal/snapshot"
 	"spotter.dev/spotter/internal/testenv"
+	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
 
 // decision is a drain the simulated rescheduler started: the world as it was
@@ -127,8 +128,14 @@ func TestSimulatedDecisionsReplayInTheAPIServer(t *testing.T) {
 	if len(got) < drains {
 		t.Fatalf("the simulated rescheduler started %d drains in %s; the test replays %d", len(got), sc.Duration.Duration, drains)
 	}
+	// The configuration the simulated controllers ran with: the defaults,
+	// and the scenario's list prices as the pricing section.
+	data, err := v1alpha1.Marshal(withScenarioPrices(v1alpha1.NewDefaults(), sc))
+	if err != nil {
+		t.Fatal(err)
+	}
 	config := filepath.Join(t.TempDir(), "spotter.yaml")
-	if err := os.WriteFile(config, []byte("apiVersion: spotter.dev/v1alpha1\nkind: SpotterConfiguration\n"), 0o644); err != nil {
+	if err := os.WriteFile(config, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for i, d := range got {
