@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -33,7 +34,7 @@ func informerFor(ctx context.Context, mgr ctrl.Manager, clk clock.Clock, obj cli
 			return inf, err
 		}
 		wait := b.Next()
-		klog.FromContext(ctx).Info("Asking the apiserver again", "kind", obj.GetObjectKind().GroupVersionKind().Kind, "in", wait, "error", err.Error())
+		klog.FromContext(ctx).Info("Asking the apiserver again", "object", fmt.Sprintf("%T", obj), "in", wait, "error", err.Error())
 		if err := coop.Sleep(ctx, clk, wait); err != nil {
 			return nil, err
 		}

@@ -48,16 +48,16 @@ type consolidation struct {
 // passes.
 func (r *run) consolidate(ctx context.Context, candidates []*NodePlan, podsOf map[*NodePlan][]int32) error {
 	c := &consolidation{receivers: map[string]bool{}, emptied: map[string]bool{}, pinned: make([]int8, len(r.pods))}
-	var todo []*NodePlan
+	var leftover []*NodePlan
 	for _, np := range candidates {
 		c.onDemand = append(c.onDemand, np.Name)
 		if np.Drainable {
 			c.emptied[np.Name] = true
 		} else {
-			todo = append(todo, np)
+			leftover = append(leftover, np)
 		}
 	}
-	if len(todo) == 0 || len(c.onDemand) < 2 || len(r.spot) == 0 {
+	if len(leftover) == 0 || len(c.onDemand) < 2 || len(r.spot) == 0 {
 		return nil
 	}
 	// Pods of on-demand nodes are left out of the snapshot until a plugin
@@ -68,7 +68,7 @@ func (r *run) consolidate(ctx context.Context, candidates []*NodePlan, podsOf ma
 	slices.Sort(c.onDemand)
 	r.consolidating = c
 	defer func() { r.consolidating = nil }()
-	for _, np := range todo {
+	for _, np := range leftover {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -84,20 +84,15 @@ func (r *run) consolidate(ctx context.Context, candidates []*NodePlan, podsOf ma
 			*np = before
 			continue
 		}
-		onDemand := 0
+		// The node is emptied either way; when everything fitted on spot
+		// after all (rare), it is a plain drain, not a consolidation.
+		c.emptied[np.Name] = true
 		for i := range np.Pods {
 			if np.Pods[i].OnDemand {
 				c.receivers[np.Pods[i].Destination] = true
-				onDemand++
+				np.Consolidated = true
 			}
 		}
-		if onDemand == 0 {
-			// Everything fitted on spot after all (an earlier consolidation
-			// changed nothing there, so this is rare): a plain drain.
-			continue
-		}
-		c.emptied[np.Name] = true
-		np.Consolidated = true
 	}
 	return nil
 }
