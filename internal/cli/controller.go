@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -28,6 +29,7 @@ import (
 	"spotter.dev/spotter/internal/controller"
 	"spotter.dev/spotter/internal/kubeclient"
 	"spotter.dev/spotter/internal/metricsauth"
+	"spotter.dev/spotter/internal/snapshot"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
 
@@ -114,6 +116,8 @@ func runController(ctx context.Context, cfg *v1alpha1.SpotterConfiguration, kube
 		metricsauth.WarnIfExposed(logger, "manager.metricsAuthentication", cfg.Manager.MetricsBindAddress)
 	}
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		// The cache keeps what the controllers read (snapshot.Transform).
+		Cache:                         cache.Options{DefaultTransform: snapshot.Transform},
 		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        cfg.Manager.HealthProbeBindAddress,
 		LeaderElection:                *le.Enabled,

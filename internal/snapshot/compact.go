@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 )
@@ -37,4 +38,46 @@ func compact(obj any) {
 	if n, ok := obj.(*corev1.Node); ok {
 		n.Status.Images = nil
 	}
+}
+
+// Transform is the informer transform of the controllers' cache
+// (cache.Options.DefaultTransform): it keeps of every object only what the
+// controllers read, so that the cache of a large cluster holds less. On top of
+// what loading leaves out (compact), it drops:
+//
+//   - from every container of a pod (init and ephemeral ones included): its
+//     environment, command, arguments, probes and lifecycle hooks. The
+//     scheduler's Filter plugins read a container's resources, ports, restart
+//     policy and volume devices; the classifier and the drain read the pod's
+//     metadata, volumes and status. Nothing reads the rest.
+//   - the pod template of ReplicaSets and StatefulSets: the planner reads
+//     their selectors (the scheduler's default spreading), nothing else.
+//
+// Every write the controllers make starts from a fresh GET or is a merge
+// patch of the fields it changes, so no write sends a trimmed object back.
+// It changes the object in place and is idempotent, as informers require.
+func Transform(obj any) (any, error) {
+	compact(obj)
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		for i := range o.Spec.InitContainers {
+			trimContainer(&o.Spec.InitContainers[i])
+		}
+		for i := range o.Spec.Containers {
+			trimContainer(&o.Spec.Containers[i])
+		}
+		for i := range o.Spec.EphemeralContainers {
+			trimContainer((*corev1.Container)(&o.Spec.EphemeralContainers[i].EphemeralContainerCommon))
+		}
+	case *appsv1.ReplicaSet:
+		o.Spec.Template = corev1.PodTemplateSpec{}
+	case *appsv1.StatefulSet:
+		o.Spec.Template = corev1.PodTemplateSpec{}
+	}
+	return obj, nil
+}
+
+func trimContainer(c *corev1.Container) {
+	c.Env, c.EnvFrom, c.Command, c.Args = nil, nil, nil, nil
+	c.LivenessProbe, c.ReadinessProbe, c.StartupProbe, c.Lifecycle = nil, nil, nil, nil
 }

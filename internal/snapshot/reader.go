@@ -23,6 +23,12 @@ type Revisioner interface {
 // request to the apiserver.
 //
 // A reader that implements Revisioner gives the snapshot its Revision.
+//
+// The snapshot holds the reader's own objects, not copies
+// (client.UnsafeDisableDeepCopy): a deep copy of every pod of a large
+// cluster on every cycle, and before every eviction, is garbage the size of
+// the cache. Whoever holds the snapshot
+// reads its objects and never changes them; the planner places copies.
 func FromReader(ctx context.Context, r client.Reader) (*Snapshot, error) {
 	s := &Snapshot{}
 	if rv, ok := r.(Revisioner); ok {
@@ -51,7 +57,7 @@ func FromReader(ctx context.Context, r client.Reader) (*Snapshot, error) {
 		{"persistentvolumes", &pvs}, {"persistentvolumeclaims", &pvcs}, {"storageclasses", &scs}, {"csinodes", &csinds},
 	}
 	for _, l := range lists {
-		if err := r.List(ctx, l.list); err != nil {
+		if err := r.List(ctx, l.list, client.UnsafeDisableDeepCopy); err != nil {
 			return nil, &ListError{Resource: l.resource, Err: err}
 		}
 		// EachListItem hands out pointers into the list: no copies.

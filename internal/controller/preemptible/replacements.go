@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"spotter.dev/spotter/internal/coop"
 )
@@ -16,7 +17,7 @@ import (
 // pods on node, read from the cache.
 func (c *Controller) ownersOn(ctx context.Context, node string) map[types.UID]bool {
 	var pods corev1.PodList
-	if err := c.reader.List(ctx, &pods); err != nil {
+	if err := c.reader.List(ctx, &pods, client.UnsafeDisableDeepCopy); err != nil {
 		klog.FromContext(ctx).Error(err, "Listing pods from the cache")
 		return nil
 	}
@@ -44,7 +45,7 @@ func (c *Controller) waitReplacements(ctx context.Context, owners map[types.UID]
 	deadline := c.clock.Now().Add(c.opts.ReplacementTimeout)
 	for {
 		var pods corev1.PodList
-		if err := c.reader.List(ctx, &pods); err == nil {
+		if err := c.reader.List(ctx, &pods, client.UnsafeDisableDeepCopy); err == nil {
 			waiting := 0
 			for i := range pods.Items {
 				p := &pods.Items[i]

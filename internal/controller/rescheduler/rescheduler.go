@@ -90,6 +90,8 @@ type Controller struct {
 	// after a drain).
 	wake chan struct{}
 	idle bool
+	// resident answers the re-check before each eviction (see Resident).
+	resident *plan.Resident
 }
 
 // New returns the rescheduler. reader should be the manager's cache; drainer
@@ -102,8 +104,13 @@ func New(reader client.Reader, planner *plan.Planner, drainer *drain.Drainer, bu
 		opts.WakeDelay = 10 * time.Second
 	}
 	return &Controller{reader: reader, planner: planner, drainer: drainer, budget: budget, clock: clk, recorder: recorder, opts: opts,
-		failures: map[string]backoff.Cooldown{}, reported: map[string]string{}, wake: make(chan struct{}, 1)}
+		failures: map[string]backoff.Cooldown{}, reported: map[string]string{}, wake: make(chan struct{}, 1),
+		resident: planner.NewResident(func(ctx context.Context) (*snapshot.Snapshot, error) { return snapshot.FromReader(ctx, reader) })}
 }
+
+// Resident is what answers the re-check before each eviction: feed it the
+// cluster's changes (plan.Resident), or it reads the whole cluster for each.
+func (c *Controller) Resident() *plan.Resident { return c.resident }
 
 // Name is the controller's name in logs.
 func (c *Controller) Name() string { return Component }
@@ -290,7 +297,7 @@ func (c *Controller) unfinished(ctx context.Context, snap *snapshot.Snapshot) ma
 		nodes = snap.Nodes
 	} else {
 		var list corev1.NodeList
-		if err := c.reader.List(ctx, &list); err != nil {
+		if err := c.reader.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 			klog.FromContext(ctx).Error(err, "Listing nodes to find unfinished drains")
 			return nil
 		}
@@ -464,8 +471,7 @@ func (c *Controller) drainNode(ctx context.Context, target *plan.NodePlan, snap 
 // pods a consolidation sends to on-demand nodes (onDemand, by
 // namespace/name), on another on-demand node.
 func (c *Controller) recheck(onDemand map[string]bool) func(context.Context, *corev1.Pod) error {
-	read := func(ctx context.Context) (*snapshot.Snapshot, error) { return snapshot.FromReader(ctx, c.reader) }
-	spot, stays := c.planner.SpotRecheck(read), c.planner.OnDemandRecheck(read)
+	spot, stays := c.resident.SpotRecheck(), c.resident.OnDemandRecheck()
 	return func(ctx context.Context, pod *corev1.Pod) error {
 		if onDemand[pod.Namespace+"/"+pod.Name] {
 			return stays(ctx, pod)
@@ -483,7 +489,7 @@ func (c *Controller) waitReplacements(ctx context.Context, owners, existing, toO
 	for {
 		var pods corev1.PodList
 		var nodes corev1.NodeList
-		if err := c.reader.List(ctx, &pods); err == nil {
+		if err := c.reader.List(ctx, &pods, client.UnsafeDisableDeepCopy); err == nil {
 			waiting := 0
 			var running []*corev1.Pod
 			for i := range pods.Items {
@@ -498,7 +504,7 @@ func (c *Controller) waitReplacements(ctx context.Context, owners, existing, toO
 					running = append(running, p)
 				}
 			}
-			if waiting == 0 && c.reader.List(ctx, &nodes) == nil {
+			if waiting == 0 && c.reader.List(ctx, &nodes, client.UnsafeDisableDeepCopy) == nil {
 				spot := map[string]bool{}
 				for i := range nodes.Items {
 					spot[nodes.Items[i].Name] = c.planner.Classify(&nodes.Items[i]).Class == classify.Spot
