@@ -11,6 +11,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
@@ -137,6 +138,16 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg *v1alpha1.SpotterConfigura
 			return nil, err
 		}
 	}
+	var residents []*plan.Resident
+	if b.Migrator != nil {
+		residents = append(residents, b.Migrator.Resident())
+	}
+	if b.Rescheduler != nil {
+		residents = append(residents, b.Rescheduler.Resident())
+	}
+	if err := feedResidents(ctx, mgr, residents...); err != nil {
+		return nil, err
+	}
 	if b.Preemptible != nil {
 		if err := register(b.Preemptible.Name(), b.Preemptible); err != nil {
 			return nil, err
@@ -165,6 +176,92 @@ func watchNodes(ctx context.Context, mgr ctrl.Manager, name string, h toolscache
 	}
 	if _, err := inf.AddEventHandler(h); err != nil {
 		return fmt.Errorf("watching nodes for the %s: %w", name, err)
+	}
+	return nil
+}
+
+// feedResidents keeps the snapshots the residents answer the drains'
+// re-checks from current with the cache (see plan.Resident): every pod
+// change, and for the rest a rebuild when a node changes in a way that can
+// change a fit, or a namespace or anything of volumes changes. Services,
+// workloads and budgets change no fit: the scheduler spreads by their
+// selectors only when it scores.
+func feedResidents(ctx context.Context, mgr ctrl.Manager, residents ...*plan.Resident) error {
+	if len(residents) == 0 {
+		return nil
+	}
+	podChanged := func(old, pod *corev1.Pod) {
+		for _, r := range residents {
+			r.PodChanged(old, pod)
+		}
+	}
+	invalidate := func() {
+		for _, r := range residents {
+			r.Invalidate()
+		}
+	}
+	tombstone := func(obj any) any {
+		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			return t.Obj
+		}
+		return obj
+	}
+	handlers := []struct {
+		obj client.Object
+		h   toolscache.ResourceEventHandler
+	}{
+		{&corev1.Pod{}, toolscache.ResourceEventHandlerFuncs{
+			AddFunc: func(obj any) {
+				if p, ok := obj.(*corev1.Pod); ok {
+					podChanged(nil, p)
+				}
+			},
+			UpdateFunc: func(oldObj, newObj any) {
+				o, _ := oldObj.(*corev1.Pod)
+				if p, ok := newObj.(*corev1.Pod); ok {
+					podChanged(o, p)
+				}
+			},
+			DeleteFunc: func(obj any) {
+				if p, ok := tombstone(obj).(*corev1.Pod); ok {
+					podChanged(p, nil)
+				}
+			},
+		}},
+		{&corev1.Node{}, toolscache.ResourceEventHandlerFuncs{
+			AddFunc: func(any) { invalidate() },
+			UpdateFunc: func(oldObj, newObj any) {
+				o, _ := oldObj.(*corev1.Node)
+				n, _ := newObj.(*corev1.Node)
+				if o == nil || n == nil || plan.NodeChangeMatters(o, n) {
+					invalidate()
+				}
+			},
+			DeleteFunc: func(any) { invalidate() },
+		}},
+	}
+	anyChange := toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { invalidate() },
+		UpdateFunc: func(any, any) { invalidate() },
+		DeleteFunc: func(any) { invalidate() },
+	}
+	for _, obj := range []client.Object{&corev1.Namespace{}, &corev1.PersistentVolume{}, &corev1.PersistentVolumeClaim{}, &storagev1.StorageClass{}, &storagev1.CSINode{}} {
+		handlers = append(handlers, struct {
+			obj client.Object
+			h   toolscache.ResourceEventHandler
+		}{obj, anyChange})
+	}
+	for _, h := range handlers {
+		inf, err := informerFor(ctx, mgr, clock.RealClock{}, h.obj, setupRetryFor)
+		if err == nil {
+			_, err = inf.AddEventHandler(h.h)
+		}
+		if err != nil {
+			return fmt.Errorf("watching %T for the drains' re-checks: %w", h.obj, err)
+		}
+	}
+	for _, r := range residents {
+		r.Fed()
 	}
 	return nil
 }

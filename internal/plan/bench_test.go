@@ -11,6 +11,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"spotter.dev/spotter/internal/classify"
 	"spotter.dev/spotter/internal/gencluster"
 	"spotter.dev/spotter/internal/snapshot"
 )
@@ -177,4 +181,61 @@ func loadGenerated(b *testing.B, args ...string) *snapshot.Snapshot {
 		b.Fatal(fmt.Errorf("no nodes in %s", path))
 	}
 	return s
+}
+
+// The drains' re-check before each eviction, on the generated clusters:
+// BenchmarkRecheckFresh builds a snapshot of the whole cluster per question
+// (as every re-check did before the Resident), BenchmarkRecheckResident
+// answers from a kept one after applying one pod change (a pod of another
+// on-demand node replaced by a copy, as an eviction's replacement would be).
+// Each question is about a pod of an on-demand node.
+func BenchmarkRecheckFresh1000(b *testing.B)    { benchRecheck(b, false, "-nodes", "1000") }
+func BenchmarkRecheckResident1000(b *testing.B) { benchRecheck(b, true, "-nodes", "1000") }
+func BenchmarkRecheckFresh5000(b *testing.B)    { benchRecheck(b, false, "-nodes", "5000") }
+func BenchmarkRecheckResident5000(b *testing.B) { benchRecheck(b, true, "-nodes", "5000") }
+
+func benchRecheck(b *testing.B, resident bool, args ...string) {
+	s := loadGenerated(b, args...)
+	p := New(Options{})
+	var asked []*corev1.Pod
+	for _, pod := range s.Pods {
+		if n := nodeNamed(s, pod.Spec.NodeName); n != nil && p.Classify(n).Class == classify.OnDemand {
+			asked = append(asked, pod)
+			if len(asked) == 200 {
+				break
+			}
+		}
+	}
+	res := p.NewResident(func(context.Context) (*snapshot.Snapshot, error) { return s, nil })
+	res.Fed()
+	ctx := context.Background()
+	if _, _, err := res.FitsOnSpot(ctx, asked[0]); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		pod := asked[i%len(asked)]
+		if !resident {
+			if _, _, err := p.FitsOnSpot(ctx, s, pod); err != nil {
+				b.Fatal(err)
+			}
+			continue
+		}
+		other := asked[(i+1)%len(asked)]
+		c := other.DeepCopy()
+		c.UID += types.UID(fmt.Sprint("-", i))
+		res.PodChanged(other, nil)
+		res.PodChanged(nil, c)
+		asked[(i+1)%len(asked)] = c
+		if _, _, err := res.FitsOnSpot(ctx, pod); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	// About five changes a question (the replacement, and the question's own
+	// moves); the snapshot is built again after as many as the cluster has
+	// pods.
+	if st := res.Stats(); resident && st.Builds > 1+b.N*5/len(s.Pods) {
+		b.Fatalf("%+v: the kept snapshot was built again too often", st)
+	}
 }

@@ -227,30 +227,7 @@ func (r *run) placeOnDemand(ctx context.Context, pod, orig *corev1.Pod, res fwk.
 // why none fits. The drains of consolidations re-check the pods their plans
 // sent to on-demand nodes with it.
 func (p *Planner) FitsOnDemand(ctx context.Context, s *snapshot.Snapshot, pod *corev1.Pod) (string, string, error) {
-	r, classes, err := p.newRun(ctx, s, groupPods(s))
-	if err != nil {
-		return "", "", err
-	}
-	if err := r.fit.materialize(); err != nil {
-		return "", "", err
-	}
-	c := &consolidation{emptied: map[string]bool{}}
-	for _, n := range s.Nodes {
-		if classes[n.Name].Class == classify.OnDemand {
-			c.onDemand = append(c.onDemand, n.Name)
-		}
-	}
-	slices.Sort(c.onDemand)
-	r.consolidating = c
-	if pod.Spec.NodeName != "" && r.fit.nodeInfo(pod.Spec.NodeName) != nil {
-		if err := r.fit.remove(pod, pod.Spec.NodeName); err != nil {
-			return "", "", fmt.Errorf("taking %s/%s off its node in the snapshot: %w", pod.Namespace, pod.Name, err)
-		}
-	}
-	replacement := *pod
-	replacement.Spec.NodeName = ""
-	dest, reason, _ := r.placeOnDemand(ctx, &replacement, pod, r.resource(pod), pod.Spec.NodeName)
-	return dest, reason, nil
+	return p.NewResident(func(context.Context) (*snapshot.Snapshot, error) { return s, nil }).FitsOnDemand(ctx, pod)
 }
 
 // ConfigOptions are the planner options a configuration sets: the

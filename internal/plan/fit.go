@@ -100,6 +100,26 @@ type fitter struct {
 	// resOf is the accounting of the requests of the pods the fitter was
 	// built with, by their index (zero for pods not bound).
 	resOf []fwk.PodResource
+	// keys are the label keys the pods' selectors name: the pod index
+	// (views) indexes pods by them.
+	keys map[string]bool
+}
+
+// inFitter reports whether a pod bound to a node of the snapshot takes its
+// room there: every pod but those that ended.
+func inFitter(p *corev1.Pod) bool { return !terminal(p) }
+
+// indexes reports whether every label key pod's selectors name is indexed,
+// so that the pod can be added to the snapshot.
+func (f *fitter) indexes(pod *corev1.Pod) bool {
+	keys := map[string]bool{}
+	selectedKeys(pod, keys)
+	for k := range keys {
+		if !f.keys[k] {
+			return false
+		}
+	}
+	return true
 }
 
 // namespaceLabels returns the labels of a namespace as InterPodAffinity reads
@@ -195,7 +215,7 @@ func newFitter(ctx context.Context, s *snapshot.Snapshot, nodeOf []int32, destin
 	infos := make([]*sizedPodInfo, len(s.Pods))
 	prepare := func(lo, hi int, memo *resourceMemo, pis *podInfoMemo, keys map[string]bool) {
 		for j := lo; j < hi; j++ {
-			if p := s.Pods[j]; nodeOf[j] >= 0 && !terminal(p) {
+			if p := s.Pods[j]; nodeOf[j] >= 0 && inFitter(p) {
 				info := &sizedPodInfo{res: memo.get(p)}
 				pis.fill(&info.PodInfo, p)
 				infos[j] = info
@@ -253,7 +273,7 @@ func newFitter(ctx context.Context, s *snapshot.Snapshot, nodeOf []int32, destin
 	}
 	<-indexed
 	f.install(snap, pods, anti)
-	f.deferred = deferred
+	f.deferred, f.keys = deferred, keys
 	return f, nil
 }
 
@@ -283,6 +303,7 @@ func (f *fitter) reset(snap *cache.Snapshot, bound []fwk.PodInfo, nodes []*corev
 		pods.add(pi, nodes[i])
 	}
 	f.install(snap, pods, newAntiAffinityIndex(bound))
+	f.keys = keys
 	f.requested = nil
 	return nil
 }

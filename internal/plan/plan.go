@@ -545,19 +545,7 @@ func (p *Planner) newRun(ctx context.Context, s *snapshot.Snapshot, g grouped) (
 // rescheduler asks it before each eviction, because the cluster changes while
 // a node drains.
 func (p *Planner) FitsOnSpot(ctx context.Context, s *snapshot.Snapshot, pod *corev1.Pod) (string, string, error) {
-	r, _, err := p.newRun(ctx, s, groupPods(s))
-	if err != nil {
-		return "", "", err
-	}
-	if pod.Spec.NodeName != "" && r.fit.nodeInfo(pod.Spec.NodeName) != nil {
-		if err := r.fit.remove(pod, pod.Spec.NodeName); err != nil {
-			return "", "", fmt.Errorf("taking %s/%s off its node in the snapshot: %w", pod.Namespace, pod.Name, err)
-		}
-	}
-	replacement := *pod
-	replacement.Spec.NodeName = ""
-	dest, reason, _ := r.place(ctx, &replacement, pod, r.resource(pod))
-	return dest, reason, nil
+	return p.NewResident(func(context.Context) (*snapshot.Snapshot, error) { return s, nil }).FitsOnSpot(ctx, pod)
 }
 
 // SpotRecheck returns a hook for drain.Request.BeforeEvict: it reads the
@@ -565,24 +553,21 @@ func (p *Planner) FitsOnSpot(ctx context.Context, s *snapshot.Snapshot, pod *cor
 // evict a pod that no longer fits on a spot node. The rescheduler and the
 // migrator drain with it, because the cluster changes while a node drains.
 func (p *Planner) SpotRecheck(read func(context.Context) (*snapshot.Snapshot, error)) func(context.Context, *corev1.Pod) error {
-	return recheck(read, p.FitsOnSpot, "spot")
+	return p.NewResident(read).SpotRecheck()
 }
 
 // OnDemandRecheck is SpotRecheck for the pods a consolidation sends to
 // on-demand nodes that stay: it refuses to evict a pod that no longer fits
 // on another on-demand node (FitsOnDemand).
 func (p *Planner) OnDemandRecheck(read func(context.Context) (*snapshot.Snapshot, error)) func(context.Context, *corev1.Pod) error {
-	return recheck(read, p.FitsOnDemand, "another on-demand node")
+	return p.NewResident(read).OnDemandRecheck()
 }
 
-func recheck(read func(context.Context) (*snapshot.Snapshot, error),
-	fits func(context.Context, *snapshot.Snapshot, *corev1.Pod) (string, string, error), where string) func(context.Context, *corev1.Pod) error {
+// refuseUnfit turns an answer of fits into a drain.Request.BeforeEvict hook:
+// an error when the pod fits nowhere.
+func refuseUnfit(fits func(context.Context, *corev1.Pod) (string, string, error), where string) func(context.Context, *corev1.Pod) error {
 	return func(ctx context.Context, pod *corev1.Pod) error {
-		s, err := read(ctx)
-		if err != nil {
-			return err
-		}
-		dest, reason, err := fits(ctx, s, pod)
+		dest, reason, err := fits(ctx, pod)
 		if err != nil {
 			return err
 		}

@@ -129,6 +129,8 @@ type Controller struct {
 	opts     Options
 
 	backoff map[string]backoff.Cooldown // node group -> rest after spot shortages
+	// resident answers the re-check before each eviction (see Resident).
+	resident *plan.Resident
 	// risk is what the informer and the runs have seen of the spot nodes.
 	risk  *Risk
 	weigh Weigh
@@ -157,7 +159,10 @@ func New(reader client.Reader, kube kubernetes.Interface, provider cloud.Provide
 	}
 	return &Controller{reader: reader, kube: kube, provider: provider, planner: planner, drainer: drainer, budget: budget,
 		clock: clk, recorder: recorder, opts: opts, backoff: map[string]backoff.Cooldown{},
-		risk:  NewRisk(opts.InterruptionWindow),
+		risk: NewRisk(opts.InterruptionWindow),
+		resident: planner.NewResident(func(ctx context.Context) (*snapshot.Snapshot, error) {
+			return snapshot.FromReader(ctx, reader)
+		}),
 		weigh: Weigh{InterruptionCost: opts.InterruptionCost, MaxShare: float64(opts.MaxSpotSharePercent) / 100},
 		wake:  make(chan struct{}, 1)}
 }
@@ -842,8 +847,12 @@ func (c *Controller) replace(ctx context.Context, node *corev1.Node, why string,
 // recheck is called before each eviction: the pod must still fit on a spot
 // node of the cluster as the cache shows it now.
 func (c *Controller) recheck(ctx context.Context, pod *corev1.Pod) error {
-	return c.planner.SpotRecheck(func(ctx context.Context) (*snapshot.Snapshot, error) { return snapshot.FromReader(ctx, c.reader) })(ctx, pod)
+	return c.resident.SpotRecheck()(ctx, pod)
 }
+
+// Resident is what answers the re-check before each eviction: feed it the
+// cluster's changes (plan.Resident), or it reads the whole cluster for each.
+func (c *Controller) Resident() *plan.Resident { return c.resident }
 
 // unselect gives a node back after a failed replacement: the selection label,
 // the drain marks (when drained is set; a failed drain rolls its own back) and

@@ -1,0 +1,278 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+
+	"spotter.dev/spotter/internal/classify"
+	"spotter.dev/spotter/internal/snapshot"
+)
+
+// Resident answers the question a drain asks before each eviction, "does
+// this pod still fit where its plan sends it?" (FitsOnSpot, FitsOnDemand),
+// from a scheduler snapshot it keeps between questions instead of building
+// one from the whole cluster for each evicted pod.
+//
+// It learns what changed from its feed: PodChanged for every pod added,
+// changed or deleted, and Invalidate for every other change that can alter an
+// answer (nodes, namespaces, volumes). Before a question it applies the pods
+// changed since the last one to its snapshot, as the plan applies its own
+// placements (each change is a removal and an addition, O(pod)), and it
+// builds the snapshot again from read only when something other than a pod
+// changed, when a new pod selects pods by a label key the snapshot does not
+// index, or when it has applied more changes than the cluster has pods.
+//
+// Without a feed (Fed false: the simulator, a test) it cannot know what
+// changed, so it reads the cluster for every question and builds again
+// unless the reader names the same state (snapshot.Revisioner) as last time.
+//
+// The answers are those of Planner.FitsOnSpot and FitsOnDemand on the
+// cluster as read now (TestResidentAnswersAsAFreshSnapshot). It is safe for
+// concurrent use; questions are answered one at a time.
+type Resident struct {
+	p    *Planner
+	read func(context.Context) (*snapshot.Snapshot, error)
+
+	mu      sync.Mutex
+	fed     bool
+	st      *residentState
+	pending map[types.UID]*corev1.Pod // the latest of each changed pod; nil: deleted
+	stats   ResidentStats
+}
+
+// ResidentStats counts what a Resident did.
+type ResidentStats struct {
+	// Builds are the snapshots built from the whole cluster; Applied, the
+	// pod changes applied to a kept one; Questions, the questions answered.
+	Builds, Applied, Questions int
+}
+
+// residentState is the kept snapshot: the run over it and what the feed
+// needs to bring it up to date.
+type residentState struct {
+	r        *run
+	onDemand []string // the on-demand nodes, sorted (FitsOnDemand's destinations)
+	// at holds every pod in the snapshot, with the node it is on.
+	at       map[types.UID]placedPod
+	revision string
+	// changes counts the pod changes applied; limit is when to build again.
+	changes, limit int
+}
+
+type placedPod struct {
+	pod  *corev1.Pod
+	node string
+}
+
+// NewResident returns a Resident that builds its snapshot from read.
+func (p *Planner) NewResident(read func(context.Context) (*snapshot.Snapshot, error)) *Resident {
+	return &Resident{p: p, read: read, pending: map[types.UID]*corev1.Pod{}}
+}
+
+// Fed says that PodChanged and Invalidate will be called for every change
+// from now on; the next question builds the snapshot afresh.
+func (r *Resident) Fed() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fed, r.st = true, nil
+	clear(r.pending)
+}
+
+// PodChanged records a pod added (old nil), changed, or deleted (pod nil).
+func (r *Resident) PodChanged(old, pod *corev1.Pod) {
+	uid := types.UID("")
+	switch {
+	case pod != nil:
+		uid = pod.UID
+	case old != nil:
+		uid = old.UID
+	default:
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.st != nil {
+		r.pending[uid] = pod
+	}
+}
+
+// Invalidate records a change other than a pod's: the next question builds
+// the snapshot afresh.
+func (r *Resident) Invalidate() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.st = nil
+	clear(r.pending)
+}
+
+// Stats returns what the Resident did so far.
+func (r *Resident) Stats() ResidentStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stats
+}
+
+// FitsOnSpot is Planner.FitsOnSpot on the cluster as it is now.
+func (r *Resident) FitsOnSpot(ctx context.Context, pod *corev1.Pod) (string, string, error) {
+	return r.ask(ctx, pod, false)
+}
+
+// FitsOnDemand is Planner.FitsOnDemand on the cluster as it is now.
+func (r *Resident) FitsOnDemand(ctx context.Context, pod *corev1.Pod) (string, string, error) {
+	return r.ask(ctx, pod, true)
+}
+
+// SpotRecheck is Planner.SpotRecheck answered by r.
+func (r *Resident) SpotRecheck() func(context.Context, *corev1.Pod) error {
+	return refuseUnfit(r.FitsOnSpot, "spot")
+}
+
+// OnDemandRecheck is Planner.OnDemandRecheck answered by r.
+func (r *Resident) OnDemandRecheck() func(context.Context, *corev1.Pod) error {
+	return refuseUnfit(r.FitsOnDemand, "another on-demand node")
+}
+
+func (r *Resident) ask(ctx context.Context, pod *corev1.Pod, onDemand bool) (string, string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stats.Questions++
+	if err := r.current(ctx); err != nil {
+		return "", "", err
+	}
+	st := r.st
+	run := st.r
+	// Take the pod off its node, place its replacement, and put everything
+	// back: the answer commits nothing (the replacement is counted when it
+	// is created and bound).
+	cur, in := st.at[pod.UID]
+	if in {
+		if err := run.fit.remove(cur.pod, cur.node); err != nil {
+			r.st = nil
+			return "", "", fmt.Errorf("taking %s/%s off its node in the snapshot: %w", pod.Namespace, pod.Name, err)
+		}
+	}
+	replacement := *pod
+	replacement.Spec.NodeName = ""
+	var dest, reason string
+	var placed *corev1.Pod
+	if onDemand {
+		run.consolidating = &consolidation{emptied: map[string]bool{}, onDemand: st.onDemand}
+		dest, reason, placed = run.placeOnDemand(ctx, &replacement, pod, run.resource(pod), pod.Spec.NodeName)
+		run.consolidating = nil
+	} else {
+		dest, reason, placed = run.place(ctx, &replacement, pod, run.resource(pod))
+	}
+	if placed != nil {
+		if err := run.fit.remove(placed, dest); err != nil {
+			r.st = nil
+			return "", "", err
+		}
+	}
+	if in {
+		if err := run.fit.add(cur.pod, cur.node, run.resource(cur.pod)); err != nil {
+			r.st = nil
+			return "", "", err
+		}
+	}
+	st.changes += 2
+	return dest, reason, nil
+}
+
+// current brings the snapshot up to date, or builds it.
+func (r *Resident) current(ctx context.Context) error {
+	if r.st != nil && r.fed && r.st.changes+len(r.pending) <= r.st.limit {
+		ok, err := r.apply()
+		if err != nil || ok {
+			return err
+		}
+	}
+	s, err := r.read(ctx)
+	if err != nil {
+		return err
+	}
+	if !r.fed && r.st != nil && s.Revision != "" && s.Revision == r.st.revision {
+		return nil
+	}
+	clear(r.pending)
+	r.st = nil
+	g := groupPods(s)
+	run, classes, err := r.p.newRun(ctx, s, g)
+	if err != nil {
+		return err
+	}
+	if err := run.fit.materialize(); err != nil {
+		return err
+	}
+	st := &residentState{r: run, at: make(map[types.UID]placedPod, len(s.Pods)), revision: s.Revision, limit: max(1000, len(s.Pods))}
+	for _, n := range s.Nodes {
+		if classes[n.Name].Class == classify.OnDemand {
+			st.onDemand = append(st.onDemand, n.Name)
+		}
+	}
+	slices.Sort(st.onDemand)
+	for j, pod := range s.Pods {
+		if i := g.nodeOf[j]; i >= 0 && inFitter(pod) {
+			st.at[pod.UID] = placedPod{pod, s.Nodes[i].Name}
+		}
+	}
+	r.st = st
+	r.stats.Builds++
+	return nil
+}
+
+// apply applies the pending pod changes to the kept snapshot. It returns
+// false when the snapshot must be built again instead.
+func (r *Resident) apply() (bool, error) {
+	st := r.st
+	fit := st.r.fit
+	for uid, pod := range r.pending {
+		r.stats.Applied++
+		if pod != nil && !fit.indexes(pod) {
+			return false, nil
+		}
+		if cur, ok := st.at[uid]; ok {
+			if err := fit.remove(cur.pod, cur.node); err != nil {
+				return false, nil
+			}
+			delete(st.at, uid)
+			st.changes++
+		}
+		if pod == nil || !inFitter(pod) || pod.Spec.NodeName == "" || fit.nodeInfo(pod.Spec.NodeName) == nil {
+			continue
+		}
+		if err := fit.add(pod, pod.Spec.NodeName, st.r.resource(pod)); err != nil {
+			return false, nil
+		}
+		st.at[uid] = placedPod{pod, pod.Spec.NodeName}
+		st.changes++
+	}
+	clear(r.pending)
+	return true, nil
+}
+
+// NodeChangeMatters reports whether an update of a node can change an
+// answer: its labels, annotations, spec, capacity, allocatable, the status of
+// its conditions or its deletion changed; not the heartbeats of its status.
+func NodeChangeMatters(old, node *corev1.Node) bool {
+	if !maps.Equal(old.Labels, node.Labels) || !maps.Equal(old.Annotations, node.Annotations) ||
+		!old.DeletionTimestamp.Equal(node.DeletionTimestamp) ||
+		!equality.Semantic.DeepEqual(old.Spec, node.Spec) ||
+		!equality.Semantic.DeepEqual(old.Status.Allocatable, node.Status.Allocatable) ||
+		!equality.Semantic.DeepEqual(old.Status.Capacity, node.Status.Capacity) ||
+		len(old.Status.Conditions) != len(node.Status.Conditions) {
+		return true
+	}
+	for i, c := range old.Status.Conditions {
+		if n := node.Status.Conditions[i]; c.Type != n.Type || c.Status != n.Status {
+			return true
+		}
+	}
+	return false
+}
