@@ -12,7 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -145,7 +144,10 @@ func TestSimulatedDecisionsReplayInTheAPIServer(t *testing.T) {
 			}
 			env := testenv.StartAPIServer(t)
 			ctx := testenv.Context(t, 3*time.Minute)
-			replayed := replayState(ctx, t, env.Client, d.state)
+			replayed, err := testenv.WriteSnapshot(ctx, env.Config, d.state, testenv.WriteOptions{Logf: t.Logf})
+			if err != nil {
+				t.Fatal(err)
+			}
 			testenv.StartSpotter(t, "controller", "controller", "--config", config, "--kubeconfig", env.Kubeconfig,
 				"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--leader-elect=false")
 
@@ -172,77 +174,6 @@ func TestSimulatedDecisionsReplayInTheAPIServer(t *testing.T) {
 			}
 		})
 	}
-}
-
-// replayState writes s into the apiserver: its namespaces, nodes, pods bound
-// where they run with their status, and budgets with their status; pods that
-// were terminating are deleted (with no kubelet, they stay Terminating). It
-// returns the pods written, by namespace/name, and whether each was
-// terminating.
-func replayState(ctx context.Context, t *testing.T, c kubernetes.Interface, s *snapshot.Snapshot) map[string]bool {
-	t.Helper()
-	fresh := func(m *metav1.ObjectMeta) {
-		m.ResourceVersion, m.UID, m.CreationTimestamp, m.DeletionTimestamp, m.ManagedFields, m.Generation = "", "", metav1.Time{}, nil, nil, 0
-	}
-	for _, ns := range s.Namespaces {
-		obj := ns.DeepCopy()
-		fresh(&obj.ObjectMeta)
-		if _, err := c.CoreV1().Namespaces().Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
-	for _, n := range s.Nodes {
-		obj := n.DeepCopy()
-		fresh(&obj.ObjectMeta)
-		created, err := c.CoreV1().Nodes().Create(ctx, obj, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The apiserver taints a new node not-ready (TaintNodesByCondition)
-		// until the node lifecycle controller sees it Ready; there is none
-		// here.
-		created.Spec.Taints = n.Spec.Taints
-		if created, err = c.CoreV1().Nodes().Update(ctx, created, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		created.Status = n.Status
-		if _, err := c.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	terminating := map[string]bool{}
-	for _, p := range s.Pods {
-		obj := p.DeepCopy()
-		fresh(&obj.ObjectMeta)
-		created, err := c.CoreV1().Pods(obj.Namespace).Create(ctx, obj, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		created.Status = p.Status
-		if _, err := c.CoreV1().Pods(obj.Namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		terminating[obj.Namespace+"/"+obj.Name] = p.DeletionTimestamp != nil
-		if p.DeletionTimestamp != nil {
-			if err := c.CoreV1().Pods(obj.Namespace).Delete(ctx, obj.Name, metav1.DeleteOptions{}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	for _, pdb := range s.PDBs {
-		obj := pdb.DeepCopy()
-		fresh(&obj.ObjectMeta)
-		created, err := c.PolicyV1().PodDisruptionBudgets(obj.Namespace).Create(ctx, obj, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		created.Status = pdb.Status
-		created.Status.ObservedGeneration = created.Generation
-		if _, err := c.PolicyV1().PodDisruptionBudgets(obj.Namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return terminating
 }
 
 // observe returns the nodes that carry a drain mark and the replayed pods

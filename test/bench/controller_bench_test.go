@@ -55,7 +55,7 @@ func BenchmarkControllerSteadyState(b *testing.B) {
 	b.Logf("lab with %d nodes and %d pods ready in %s", nodes, deployments*replicas, time.Since(start).Round(time.Second))
 
 	config := filepath.Join(b.TempDir(), "spotter.yaml")
-	if err := os.WriteFile(config, []byte("apiVersion: spotter.dev/v1alpha1\nkind: SpotterConfiguration\nrescheduler:\n  interval: 10s\n"), 0o644); err != nil {
+	if err := os.WriteFile(config, []byte("apiVersion: spotter.dev/v1alpha1\nkind: SpotterConfiguration\nrescheduler:\n  interval: 10s\nmanager:\n  metricsAuthentication: None\n"), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	metrics := testenv.FreeAddr(b)
@@ -92,16 +92,36 @@ func BenchmarkControllerSteadyState(b *testing.B) {
 	b.Logf("requests in the measured minute: %v; total since start: %v; RSS %.0f MiB", diff(after, before), after, rss)
 }
 
+// scrape returns the requests the spotter process serving metrics on addr
+// has sent to the apiserver, by verb.
 func scrape(b *testing.B, addr string) map[string]float64 {
 	b.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
+	body, err := fetchMetrics(addr)
 	if err != nil {
 		b.Fatal(err)
 	}
+	return requestsByVerb(body)
+}
+
+// fetchMetrics returns the text of http://addr/metrics.
+func fetchMetrics(addr string) (string, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return "", err
+	}
 	defer func() { _ = resp.Body.Close() }()
-	body, _ := io.ReadAll(resp.Body)
+	body, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET http://%s/metrics: %s", addr, resp.Status)
+	}
+	return string(body), err
+}
+
+// requestsByVerb reads spotter_apiserver_requests_total from a metrics text,
+// summed by verb.
+func requestsByVerb(body string) map[string]float64 {
 	out := map[string]float64{}
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range strings.Split(body, "\n") {
 		if !strings.HasPrefix(line, "spotter_apiserver_requests_total{") {
 			continue
 		}
@@ -109,10 +129,24 @@ func scrape(b *testing.B, addr string) map[string]float64 {
 		verb = verb[:strings.Index(verb, `"`)]
 		v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
 		if err == nil {
-			out[verb] = v
+			out[verb] += v
 		}
 	}
 	return out
+}
+
+// metricValue returns the sum of the samples of the metric name (every label
+// set) in a metrics text; 0 when it has none.
+func metricValue(body, name string) float64 {
+	var sum float64
+	for _, line := range strings.Split(body, "\n") {
+		if rest, ok := strings.CutPrefix(line, name); ok && (strings.HasPrefix(rest, " ") || strings.HasPrefix(rest, "{")) {
+			if v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64); err == nil {
+				sum += v
+			}
+		}
+	}
+	return sum
 }
 
 func diff(a, b map[string]float64) map[string]float64 {
@@ -123,7 +157,15 @@ func diff(a, b map[string]float64) map[string]float64 {
 	return out
 }
 
+// rssMiB returns the resident set size of process pid (VmRSS), in MiB.
 func rssMiB(b *testing.B, pid int) float64 {
+	return procStatusMiB(b, pid, "VmRSS")
+}
+
+// procStatusMiB returns a size field of /proc/PID/status (VmRSS, VmHWM, ...)
+// in MiB.
+func procStatusMiB(b *testing.B, pid int, field string) float64 {
+	b.Helper()
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		b.Fatal(err)
@@ -131,7 +173,7 @@ func rssMiB(b *testing.B, pid int) float64 {
 	defer func() { _ = f.Close() }()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if fields := strings.Fields(sc.Text()); len(fields) >= 2 && fields[0] == "VmRSS:" {
+		if fields := strings.Fields(sc.Text()); len(fields) >= 2 && fields[0] == field+":" {
 			kb, _ := strconv.ParseFloat(fields[1], 64)
 			return kb / 1024
 		}
