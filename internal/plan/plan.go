@@ -542,25 +542,10 @@ func (p *Planner) newRun(ctx context.Context, s *snapshot.Snapshot, g grouped) (
 
 // FitsOnSpot reports whether pod, taken off its node, would fit on a spot node
 // of s now: the spot node the plan would choose, or "" and why none fits. The
-// rescheduler asks it before each eviction, because the cluster changes while
-// a node drains.
+// drains ask it before each eviction (through a Resident), because the cluster
+// changes while a node drains.
 func (p *Planner) FitsOnSpot(ctx context.Context, s *snapshot.Snapshot, pod *corev1.Pod) (string, string, error) {
 	return p.NewResident(func(context.Context) (*snapshot.Snapshot, error) { return s, nil }).FitsOnSpot(ctx, pod)
-}
-
-// SpotRecheck returns a hook for drain.Request.BeforeEvict: it reads the
-// cluster as it is now (read, typically from an informer cache) and refuses to
-// evict a pod that no longer fits on a spot node. The rescheduler and the
-// migrator drain with it, because the cluster changes while a node drains.
-func (p *Planner) SpotRecheck(read func(context.Context) (*snapshot.Snapshot, error)) func(context.Context, *corev1.Pod) error {
-	return p.NewResident(read).SpotRecheck()
-}
-
-// OnDemandRecheck is SpotRecheck for the pods a consolidation sends to
-// on-demand nodes that stay: it refuses to evict a pod that no longer fits
-// on another on-demand node (FitsOnDemand).
-func (p *Planner) OnDemandRecheck(read func(context.Context) (*snapshot.Snapshot, error)) func(context.Context, *corev1.Pod) error {
-	return p.NewResident(read).OnDemandRecheck()
 }
 
 // refuseUnfit turns an answer of fits into a drain.Request.BeforeEvict hook:

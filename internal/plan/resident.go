@@ -29,9 +29,8 @@ import (
 // changed, when a new pod selects pods by a label key the snapshot does not
 // index, or when it has applied more changes than the cluster has pods.
 //
-// Without a feed (Fed false: the simulator, a test) it cannot know what
-// changed, so it reads the cluster for every question and builds again
-// unless the reader names the same state (snapshot.Revisioner) as last time.
+// Without a feed (Fed not called) it cannot know what changed, so it builds
+// the snapshot for every question.
 //
 // The answers are those of Planner.FitsOnSpot and FitsOnDemand on the
 // cluster as read now (TestResidentAnswersAsAFreshSnapshot). It is safe for
@@ -60,8 +59,7 @@ type residentState struct {
 	r        *run
 	onDemand []string // the on-demand nodes, sorted (FitsOnDemand's destinations)
 	// at holds every pod in the snapshot, with the node it is on.
-	at       map[types.UID]placedPod
-	revision string
+	at map[types.UID]placedPod
 	// changes counts the pod changes applied; limit is when to build again.
 	changes, limit int
 }
@@ -129,12 +127,16 @@ func (r *Resident) FitsOnDemand(ctx context.Context, pod *corev1.Pod) (string, s
 	return r.ask(ctx, pod, true)
 }
 
-// SpotRecheck is Planner.SpotRecheck answered by r.
+// SpotRecheck returns a hook for drain.Request.BeforeEvict: it refuses to
+// evict a pod that no longer fits on a spot node. The rescheduler and the
+// migrator drain with it, because the cluster changes while a node drains.
 func (r *Resident) SpotRecheck() func(context.Context, *corev1.Pod) error {
 	return refuseUnfit(r.FitsOnSpot, "spot")
 }
 
-// OnDemandRecheck is Planner.OnDemandRecheck answered by r.
+// OnDemandRecheck is SpotRecheck for the pods a consolidation sends to
+// on-demand nodes that stay: it refuses to evict a pod that no longer fits
+// on another on-demand node (FitsOnDemand).
 func (r *Resident) OnDemandRecheck() func(context.Context, *corev1.Pod) error {
 	return refuseUnfit(r.FitsOnDemand, "another on-demand node")
 }
@@ -197,9 +199,6 @@ func (r *Resident) current(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if !r.fed && r.st != nil && s.Revision != "" && s.Revision == r.st.revision {
-		return nil
-	}
 	clear(r.pending)
 	r.st = nil
 	g := groupPods(s)
@@ -210,7 +209,7 @@ func (r *Resident) current(ctx context.Context) error {
 	if err := run.fit.materialize(); err != nil {
 		return err
 	}
-	st := &residentState{r: run, at: make(map[types.UID]placedPod, len(s.Pods)), revision: s.Revision, limit: max(1000, len(s.Pods))}
+	st := &residentState{r: run, at: make(map[types.UID]placedPod, len(s.Pods)), limit: max(1000, len(s.Pods))}
 	for _, n := range s.Nodes {
 		if classes[n.Name].Class == classify.OnDemand {
 			st.onDemand = append(st.onDemand, n.Name)

@@ -355,12 +355,9 @@ func (w *World) template(g *Group, i int) *corev1.Node {
 	return n.Obj
 }
 
-// refreshInto builds a node's object without counting a change.
-func (w *World) refreshInto(n *Node) {
-	v := w.version
-	w.refresh(n)
-	w.version = v
-}
+// refreshInto builds a node's object without counting a change: the node
+// is not in the world.
+func (w *World) refreshInto(n *Node) { n.Obj = w.nodeObject(n) }
 
 func (a *autoscaler) scaleDown() {
 	w := a.w

@@ -45,7 +45,7 @@ func recordDecisions(n int, out *[]decision) func(*World, *api) {
 			res, verb := action.GetResource().Resource, action.GetVerb()
 			var before *snapshot.Snapshot
 			if res == "nodes" && (verb == "update" || verb == "patch") && action.GetSubresource() == "" && len(*out) < n {
-				before = copySnapshot(w.Snapshot())
+				before = w.Snapshot().DeepCopy()
 			}
 			var evicted *Pod
 			if ev, ok := action.(k8stesting.CreateActionImpl); ok && action.GetSubresource() == "eviction" {
@@ -83,23 +83,6 @@ func markedIn(s *snapshot.Snapshot, node string) bool {
 		}
 	}
 	return false
-}
-
-func copySnapshot(s *snapshot.Snapshot) *snapshot.Snapshot {
-	c := &snapshot.Snapshot{}
-	for _, n := range s.Nodes {
-		c.Nodes = append(c.Nodes, n.DeepCopy())
-	}
-	for _, p := range s.Pods {
-		c.Pods = append(c.Pods, p.DeepCopy())
-	}
-	for _, p := range s.PDBs {
-		c.PDBs = append(c.PDBs, p.DeepCopy())
-	}
-	for _, ns := range s.Namespaces {
-		c.Namespaces = append(c.Namespaces, ns.DeepCopy())
-	}
-	return c
 }
 
 // The spotter row is what `spotter controller` does: the first drains the

@@ -100,6 +100,31 @@ func (s *spotter) setup(w *World, _ *plan.Engine) error {
 		w.Clock.Go(func() { _ = r.Start(s.ctx) })
 		onReady = append(onReady, func(n *Node) { r.NodeChanged(nil, n.Obj) })
 	}
+	// As the informer's handlers feed the drains' re-checks (see
+	// controller.feedResidents): every pod change, and anything else as a
+	// whole.
+	var residents []*plan.Resident
+	if s.run.Migrator.Acts() {
+		residents = append(residents, built.Migrator.Resident())
+	}
+	if s.run.Rescheduler.Acts() {
+		residents = append(residents, built.Rescheduler.Resident())
+	}
+	for _, r := range residents {
+		r.Fed()
+	}
+	if len(residents) > 0 {
+		w.onPod = func(old, pod *corev1.Pod) {
+			for _, r := range residents {
+				r.PodChanged(old, pod)
+			}
+		}
+		w.onOther = func() {
+			for _, r := range residents {
+				r.Invalidate()
+			}
+		}
+	}
 	if len(onReady) > 0 {
 		w.onReady = func(n *Node) {
 			for _, f := range onReady {

@@ -174,6 +174,12 @@ type World struct {
 	onNotice    func(*Node)
 	// onReady, when set, hears of each node that registered (became Ready).
 	onReady func(*Node)
+	// onPod and onOther, when set, hear of every change of what Snapshot
+	// shows, as the controllers' informer handlers would: a pod added (old
+	// nil), changed, or gone (pod nil); anything else (a node registered,
+	// changed or gone) without detail.
+	onPod   func(old, pod *corev1.Pod)
+	onOther func()
 	hasSpot bool
 }
 
@@ -368,13 +374,29 @@ func (w *World) terminate(n *Node) {
 			w.removePod(p)
 			continue
 		}
+		w.podChanged(p.Obj, nil)
 		p.lost = true
 		p.lostUntil = w.Now().Add(w.sc.Cluster.NodeLossDetection.Duration)
 		p.Node = nil
 	}
 	n.pods = nil
 	w.nodes = slices.DeleteFunc(w.nodes, func(x *Node) bool { return x == n })
+	w.otherChanged()
 	w.changed()
+}
+
+// podChanged tells onPod of a change of a pod the snapshot shows.
+func (w *World) podChanged(old, pod *corev1.Pod) {
+	if w.onPod != nil {
+		w.onPod(old, pod)
+	}
+}
+
+// otherChanged tells onOther of a change of the snapshot other than a pod's.
+func (w *World) otherChanged() {
+	if w.onOther != nil {
+		w.onOther()
+	}
 }
 
 // Cordon marks a node unschedulable, or schedulable again.
@@ -405,6 +427,7 @@ func (w *World) TaintNotice(n *Node) {
 // refresh rebuilds the Node object after a change.
 func (w *World) refresh(n *Node) {
 	n.Obj = w.nodeObject(n)
+	w.otherChanged()
 	w.changed()
 }
 
@@ -484,6 +507,7 @@ func (w *World) createPod(wl *App, ordinal int) *Pod {
 	p := &Pod{Obj: obj, App: wl, ordinal: ordinal, Created: w.Now()}
 	wl.pods = append(wl.pods, p)
 	w.pods = append(w.pods, p)
+	w.podChanged(nil, obj)
 	w.changed()
 	return p
 }
@@ -492,10 +516,11 @@ func ptrTrue() *bool { b := true; return &b }
 
 // bind puts a pending pod on a node.
 func (w *World) bind(p *Pod, n *Node) {
-	obj := *p.Obj
+	old, obj := p.Obj, *p.Obj
 	obj.Spec.NodeName = n.Name
 	obj.Status.Phase = corev1.PodRunning
 	p.Obj = &obj
+	w.podChanged(old, p.Obj)
 	p.Node = n
 	p.BoundAt = w.Now()
 	p.ReadyAt = w.Now().Add(w.sc.Cluster.PodStartup.Duration)
@@ -511,10 +536,13 @@ func (w *World) bind(p *Pod, n *Node) {
 // binding): its object gets the Ready condition, and the world a change, since
 // PodDisruptionBudget status (and so every plan) depends on it.
 func (w *World) markReady(p *Pod) {
-	obj := *p.Obj
+	old, obj := p.Obj, *p.Obj
 	obj.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue,
 		LastTransitionTime: metav1.NewTime(p.ReadyAt)}}
 	p.Obj = &obj
+	if !p.lost {
+		w.podChanged(old, p.Obj)
+	}
 	p.ready = true
 	w.changed()
 }
@@ -531,10 +559,13 @@ func (w *World) terminatePod(p *Pod, grace time.Duration) {
 	}
 	p.Terminating = true
 	p.goneAt = w.Now().Add(grace)
-	obj := *p.Obj
+	old, obj := p.Obj, *p.Obj
 	ts := metav1.NewTime(w.Now())
 	obj.DeletionTimestamp = &ts
 	p.Obj = &obj
+	if !p.lost {
+		w.podChanged(old, p.Obj)
+	}
 	if p.Node == nil {
 		w.removePod(p)
 	}
@@ -549,6 +580,9 @@ func (w *World) removePod(p *Pod) {
 	}
 	p.App.pods = slices.DeleteFunc(p.App.pods, func(x *Pod) bool { return x == p })
 	w.pods = slices.DeleteFunc(w.pods, func(x *Pod) bool { return x == p })
+	if !p.lost {
+		w.podChanged(p.Obj, nil)
+	}
 	w.changed()
 }
 

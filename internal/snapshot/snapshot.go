@@ -6,6 +6,7 @@ package snapshot
 
 import (
 	"fmt"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -50,4 +51,26 @@ func plural(n int, what string) string {
 		return "1 " + what
 	}
 	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// DeepCopy returns a copy of s whose objects are copies too: changing them
+// changes nothing in s.
+func (s *Snapshot) DeepCopy() *Snapshot {
+	return &Snapshot{
+		Nodes: copies(s.Nodes), Pods: copies(s.Pods), PDBs: copies(s.PDBs), Namespaces: copies(s.Namespaces),
+		Services: copies(s.Services), ReplicaSets: copies(s.ReplicaSets), StatefulSets: copies(s.StatefulSets),
+		PVs: copies(s.PVs), PVCs: copies(s.PVCs), StorageClasses: copies(s.StorageClasses), CSINodes: copies(s.CSINodes),
+		ReplicationCtrls: copies(s.ReplicationCtrls), Warnings: slices.Clone(s.Warnings), Revision: s.Revision,
+	}
+}
+
+func copies[T interface{ DeepCopy() T }](objs []T) []T {
+	if objs == nil {
+		return nil
+	}
+	out := make([]T, len(objs))
+	for i, o := range objs {
+		out[i] = o.DeepCopy()
+	}
+	return out
 }

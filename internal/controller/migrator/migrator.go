@@ -813,6 +813,9 @@ func (c *Controller) replace(ctx context.Context, node *corev1.Node, why string,
 	c.event(nodeRef(node), corev1.EventTypeNormal, ReasonSelected, "selected for deletion: %s", why)
 	dctx, cancel := drain.Outlive(ctx, c.clock, c.opts.ShutdownGracePeriod)
 	_, err := c.drainer.Drain(dctx, drain.Request{Node: node.Name, Reason: why, KeepMarks: true, BeforeEvict: recheck, Waves: waves})
+	// The re-checks' snapshot is as large as the cluster: not kept between
+	// drains.
+	c.resident.Invalidate()
 	cancel()
 	if err != nil {
 		c.unselect(ctx, node.Name, false)

@@ -435,6 +435,9 @@ func (c *Controller) drainNode(ctx context.Context, target *plan.NodePlan, snap 
 		Waves:         target.PodWaves(),
 	})
 	cancel()
+	// The re-checks' snapshot is as large as the cluster: not kept between
+	// drains.
+	c.resident.Invalidate()
 	podsEvicted.Add(float64(len(res.Evicted)))
 	if err != nil {
 		drains.WithLabelValues(outcomeFailed).Inc()
