@@ -35,7 +35,7 @@ import (
 
 func newControllerCommand() *cobra.Command {
 	var o configOptions
-	var kubeconfig string
+	var kubeconfig, pprofAddr string
 	var logs logOptions
 	cmd := &cobra.Command{
 		Use:   "controller [--config F] [--kubeconfig K] [flags]",
@@ -56,12 +56,13 @@ SIGINT stops it gracefully.`,
 			if err != nil {
 				return err
 			}
-			return runController(ctx, cfg, kubeconfig, logger)
+			return runController(ctx, cfg, kubeconfig, pprofAddr, logger)
 		},
 	}
 	o.addFlags(cmd.Flags())
 	logs.addFlags(cmd.Flags())
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster configuration when empty")
+	cmd.Flags().StringVar(&pprofAddr, "pprof-bind-address", "", "serve Go's profiles (/debug/pprof/) on this address, for diagnosing memory and CPU use; unauthenticated, so bind it to localhost; off when empty")
 	return cmd
 }
 
@@ -91,7 +92,7 @@ func (l *logOptions) logger(levelSet bool) (logr.Logger, error) {
 	return zap.New(zap.UseFlagOptions(&l.zap)), nil
 }
 
-func runController(ctx context.Context, cfg *v1alpha1.SpotterConfiguration, kubeconfig string, logger logr.Logger) error {
+func runController(ctx context.Context, cfg *v1alpha1.SpotterConfiguration, kubeconfig, pprofAddr string, logger logr.Logger) error {
 	ctrl.SetLogger(logger)
 	klog.SetLogger(logger)
 
@@ -120,6 +121,7 @@ func runController(ctx context.Context, cfg *v1alpha1.SpotterConfiguration, kube
 		Cache:                         cache.Options{DefaultTransform: snapshot.Transform},
 		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        cfg.Manager.HealthProbeBindAddress,
+		PprofBindAddress:              pprofAddr,
 		LeaderElection:                *le.Enabled,
 		LeaderElectionID:              le.LeaseName,
 		LeaderElectionNamespace:       leaseNamespace,

@@ -2,7 +2,10 @@ package bench
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -104,11 +107,11 @@ func benchmarkAtScale(b *testing.B, nodes int) {
 	b.Logf("wrote %s into the apiserver in %s; apiserver RSS %.0f MiB, etcd RSS %.0f MiB", counts, load.Round(time.Second),
 		labRSSMiB(b, env, "kube-apiserver"), labRSSMiB(b, env, "etcd"))
 
-	metrics := testenv.FreeAddr(b)
+	metrics, pprof := testenv.FreeAddr(b), testenv.FreeAddr(b)
 	started := time.Now()
 	// gctrace: the live heap after each collection, in the controller's log.
 	p := testenv.StartSpotterEnv(b, "controller", []string{"GODEBUG=gctrace=1"}, "controller", "--config", config, "--kubeconfig", env.Kubeconfig,
-		"--metrics-bind-address", metrics, "--health-probe-bind-address", "0", "--leader-elect=false")
+		"--metrics-bind-address", metrics, "--health-probe-bind-address", "0", "--leader-elect=false", "--pprof-bind-address", pprof)
 	pid := p.Cmd.Process.Pid
 
 	// The first plan: the informers' initial lists, the cache sync, the
@@ -207,6 +210,29 @@ func benchmarkAtScale(b *testing.B, nodes int) {
 	b.Logf("measured %.0f cycles in %s: plan time mean %s, per cycle %v; requests %v (since start: %v); "+
 		"RSS %.0f MiB (at most %.0f while measured), peak %.0f MiB; last GC: %s",
 		n, elapsed.Round(time.Second), seconds(mean), secondsList(cycles), reqs, requestsByVerb(after), rss, maxRSS, peak, lastGC(p.Log))
+	saveHeapProfile(b, pprof, nodes)
+}
+
+// saveHeapProfile keeps the controller's heap profile (after a collection)
+// in the temp directory, for `go tool pprof -sample_index=inuse_space -top`.
+func saveHeapProfile(b *testing.B, addr string, nodes int) {
+	resp, err := http.Get("http://" + addr + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		b.Logf("no heap profile: %v", err)
+		return
+	}
+	defer resp.Body.Close()
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("spotter-controller-heap-%d.pb.gz", nodes))
+	f, err := os.Create(path)
+	if err == nil {
+		_, err = io.Copy(f, resp.Body)
+		err = errors.Join(err, f.Close())
+	}
+	if err != nil {
+		b.Logf("no heap profile: %v", err)
+		return
+	}
+	b.Logf("heap profile: %s", path)
 }
 
 // snapshotRun is what one `spotter plan --snapshot` took.
