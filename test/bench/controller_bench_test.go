@@ -66,17 +66,7 @@ func BenchmarkControllerSteadyState(b *testing.B) {
 	// at this size: wait until no write has been sent for 20 s, then measure a
 	// minute.
 	settled := time.Now()
-	last := map[string]float64{}
-	for quiet := 0; quiet < 2 && time.Since(settled) < 10*time.Minute; {
-		time.Sleep(10 * time.Second)
-		now := scrape(b, metrics)
-		if now["create"] == last["create"] && now["patch"] == last["patch"] && now["update"] == last["update"] && len(last) > 0 {
-			quiet++
-		} else {
-			quiet = 0
-		}
-		last = now
-	}
+	last, _ := waitWritesStop(b, metrics, 10*time.Minute)
 	b.Logf("settled %s after start; requests so far: %v", time.Since(settled).Round(time.Second), last)
 	before := scrape(b, metrics)
 	b.ResetTimer()
@@ -94,6 +84,28 @@ func BenchmarkControllerSteadyState(b *testing.B) {
 
 // scrape returns the requests the spotter process serving metrics on addr
 // has sent to the apiserver, by verb.
+// waitWritesStop polls the controller's request counts every 10 s until two
+// polls in a row see no new create, patch or update (20 s without a write),
+// or limit passes. It returns the last counts and whether the writes stopped.
+func waitWritesStop(b *testing.B, metrics string, limit time.Duration) (map[string]float64, bool) {
+	start := time.Now()
+	last := map[string]float64{}
+	for quiet := 0; quiet < 2; {
+		if time.Since(start) > limit {
+			return last, false
+		}
+		time.Sleep(10 * time.Second)
+		now := scrape(b, metrics)
+		if now["create"] == last["create"] && now["patch"] == last["patch"] && now["update"] == last["update"] && len(last) > 0 {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		last = now
+	}
+	return last, true
+}
+
 func scrape(b *testing.B, addr string) map[string]float64 {
 	b.Helper()
 	body, err := fetchMetrics(addr)

@@ -136,19 +136,9 @@ func benchmarkAtScale(b *testing.B, nodes int) {
 	// out at about 5 a second through the client's rate limit, some 11
 	// minutes at 5,000 nodes. Wait until no write has been sent for 20 s.
 	settled := time.Now()
-	last := map[string]float64{}
-	for quiet := 0; quiet < 2; {
-		if time.Since(settled) > 30*time.Minute {
-			b.Fatalf("the controller still writes 30 minutes after its first plan: %v", last)
-		}
-		time.Sleep(10 * time.Second)
-		now := scrape(b, metrics)
-		if now["create"] == last["create"] && now["patch"] == last["patch"] && now["update"] == last["update"] && len(last) > 0 {
-			quiet++
-		} else {
-			quiet = 0
-		}
-		last = now
+	last, ok := waitWritesStop(b, metrics, 30*time.Minute)
+	if !ok {
+		b.Fatalf("the controller still writes 30 minutes after its first plan: %v", last)
 	}
 	b.Logf("settled %s after the first plan; requests so far: %v", time.Since(settled).Round(time.Second), last)
 
