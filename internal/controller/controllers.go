@@ -138,14 +138,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg *v1alpha1.SpotterConfigura
 			return nil, err
 		}
 	}
-	var residents []*plan.Resident
-	if b.Migrator != nil {
-		residents = append(residents, b.Migrator.Resident())
-	}
-	if b.Rescheduler != nil {
-		residents = append(residents, b.Rescheduler.Resident())
-	}
-	if err := feedResidents(ctx, mgr, residents...); err != nil {
+	if err := feedResidents(ctx, mgr, b.Residents()); err != nil {
 		return nil, err
 	}
 	if b.Preemptible != nil {
@@ -186,19 +179,9 @@ func watchNodes(ctx context.Context, mgr ctrl.Manager, name string, h toolscache
 // change a fit, or a namespace or anything of volumes changes. Services,
 // workloads and budgets change no fit: the scheduler spreads by their
 // selectors only when it scores.
-func feedResidents(ctx context.Context, mgr ctrl.Manager, residents ...*plan.Resident) error {
+func feedResidents(ctx context.Context, mgr ctrl.Manager, residents plan.Residents) error {
 	if len(residents) == 0 {
 		return nil
-	}
-	podChanged := func(old, pod *corev1.Pod) {
-		for _, r := range residents {
-			r.PodChanged(old, pod)
-		}
-	}
-	invalidate := func() {
-		for _, r := range residents {
-			r.Invalidate()
-		}
 	}
 	tombstone := func(obj any) any {
 		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
@@ -206,50 +189,48 @@ func feedResidents(ctx context.Context, mgr ctrl.Manager, residents ...*plan.Res
 		}
 		return obj
 	}
-	handlers := []struct {
+	type watch struct {
 		obj client.Object
 		h   toolscache.ResourceEventHandler
-	}{
+	}
+	handlers := []watch{
 		{&corev1.Pod{}, toolscache.ResourceEventHandlerFuncs{
 			AddFunc: func(obj any) {
 				if p, ok := obj.(*corev1.Pod); ok {
-					podChanged(nil, p)
+					residents.PodChanged(nil, p)
 				}
 			},
 			UpdateFunc: func(oldObj, newObj any) {
 				o, _ := oldObj.(*corev1.Pod)
 				if p, ok := newObj.(*corev1.Pod); ok {
-					podChanged(o, p)
+					residents.PodChanged(o, p)
 				}
 			},
 			DeleteFunc: func(obj any) {
 				if p, ok := tombstone(obj).(*corev1.Pod); ok {
-					podChanged(p, nil)
+					residents.PodChanged(p, nil)
 				}
 			},
 		}},
 		{&corev1.Node{}, toolscache.ResourceEventHandlerFuncs{
-			AddFunc: func(any) { invalidate() },
+			AddFunc: func(any) { residents.Invalidate() },
 			UpdateFunc: func(oldObj, newObj any) {
 				o, _ := oldObj.(*corev1.Node)
 				n, _ := newObj.(*corev1.Node)
 				if o == nil || n == nil || plan.NodeChangeMatters(o, n) {
-					invalidate()
+					residents.Invalidate()
 				}
 			},
-			DeleteFunc: func(any) { invalidate() },
+			DeleteFunc: func(any) { residents.Invalidate() },
 		}},
 	}
 	anyChange := toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { invalidate() },
-		UpdateFunc: func(any, any) { invalidate() },
-		DeleteFunc: func(any) { invalidate() },
+		AddFunc:    func(any) { residents.Invalidate() },
+		UpdateFunc: func(any, any) { residents.Invalidate() },
+		DeleteFunc: func(any) { residents.Invalidate() },
 	}
 	for _, obj := range []client.Object{&corev1.Namespace{}, &corev1.PersistentVolume{}, &corev1.PersistentVolumeClaim{}, &storagev1.StorageClass{}, &storagev1.CSINode{}} {
-		handlers = append(handlers, struct {
-			obj client.Object
-			h   toolscache.ResourceEventHandler
-		}{obj, anyChange})
+		handlers = append(handlers, watch{obj, anyChange})
 	}
 	for _, h := range handlers {
 		inf, err := informerFor(ctx, mgr, clock.RealClock{}, h.obj, setupRetryFor)
@@ -260,9 +241,7 @@ func feedResidents(ctx context.Context, mgr ctrl.Manager, residents ...*plan.Res
 			return fmt.Errorf("watching %T for the drains' re-checks: %w", h.obj, err)
 		}
 	}
-	for _, r := range residents {
-		r.Fed()
-	}
+	residents.Fed()
 	return nil
 }
 
@@ -295,6 +274,19 @@ type Built struct {
 	// preemptible controller share.
 	Budget     *disruption.Budget
 	Classifier *classify.Classifier
+}
+
+// Residents are what answer the re-checks of the migrator's and the
+// rescheduler's drains, to be fed the cluster's changes (plan.Resident).
+func (b *Built) Residents() plan.Residents {
+	var rs plan.Residents
+	if b.Migrator != nil {
+		rs = append(rs, b.Migrator.Resident())
+	}
+	if b.Rescheduler != nil {
+		rs = append(rs, b.Rescheduler.Resident())
+	}
+	return rs
 }
 
 // Build builds the migrator, the rescheduler and the preemptible controller

@@ -36,7 +36,7 @@ func TestResidentFollowsTheCache(t *testing.T) {
 	res := plan.New(plan.Options{}).NewResident(func(ctx context.Context) (*snapshot.Snapshot, error) {
 		return snapshot.FromReader(ctx, mgr.GetCache())
 	})
-	if err := feedResidents(ctx, mgr, res); err != nil {
+	if err := feedResidents(ctx, mgr, plan.Residents{res}); err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = mgr.Start(ctx) }()

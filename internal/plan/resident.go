@@ -69,6 +69,30 @@ type placedPod struct {
 	node string
 }
 
+// Residents are Residents fed from one source of changes.
+type Residents []*Resident
+
+// Fed calls Fed on each.
+func (rs Residents) Fed() {
+	for _, r := range rs {
+		r.Fed()
+	}
+}
+
+// PodChanged calls PodChanged on each.
+func (rs Residents) PodChanged(old, pod *corev1.Pod) {
+	for _, r := range rs {
+		r.PodChanged(old, pod)
+	}
+}
+
+// Invalidate calls Invalidate on each.
+func (rs Residents) Invalidate() {
+	for _, r := range rs {
+		r.Invalidate()
+	}
+}
+
 // NewResident returns a Resident that builds its snapshot from read.
 func (p *Planner) NewResident(read func(context.Context) (*snapshot.Snapshot, error)) *Resident {
 	return &Resident{p: p, read: read, pending: map[types.UID]*corev1.Pod{}}

@@ -103,27 +103,9 @@ func (s *spotter) setup(w *World, _ *plan.Engine) error {
 	// As the informer's handlers feed the drains' re-checks (see
 	// controller.feedResidents): every pod change, and anything else as a
 	// whole.
-	var residents []*plan.Resident
-	if s.run.Migrator.Acts() {
-		residents = append(residents, built.Migrator.Resident())
-	}
-	if s.run.Rescheduler.Acts() {
-		residents = append(residents, built.Rescheduler.Resident())
-	}
-	for _, r := range residents {
-		r.Fed()
-	}
-	if len(residents) > 0 {
-		w.onPod = func(old, pod *corev1.Pod) {
-			for _, r := range residents {
-				r.PodChanged(old, pod)
-			}
-		}
-		w.onOther = func() {
-			for _, r := range residents {
-				r.Invalidate()
-			}
-		}
+	if residents := built.Residents(); len(residents) > 0 {
+		residents.Fed()
+		w.onPod, w.onOther = residents.PodChanged, residents.Invalidate
 	}
 	if len(onReady) > 0 {
 		w.onReady = func(n *Node) {

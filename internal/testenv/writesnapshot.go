@@ -104,24 +104,14 @@ func WriteSnapshot(ctx context.Context, cfg *rest.Config, s *snapshot.Snapshot, 
 		},
 		func(ctx context.Context) error {
 			return each(ctx, w, "persistentvolumes", s.PVs, func(ctx context.Context, o *corev1.PersistentVolume) error {
-				created, err := c.CoreV1().PersistentVolumes().Create(ctx, fresh(o), metav1.CreateOptions{})
-				if err != nil {
-					return err
-				}
-				created.Status = o.Status
-				_, err = c.CoreV1().PersistentVolumes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
-				return err
+				pvs := c.CoreV1().PersistentVolumes()
+				return createWithStatus(ctx, o, pvs.Create, pvs.UpdateStatus, func(n, o *corev1.PersistentVolume) { n.Status = o.Status })
 			})
 		},
 		func(ctx context.Context) error {
 			return each(ctx, w, "persistentvolumeclaims", s.PVCs, func(ctx context.Context, o *corev1.PersistentVolumeClaim) error {
-				created, err := c.CoreV1().PersistentVolumeClaims(o.Namespace).Create(ctx, fresh(o), metav1.CreateOptions{})
-				if err != nil {
-					return err
-				}
-				created.Status = o.Status
-				_, err = c.CoreV1().PersistentVolumeClaims(o.Namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{})
-				return err
+				pvcs := c.CoreV1().PersistentVolumeClaims(o.Namespace)
+				return createWithStatus(ctx, o, pvcs.Create, pvcs.UpdateStatus, func(n, o *corev1.PersistentVolumeClaim) { n.Status = o.Status })
 			})
 		},
 		func(ctx context.Context) error { return each(ctx, w, "nodes", s.Nodes, w.node) },
@@ -138,51 +128,39 @@ func WriteSnapshot(ctx context.Context, cfg *rest.Config, s *snapshot.Snapshot, 
 		},
 		func(ctx context.Context) error {
 			return each(ctx, w, "replicationcontrollers", s.ReplicationCtrls, func(ctx context.Context, o *corev1.ReplicationController) error {
-				created, err := c.CoreV1().ReplicationControllers(o.Namespace).Create(ctx, fresh(o), metav1.CreateOptions{})
-				if err != nil {
-					return err
-				}
-				created.Status = o.Status
-				created.Status.ObservedGeneration = created.Generation
-				_, err = c.CoreV1().ReplicationControllers(o.Namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{})
-				return err
+				rcs := c.CoreV1().ReplicationControllers(o.Namespace)
+				return createWithStatus(ctx, o, rcs.Create, rcs.UpdateStatus, func(n, o *corev1.ReplicationController) {
+					n.Status = o.Status
+					n.Status.ObservedGeneration = n.Generation
+				})
 			})
 		},
 		func(ctx context.Context) error {
 			return each(ctx, w, "replicasets", s.ReplicaSets, func(ctx context.Context, o *appsv1.ReplicaSet) error {
-				created, err := c.AppsV1().ReplicaSets(o.Namespace).Create(ctx, fresh(o), metav1.CreateOptions{})
-				if err != nil {
-					return err
-				}
-				created.Status = o.Status
-				created.Status.ObservedGeneration = created.Generation
-				_, err = c.AppsV1().ReplicaSets(o.Namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{})
-				return err
+				rss := c.AppsV1().ReplicaSets(o.Namespace)
+				return createWithStatus(ctx, o, rss.Create, rss.UpdateStatus, func(n, o *appsv1.ReplicaSet) {
+					n.Status = o.Status
+					n.Status.ObservedGeneration = n.Generation
+				})
 			})
 		},
 		func(ctx context.Context) error {
 			return each(ctx, w, "statefulsets", s.StatefulSets, func(ctx context.Context, o *appsv1.StatefulSet) error {
-				created, err := c.AppsV1().StatefulSets(o.Namespace).Create(ctx, fresh(o), metav1.CreateOptions{})
-				if err != nil {
-					return err
-				}
-				created.Status = o.Status
-				created.Status.ObservedGeneration = created.Generation
-				_, err = c.AppsV1().StatefulSets(o.Namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{})
-				return err
+				sss := c.AppsV1().StatefulSets(o.Namespace)
+				return createWithStatus(ctx, o, sss.Create, sss.UpdateStatus, func(n, o *appsv1.StatefulSet) {
+					n.Status = o.Status
+					n.Status.ObservedGeneration = n.Generation
+				})
 			})
 		},
 		func(ctx context.Context) error { return each(ctx, w, "pods", s.Pods, w.pod) },
 		func(ctx context.Context) error {
 			return each(ctx, w, "poddisruptionbudgets", s.PDBs, func(ctx context.Context, o *policyv1.PodDisruptionBudget) error {
-				created, err := c.PolicyV1().PodDisruptionBudgets(o.Namespace).Create(ctx, fresh(o), metav1.CreateOptions{})
-				if err != nil {
-					return err
-				}
-				created.Status = o.Status
-				created.Status.ObservedGeneration = created.Generation
-				_, err = c.PolicyV1().PodDisruptionBudgets(o.Namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{})
-				return err
+				pdbs := c.PolicyV1().PodDisruptionBudgets(o.Namespace)
+				return createWithStatus(ctx, o, pdbs.Create, pdbs.UpdateStatus, func(n, o *policyv1.PodDisruptionBudget) {
+					n.Status = o.Status
+					n.Status.ObservedGeneration = n.Generation
+				})
 			})
 		},
 	}
@@ -229,18 +207,29 @@ func (w *snapshotWriter) pod(ctx context.Context, p *corev1.Pod) error {
 	pods := w.c.CoreV1().Pods(p.Namespace)
 	// Created with spec.nodeName set: bound, as if scheduled. Creation
 	// resets the status to Pending; the snapshot's is written after.
-	created, err := pods.Create(ctx, fresh(p), metav1.CreateOptions{})
-	if err != nil {
-		return err
-	}
-	created.Status = p.Status
-	if _, err := pods.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+	if err := createWithStatus(ctx, p, pods.Create, pods.UpdateStatus, func(n, o *corev1.Pod) { n.Status = o.Status }); err != nil {
 		return err
 	}
 	if p.DeletionTimestamp != nil {
 		return pods.Delete(ctx, p.Name, metav1.DeleteOptions{})
 	}
 	return nil
+}
+
+// createWithStatus creates a fresh copy of o, gives the created object o's
+// status (setStatus) and writes it through the status subresource: creation
+// ignores the status it is given.
+func createWithStatus[T object[T]](ctx context.Context, o T,
+	create func(context.Context, T, metav1.CreateOptions) (T, error),
+	updateStatus func(context.Context, T, metav1.UpdateOptions) (T, error),
+	setStatus func(created, from T)) error {
+	created, err := create(ctx, fresh(o), metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	setStatus(created, o)
+	_, err = updateStatus(ctx, created, metav1.UpdateOptions{})
+	return err
 }
 
 // namespacesOf returns the namespaces of s and, made up, those its
