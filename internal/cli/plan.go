@@ -97,7 +97,7 @@ func runPlan(ctx context.Context, o *planOptions, out, errOut io.Writer) error {
 	start := time.Now()
 	var snap *snapshot.Snapshot
 	if o.snapshotFile != "" {
-		restoreGC := lessGCWhileLoading()
+		restoreGC := lessGC(loadGCPercent)
 		snap, err = snapshot.LoadFileWith(o.snapshotFile, snapshot.Options{MaxBytes: maxBytes})
 		restoreGC()
 		if err != nil {
@@ -155,11 +155,11 @@ func runPlan(ctx context.Context, o *planOptions, out, errOut io.Writer) error {
 // of CPU instead of 1.15 – 1.35 s (BENCHMARKS.md, "Loading").
 const loadGCPercent = 400
 
-// lessGCWhileLoading raises GOGC to loadGCPercent, unless it is higher or
-// off, and returns what sets it back.
-func lessGCWhileLoading() (restore func()) {
-	old := debug.SetGCPercent(loadGCPercent)
-	if old < 0 || old > loadGCPercent {
+// lessGC raises GOGC to percent, unless it is higher or off (GOGC in the
+// environment is the operator's), and returns what sets it back.
+func lessGC(percent int) (restore func()) {
+	old := debug.SetGCPercent(percent)
+	if old < 0 || old > percent {
 		debug.SetGCPercent(old)
 		return func() {}
 	}

@@ -196,6 +196,10 @@ type Planner struct {
 		nodes, pods int
 		plan        *Plan
 	}
+	// shapes is what the last plan learnt of which pods share a template
+	// (see shapes). Plans only read it, and each publishes its own when it
+	// ends.
+	shapes *shapes
 }
 
 // Classify returns a node's class as the planner sees it.
@@ -297,6 +301,11 @@ func (p *Planner) plan(ctx context.Context, s *snapshot.Snapshot) (*Plan, error)
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		p.mu.Lock()
+		p.shapes = r.templates.next
+		p.mu.Unlock()
+	}()
 	pending := g.pending
 
 	out := &Plan{}
@@ -509,7 +518,10 @@ func (p *Planner) newRun(ctx context.Context, s *snapshot.Snapshot, g grouped) (
 			return nil, nil, err
 		}
 	}
-	r := &run{Planner: p, fit: fit, budgets: bud, templates: newTemplates(), pods: s.Pods, facts: learned}
+	p.mu.Lock()
+	prev := p.shapes
+	p.mu.Unlock()
+	r := &run{Planner: p, fit: fit, budgets: bud, templates: newTemplates(prev, len(s.Pods)), pods: s.Pods, facts: learned}
 	for _, node := range s.Nodes {
 		if classes[node.Name].Class == classify.Spot {
 			r.spot = append(r.spot, node.Name)

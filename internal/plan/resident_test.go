@@ -21,14 +21,16 @@ import (
 // after each step the questions a drain asks (pods of on-demand nodes: do
 // they fit on spot, and on priced clusters on another on-demand node) are
 // answered by the Resident and by the planner on a fresh snapshot: the same
-// node, or the same reasons.
+// node, or the same reasons. A planner kept from step to step, as the
+// controllers keep theirs (it remembers which pods share a template), plans
+// each step as a new planner does.
 func TestResidentAnswersAsAFreshSnapshot(t *testing.T) {
 	seeds := 60
 	if testing.Short() {
 		seeds = 20
 	}
 	ctx := context.Background()
-	var questions, builds, applied, fit int
+	var questions, builds, applied, fit, plans int
 	for seed := range seeds {
 		r := rand.New(rand.NewPCG(uint64(seed), 11))
 		s := randomCluster(uint64(seed), 1+seed%3)
@@ -42,13 +44,24 @@ func TestResidentAnswersAsAFreshSnapshot(t *testing.T) {
 			opts = Options{Pricing: consolidationPrices, Consolidation: Consolidation{Enabled: true}}
 		}
 		p := New(opts)
+		kept := New(opts)
 		res := p.NewResident(func(context.Context) (*snapshot.Snapshot, error) { return s, nil })
 		res.Fed()
-		uid := 0
+		// Pods carry a resourceVersion, new for every change, as read
+		// from the API (the kept planner remembers templates by it).
+		uid, version := 0, 0
+		revise := func(pod *corev1.Pod) {
+			version++
+			pod.ResourceVersion = fmt.Sprint(version)
+		}
+		for _, pod := range s.Pods {
+			revise(pod)
+		}
 		renew := func(pod *corev1.Pod) *corev1.Pod {
 			c := pod.DeepCopy()
 			uid++
 			c.Name, c.UID = fmt.Sprintf("%s-r%d", pod.Name, uid), types.UID(fmt.Sprintf("seed%d-new%d", seed, uid))
+			revise(c)
 			return c
 		}
 		for step := range 25 {
@@ -72,12 +85,14 @@ func TestResidentAnswersAsAFreshSnapshot(t *testing.T) {
 			case op == 4: // relabelled: it joins another workload
 				c := old.DeepCopy()
 				c.Labels["app"] = s.Pods[r.IntN(len(s.Pods))].Labels["app"]
+				revise(c)
 				s.Pods = slices.Clone(s.Pods)
 				s.Pods[i] = c
 				res.PodChanged(old, c)
 			case op == 5: // ended
 				c := old.DeepCopy()
 				c.Status.Phase = corev1.PodSucceeded
+				revise(c)
 				s.Pods = slices.Clone(s.Pods)
 				s.Pods[i] = c
 				res.PodChanged(old, c)
@@ -94,6 +109,18 @@ func TestResidentAnswersAsAFreshSnapshot(t *testing.T) {
 				s.Nodes[k] = n
 				res.Invalidate()
 			}
+			got, err := kept.Plan(ctx, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := New(opts).Plan(ctx, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diffs := comparePlans(got, want); len(diffs) > 0 {
+				t.Fatalf("seed %d step %d: the kept planner's plan differs from a new one's: %v", seed, step, diffs)
+			}
+			plans++
 			var asked []*corev1.Pod
 			for _, pod := range s.Pods {
 				if pod.Spec.NodeName != "" && !terminal(pod) && p.Classify(nodeNamed(s, pod.Spec.NodeName)).Class == classify.OnDemand {
@@ -144,7 +171,7 @@ func TestResidentAnswersAsAFreshSnapshot(t *testing.T) {
 	if applied < seeds*15 || builds > seeds*6 || fit < questions/10 || fit > questions*9/10 {
 		t.Errorf("%d questions (%d fit), %d builds, %d changes applied: the test shows too little", questions, fit, builds, applied)
 	}
-	t.Logf("%d questions (%d fit), %d builds, %d changes applied", questions, fit, builds, applied)
+	t.Logf("%d questions (%d fit), %d builds, %d changes applied, %d plans", questions, fit, builds, applied, plans)
 }
 
 func nodeNamed(s *snapshot.Snapshot, name string) *corev1.Node {

@@ -26,9 +26,20 @@ import (
 // An Engine is not safe for concurrent use.
 type Engine struct {
 	fit *fitter
-	// infos caches PodInfos (whose requests the scheduler computes once) by pod
-	// object; each call keeps only the entries it used.
-	infos map[*corev1.Pod]*framework.PodInfo
+	// infos caches PodInfos with their requests computed (the scheduler's
+	// PodInfo computes them again on every CalculateResource) by pod object.
+	// Callers ask about different subsets of their pods from one call to
+	// the next, so an entry stays for some calls after its last use (see
+	// prune).
+	infos map[*corev1.Pod]*engineInfo
+	// calls counts the Schedule calls.
+	calls uint64
+}
+
+type engineInfo struct {
+	*sizedPodInfo
+	// call is the last call that used it.
+	call uint64
 }
 
 // NewEngine builds the frameworks over the cluster-wide objects of static. Its
@@ -42,7 +53,7 @@ func NewEngine(ctx context.Context, static *snapshot.Snapshot) (*Engine, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &Engine{fit: fit, infos: map[*corev1.Pod]*framework.PodInfo{}}, nil
+	return &Engine{fit: fit, infos: map[*corev1.Pod]*engineInfo{}}, nil
 }
 
 // ScheduleRequest is one scheduling question.
@@ -80,7 +91,7 @@ type Placement struct {
 // filter plugins, choosing with req.Pick, and returns one Placement per
 // pending pod, in order. The objects of req are not modified.
 func (e *Engine) Schedule(ctx context.Context, req ScheduleRequest) ([]Placement, error) {
-	if err := e.reset(req.Nodes, req.Pods); err != nil {
+	if err := e.reset(req.Nodes, req.Pods, req.Pending); err != nil {
 		return nil, err
 	}
 	var eligible []fwk.NodeInfo
@@ -110,7 +121,7 @@ func (e *Engine) Schedule(ctx context.Context, req ScheduleRequest) ([]Placement
 			out = append(out, p)
 			continue
 		}
-		res := e.info(pod).CalculateResource()
+		res := e.info(pod).res
 		cpu, mem := res.Resource.GetMilliCPU(), res.Resource.GetMemory()
 		for _, ni := range eligible {
 			if cyc.only != nil {
@@ -144,7 +155,7 @@ func (e *Engine) Schedule(ctx context.Context, req ScheduleRequest) ([]Placement
 		p.Node = feasible[i].Node().Name
 		placed := *pod
 		placed.Spec.NodeName = p.Node
-		if err := e.fit.add(&placed, p.Node, e.info(pod).CalculateResource()); err != nil {
+		if err := e.fit.add(&placed, p.Node, res); err != nil {
 			return nil, fmt.Errorf("adding %s/%s to the snapshot: %w", pod.Namespace, pod.Name, err)
 		}
 		out = append(out, p)
@@ -152,8 +163,9 @@ func (e *Engine) Schedule(ctx context.Context, req ScheduleRequest) ([]Placement
 	return out, nil
 }
 
-// reset gives the frameworks a fresh scheduler snapshot of nodes and pods.
-func (e *Engine) reset(nodes []*corev1.Node, pods []*corev1.Pod) error {
+// reset gives the frameworks a fresh scheduler snapshot of nodes and pods,
+// and keeps the PodInfos of pods and pending.
+func (e *Engine) reset(nodes []*corev1.Node, pods, pending []*corev1.Pod) error {
 	snap := cache.NewSnapshot(nil, nodes)
 	if err := snap.StartMutations(); err != nil {
 		return err
@@ -162,7 +174,7 @@ func (e *Engine) reset(nodes []*corev1.Node, pods []*corev1.Pod) error {
 	for _, n := range nodes {
 		known[n.Name] = n
 	}
-	used := make(map[*corev1.Pod]*framework.PodInfo, len(pods))
+	e.calls++
 	var bound []fwk.PodInfo
 	var boundTo []*corev1.Node
 	for _, p := range pods {
@@ -171,28 +183,53 @@ func (e *Engine) reset(nodes []*corev1.Node, pods []*corev1.Pod) error {
 			continue
 		}
 		pi := e.info(p)
-		used[p] = pi
 		if err := snap.AddPod(pi, p.Spec.NodeName); err != nil {
 			return err
 		}
 		bound = append(bound, pi)
 		boundTo = append(boundTo, node)
 	}
-	e.infos = used
+	for _, p := range pending {
+		e.info(p)
+	}
+	e.prune()
 	return e.fit.reset(snap, bound, boundTo)
 }
 
-// info returns the cached PodInfo of pod, creating it on first use.
-func (e *Engine) info(pod *corev1.Pod) *framework.PodInfo {
-	if pi, ok := e.infos[pod]; ok {
-		return pi
+// prune drops, every pruneEvery calls, the entries no call used in the last
+// pruneEvery: each holds its pod.
+func (e *Engine) prune() {
+	if e.calls%pruneEvery != 0 {
+		return
 	}
+	for p, pi := range e.infos {
+		if pi.call+pruneEvery <= e.calls {
+			delete(e.infos, p)
+		}
+	}
+}
+
+const pruneEvery = 16
+
+// info returns the cached PodInfo of pod, creating it on first use.
+func (e *Engine) info(pod *corev1.Pod) *sizedPodInfo {
+	pi, ok := e.infos[pod]
+	if !ok {
+		pi = &engineInfo{sizedPodInfo: newSizedPodInfo(pod)}
+		e.infos[pod] = pi
+	}
+	pi.call = e.calls
+	return pi.sizedPodInfo
+}
+
+// newSizedPodInfo returns the scheduler's PodInfo of pod with its requests
+// computed.
+func newSizedPodInfo(pod *corev1.Pod) *sizedPodInfo {
 	pi, err := framework.NewPodInfo(pod)
 	if err != nil {
 		// NewPodInfo fails only on invalid affinity selectors; the pod then
 		// counts with its resources and without its affinity terms.
 		pi = &framework.PodInfo{Pod: pod}
 	}
-	e.infos[pod] = pi
-	return pi
+	return &sizedPodInfo{PodInfo: *pi, res: pi.CalculateResource()}
 }

@@ -21,15 +21,47 @@ type template struct {
 	cycle  *cachedCycle
 }
 
-// templates finds the template of a pod.
+// templates finds the template of a pod within one plan.
 type templates struct {
-	byOwner map[types.UID][]*template
+	// byRep holds this plan's template of each representative pod (see
+	// shapes).
+	byRep map[*corev1.Pod]*template
 	// byPod memoizes the answer per pod object; nil when a pod has none.
 	byPod map[*corev1.Pod]*template
+	// prev is what earlier plans learnt (read only, nil at first); next
+	// is what this one learns, for the plan after it.
+	prev, next *shapes
 }
 
-func newTemplates() *templates {
-	return &templates{byOwner: map[types.UID][]*template{}, byPod: map[*corev1.Pod]*template{}}
+// shapes remembers, from one plan to the next, which pods share a template.
+// A pod's UID and resourceVersion name one content (every update of a pod
+// gets a new resourceVersion), so comparing specs, the costly part of finding
+// a template, is done once per version of a pod instead of once per plan.
+// Pods without both (built by hand, not read from an API) are compared in
+// every plan. What a template holds (the static fit, the PreFilter state)
+// depends on the nodes and is computed again by each plan.
+type shapes struct {
+	// rep is each pod version's representative: the first pod seen with
+	// the same template; nil for a pod with none.
+	rep map[podVersion]*corev1.Pod
+	// byOwner lists the representatives of each controller's pods.
+	byOwner map[types.UID][]*corev1.Pod
+}
+
+func newShapes(n int) *shapes {
+	return &shapes{rep: make(map[podVersion]*corev1.Pod, n), byOwner: map[types.UID][]*corev1.Pod{}}
+}
+
+// podVersion names one content of a pod.
+type podVersion struct {
+	uid             types.UID
+	resourceVersion string
+}
+
+// newTemplates starts a plan's templates from what the plans before it
+// learnt (prev, may be nil); n is about how many pods it will see.
+func newTemplates(prev *shapes, n int) *templates {
+	return &templates{byRep: map[*corev1.Pod]*template{}, byPod: map[*corev1.Pod]*template{}, prev: prev, next: newShapes(n)}
 }
 
 // of returns the template of pod, or nil for a pod that shares it with no
@@ -38,21 +70,59 @@ func (ts *templates) of(pod *corev1.Pod) *template {
 	if t, ok := ts.byPod[pod]; ok {
 		return t
 	}
+	v := podVersion{pod.UID, pod.ResourceVersion}
+	versioned := v.uid != "" && v.resourceVersion != ""
+	rep, known := (*corev1.Pod)(nil), false
+	if ts.prev != nil && versioned {
+		rep, known = ts.prev.rep[v]
+	}
+	var owner *metav1.OwnerReference
+	if rep != nil || !known {
+		owner = metav1.GetControllerOfNoCopy(pod)
+	}
+	if !known {
+		rep = ts.representative(pod, owner)
+	}
+	if versioned {
+		ts.next.rep[v] = rep
+	}
 	var t *template
-	if owner := metav1.GetControllerOfNoCopy(pod); owner != nil && plainRequests(pod) && !resizing(pod) {
-		for _, c := range ts.byOwner[owner.UID] {
-			if sameTemplate(c.pod, pod) {
-				t = c
-				break
-			}
-		}
+	if rep != nil {
+		t = ts.byRep[rep]
 		if t == nil {
-			t = &template{pod: pod}
-			ts.byOwner[owner.UID] = append(ts.byOwner[owner.UID], t)
+			t = &template{pod: rep}
+			ts.byRep[rep] = t
+			ts.next.byOwner[owner.UID] = append(ts.next.byOwner[owner.UID], rep)
 		}
 	}
 	ts.byPod[pod] = t
 	return t
+}
+
+// representative finds the pod whose template pod shares, among the
+// representatives this plan and the ones before it have seen, and returns
+// pod itself when it is the first of its kind; nil when it has no template.
+func (ts *templates) representative(pod *corev1.Pod, owner *metav1.OwnerReference) *corev1.Pod {
+	if owner == nil || !plainRequests(pod) || resizing(pod) {
+		return nil
+	}
+	for _, c := range ts.next.byOwner[owner.UID] {
+		if sameTemplate(c, pod) {
+			return c
+		}
+	}
+	if ts.prev != nil {
+		for _, c := range ts.prev.byOwner[owner.UID] {
+			if sameTemplate(c, pod) {
+				return c
+			}
+		}
+	}
+	// A copy: the pod may be an element of a list's items, which a
+	// pointer into it would keep whole for as long as the plans remember
+	// the representative.
+	c := *pod
+	return &c
 }
 
 // sameTemplate reports whether two pods with plain requests look the same to

@@ -248,9 +248,7 @@ func (s *reschedulerSeed) fit(ctx context.Context, w *World, od *Node, pods []*P
 	others = append(others, elsewhere...)
 	pending := make([]*corev1.Pod, len(pods))
 	for i, p := range pods {
-		c := *p.Obj
-		c.Spec.NodeName = ""
-		pending[i] = &c
+		pending[i] = p.Unbound()
 	}
 	// Pick nil: the first node that passes, in the order of Nodes.
 	return s.own.Schedule(ctx, plan.ScheduleRequest{Nodes: nodes, Pods: others, Pending: pending,

@@ -115,6 +115,20 @@ type Pod struct {
 	lostUntil time.Time
 	// ready is set when the pod's object got its Ready condition.
 	ready bool
+	// unbound is a copy of Obj without its node (see Unbound).
+	unbound, unboundOf *corev1.Pod
+}
+
+// Unbound returns a copy of the pod's object without its node: the pod as a
+// scheduling question. The copy is the same object until the pod's object
+// changes, so that a fit engine computes its requests once.
+func (p *Pod) Unbound() *corev1.Pod {
+	if p.unboundOf != p.Obj {
+		c := *p.Obj
+		c.Spec.NodeName = ""
+		p.unbound, p.unboundOf = &c, p.Obj
+	}
+	return p.unbound
 }
 
 // Bound reports whether the pod is bound to a node.
@@ -167,6 +181,13 @@ type World struct {
 	version       uint64
 	// nodeObjects counts the Node objects built: their resourceVersion.
 	nodeObjects uint64
+	// podByName indexes pods by namespace and name (unique in the world: a
+	// StatefulSet recreates an ordinal only once its pod is gone).
+	podByName map[types.NamespacedName]*Pod
+	// podObjects counts the Pod objects built: their resourceVersion. As in
+	// the API, a pod's UID and resourceVersion name one content (the
+	// planner remembers templates by them).
+	podObjects  uint64
 	snap        *snapshot.Snapshot
 	snapVersion uint64
 	m           *recorder
@@ -504,9 +525,14 @@ func (w *World) createPod(wl *App, ordinal int) *Pod {
 	obj.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: owner, Name: wl.Name, UID: wl.uid, Controller: ptrTrue()}}
 	obj.CreationTimestamp = metav1.NewTime(w.Now())
 	obj.Status.Phase = corev1.PodPending
+	w.revise(obj)
 	p := &Pod{Obj: obj, App: wl, ordinal: ordinal, Created: w.Now()}
 	wl.pods = append(wl.pods, p)
 	w.pods = append(w.pods, p)
+	if w.podByName == nil {
+		w.podByName = map[types.NamespacedName]*Pod{}
+	}
+	w.podByName[types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}] = p
 	w.podChanged(nil, obj)
 	w.changed()
 	return p
@@ -514,11 +540,18 @@ func (w *World) createPod(wl *App, ordinal int) *Pod {
 
 func ptrTrue() *bool { b := true; return &b }
 
+// revise gives a new version of a pod object its resourceVersion.
+func (w *World) revise(obj *corev1.Pod) {
+	w.podObjects++
+	obj.ResourceVersion = strconv.FormatUint(w.podObjects, 10)
+}
+
 // bind puts a pending pod on a node.
 func (w *World) bind(p *Pod, n *Node) {
 	old, obj := p.Obj, *p.Obj
 	obj.Spec.NodeName = n.Name
 	obj.Status.Phase = corev1.PodRunning
+	w.revise(&obj)
 	p.Obj = &obj
 	w.podChanged(old, p.Obj)
 	p.Node = n
@@ -539,6 +572,7 @@ func (w *World) markReady(p *Pod) {
 	old, obj := p.Obj, *p.Obj
 	obj.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue,
 		LastTransitionTime: metav1.NewTime(p.ReadyAt)}}
+	w.revise(&obj)
 	p.Obj = &obj
 	if !p.lost {
 		w.podChanged(old, p.Obj)
@@ -562,6 +596,7 @@ func (w *World) terminatePod(p *Pod, grace time.Duration) {
 	old, obj := p.Obj, *p.Obj
 	ts := metav1.NewTime(w.Now())
 	obj.DeletionTimestamp = &ts
+	w.revise(&obj)
 	p.Obj = &obj
 	if !p.lost {
 		w.podChanged(old, p.Obj)
@@ -580,6 +615,7 @@ func (w *World) removePod(p *Pod) {
 	}
 	p.App.pods = slices.DeleteFunc(p.App.pods, func(x *Pod) bool { return x == p })
 	w.pods = slices.DeleteFunc(w.pods, func(x *Pod) bool { return x == p })
+	delete(w.podByName, types.NamespacedName{Namespace: p.Obj.Namespace, Name: p.Obj.Name})
 	if !p.lost {
 		w.podChanged(p.Obj, nil)
 	}
@@ -696,12 +732,7 @@ func (w *World) Snapshot() *snapshot.Snapshot {
 
 // PodByName finds the world's pod of a plan's pod name.
 func (w *World) PodByName(namespace, name string) *Pod {
-	for _, p := range w.pods {
-		if p.Obj.Name == name && p.Obj.Namespace == namespace {
-			return p
-		}
-	}
-	return nil
+	return w.podByName[types.NamespacedName{Namespace: namespace, Name: name}]
 }
 
 // NodeByName finds a node not terminated.
