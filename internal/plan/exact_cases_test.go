@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"spotter.dev/spotter/internal/classify"
 	"spotter.dev/spotter/internal/snapshot"
 	tu "spotter.dev/spotter/internal/testutil"
 )
@@ -183,5 +184,50 @@ func TestZeroRequestFitsOvercommittedNode(t *testing.T) {
 	p := plan(t, Rules{}, s)
 	if n := node(p, "od1"); !n.Drainable {
 		t.Errorf("od1 not drainable: %s (NodeResourcesFit would accept w-0 on s1)", n.Reason)
+	}
+}
+
+// Two pods of one ReplicaSet with the same labels but different specs (one
+// tolerates the spot nodes' taint, as an admission webhook or an edit can
+// make them differ) are two templates: what the fit check answers for one
+// is not the other's answer, in a first plan or in a plan that remembers the
+// templates of the one before. od1 holds the pod that tolerates the taint
+// (drainable), od2 the one that does not (not drainable), whichever the
+// planner meets first (it plans nodes in name order).
+func TestSameOwnerOtherSpecIsAnotherTemplate(t *testing.T) {
+	for _, order := range []int{0, 1, 2, 3} {
+		tolerantOn, plainOn := "od-a", "od-b"
+		if order&1 == 1 {
+			tolerantOn, plainOn = plainOn, tolerantOn
+		}
+		nodes := []*corev1.Node{
+			tu.Node("od-a", tu.OnDemand()),
+			tu.Node("od-b", tu.OnDemand()),
+			tu.Node("s1", tu.Spot(), tu.Taint("spot", "true", corev1.TaintEffectNoSchedule), tu.Capacity("8", "16Gi")),
+		}
+		web := func(name, node string, opts ...tu.PodOption) *corev1.Pod {
+			p := tu.Pod(name, append([]tu.PodOption{tu.WithUID(), tu.OnNode(node), tu.OwnedBy("ReplicaSet", "web"),
+				tu.WithLabels("app", "web"), tu.CPU("1"), tu.Phase(corev1.PodRunning)}, opts...)...)
+			p.ResourceVersion = "1"
+			return p
+		}
+		pods := []*corev1.Pod{web("web-0", tolerantOn, tu.Tolerate("spot", "true")), web("web-1", plainOn)}
+		if order&2 == 2 {
+			pods[0], pods[1] = pods[1], pods[0]
+		}
+		s := &snapshot.Snapshot{Nodes: nodes, Pods: pods}
+		comparePlansOnce(t, s)
+		p := New(Options{})
+		for i := range 2 {
+			out, err := p.Plan(context.Background(), s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range out.Nodes {
+				if want := n.Name == tolerantOn; n.Class == classify.OnDemand && n.Drainable != want {
+					t.Errorf("order %d, plan %d: %s drainable %v (%s), want %v", order, i, n.Name, n.Drainable, n.Reason, want)
+				}
+			}
+		}
 	}
 }

@@ -47,67 +47,21 @@ func TestResidentAnswersAsAFreshSnapshot(t *testing.T) {
 		kept := New(opts)
 		res := p.NewResident(func(context.Context) (*snapshot.Snapshot, error) { return s, nil })
 		res.Fed()
-		// Pods carry a resourceVersion, new for every change, as read
-		// from the API (the kept planner remembers templates by it).
-		uid, version := 0, 0
-		revise := func(pod *corev1.Pod) {
-			version++
-			pod.ResourceVersion = fmt.Sprint(version)
-		}
-		for _, pod := range s.Pods {
-			revise(pod)
-		}
-		renew := func(pod *corev1.Pod) *corev1.Pod {
-			c := pod.DeepCopy()
-			uid++
-			c.Name, c.UID = fmt.Sprintf("%s-r%d", pod.Name, uid), types.UID(fmt.Sprintf("seed%d-new%d", seed, uid))
-			revise(c)
-			return c
-		}
+		ch := newChanger(s, fmt.Sprintf("seed%d", seed))
 		for step := range 25 {
-			i := r.IntN(len(s.Pods))
-			old := s.Pods[i]
-			switch op := r.IntN(8); {
-			case op == 0 && len(s.Pods) > 5: // deleted
-				s.Pods = slices.Delete(slices.Clone(s.Pods), i, i+1)
-				res.PodChanged(old, nil)
-			case op <= 2: // recreated on another node
-				c := renew(old)
-				c.Spec.NodeName = freeHostPort(s, c, s.Nodes[r.IntN(len(s.Nodes))].Name)
-				s.Pods = append(slices.Delete(slices.Clone(s.Pods), i, i+1), c)
-				res.PodChanged(old, nil)
-				res.PodChanged(nil, c)
-			case op == 3: // another replica
-				c := renew(old)
-				c.Spec.NodeName = freeHostPort(s, c, s.Nodes[r.IntN(len(s.Nodes))].Name)
-				s.Pods = append(slices.Clone(s.Pods), c)
-				res.PodChanged(nil, c)
-			case op == 4: // relabelled: it joins another workload
-				c := old.DeepCopy()
-				c.Labels["app"] = s.Pods[r.IntN(len(s.Pods))].Labels["app"]
-				revise(c)
-				s.Pods = slices.Clone(s.Pods)
-				s.Pods[i] = c
-				res.PodChanged(old, c)
-			case op == 5: // ended
-				c := old.DeepCopy()
-				c.Status.Phase = corev1.PodSucceeded
-				revise(c)
-				s.Pods = slices.Clone(s.Pods)
-				s.Pods[i] = c
-				res.PodChanged(old, c)
-			case op == 6: // created, not scheduled yet
-				c := renew(old)
-				c.Spec.NodeName = ""
-				s.Pods = append(slices.Clone(s.Pods), c)
-				res.PodChanged(nil, c)
-			default: // a node cordoned or uncordoned
-				k := r.IntN(len(s.Nodes))
-				n := s.Nodes[k].DeepCopy()
-				n.Spec.Unschedulable = !n.Spec.Unschedulable
-				s.Nodes = slices.Clone(s.Nodes)
-				s.Nodes[k] = n
+			old, c, nodes := ch.change(r)
+			switch {
+			case nodes:
 				res.Invalidate()
+			case old == nil || c == nil || old.UID != c.UID:
+				if old != nil {
+					res.PodChanged(old, nil)
+				}
+				if c != nil {
+					res.PodChanged(nil, c)
+				}
+			default:
+				res.PodChanged(old, c)
 			}
 			got, err := kept.Plan(ctx, s)
 			if err != nil {
@@ -172,6 +126,89 @@ func TestResidentAnswersAsAFreshSnapshot(t *testing.T) {
 		t.Errorf("%d questions (%d fit), %d builds, %d changes applied: the test shows too little", questions, fit, builds, applied)
 	}
 	t.Logf("%d questions (%d fit), %d builds, %d changes applied, %d plans", questions, fit, builds, applied, plans)
+}
+
+// changer changes a cluster one step at a time, as the API would show it:
+// pods deleted, recreated on another node, added, relabelled, ended,
+// created Pending; now and then a node cordoned or uncordoned. Every pod
+// object it makes has a resourceVersion of its own (as read from the API).
+type changer struct {
+	s            *snapshot.Snapshot
+	prefix       string
+	uid, version int
+}
+
+func newChanger(s *snapshot.Snapshot, prefix string) *changer {
+	ch := &changer{s: s, prefix: prefix}
+	for _, pod := range s.Pods {
+		ch.revise(pod)
+	}
+	return ch
+}
+
+func (ch *changer) revise(pod *corev1.Pod) {
+	ch.version++
+	pod.ResourceVersion = fmt.Sprint(ch.version)
+}
+
+// renew returns a new pod made like pod (another replica).
+func (ch *changer) renew(pod *corev1.Pod) *corev1.Pod {
+	c := pod.DeepCopy()
+	ch.uid++
+	c.Name, c.UID = fmt.Sprintf("%s-r%d", pod.Name, ch.uid), types.UID(fmt.Sprintf("%s-new%d", ch.prefix, ch.uid))
+	ch.revise(c)
+	return c
+}
+
+// change makes one change: it returns the pod object removed or replaced
+// (nil if none) and the one added or replacing it (nil if none), or nodes
+// true when a node changed. The snapshot's slices are replaced, never
+// modified, so earlier snapshots stay as they were.
+func (ch *changer) change(r *rand.Rand) (old, pod *corev1.Pod, nodes bool) {
+	s := ch.s
+	i := r.IntN(len(s.Pods))
+	old = s.Pods[i]
+	switch op := r.IntN(8); {
+	case op == 0 && len(s.Pods) > 5: // deleted
+		s.Pods = slices.Delete(slices.Clone(s.Pods), i, i+1)
+		return old, nil, false
+	case op <= 2: // recreated on another node
+		c := ch.renew(old)
+		c.Spec.NodeName = freeHostPort(s, c, s.Nodes[r.IntN(len(s.Nodes))].Name)
+		s.Pods = append(slices.Delete(slices.Clone(s.Pods), i, i+1), c)
+		return old, c, false
+	case op == 3: // another replica
+		c := ch.renew(old)
+		c.Spec.NodeName = freeHostPort(s, c, s.Nodes[r.IntN(len(s.Nodes))].Name)
+		s.Pods = append(slices.Clone(s.Pods), c)
+		return nil, c, false
+	case op == 4: // relabelled: it joins another workload
+		c := old.DeepCopy()
+		c.Labels["app"] = s.Pods[r.IntN(len(s.Pods))].Labels["app"]
+		ch.revise(c)
+		s.Pods = slices.Clone(s.Pods)
+		s.Pods[i] = c
+		return old, c, false
+	case op == 5: // ended
+		c := old.DeepCopy()
+		c.Status.Phase = corev1.PodSucceeded
+		ch.revise(c)
+		s.Pods = slices.Clone(s.Pods)
+		s.Pods[i] = c
+		return old, c, false
+	case op == 6: // created, not scheduled yet
+		c := ch.renew(old)
+		c.Spec.NodeName = ""
+		s.Pods = append(slices.Clone(s.Pods), c)
+		return nil, c, false
+	default: // a node cordoned or uncordoned
+		k := r.IntN(len(s.Nodes))
+		n := s.Nodes[k].DeepCopy()
+		n.Spec.Unschedulable = !n.Spec.Unschedulable
+		s.Nodes = slices.Clone(s.Nodes)
+		s.Nodes[k] = n
+		return nil, nil, true
+	}
 }
 
 func nodeNamed(s *snapshot.Snapshot, name string) *corev1.Node {

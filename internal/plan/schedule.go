@@ -3,8 +3,12 @@ package plan
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -19,9 +23,13 @@ import (
 // the scheduler frameworks are built once, over the cluster-wide objects of the
 // snapshot it starts from (namespaces, services, workload controllers, volumes,
 // storage classes), and each pod's computed requests are reused for as long as
-// the caller passes the same pod object. Each call still builds the scheduler's
-// node snapshot from the nodes and pods it is given, so answers never depend on
-// earlier calls.
+// the caller passes the same pod object. It also keeps the scheduler's snapshot
+// of the nodes and pods of the last call: when the next call names the same
+// nodes (their labels and allocatable unchanged), it takes back the last
+// call's placements, sets the node objects that changed and applies the pods
+// that differ (by object), as a removal and an addition, instead of building
+// the snapshot again. Answers never depend on earlier calls: a kept snapshot
+// holds what a new one would (TestEngineKeptAnswersAsNew).
 //
 // An Engine is not safe for concurrent use.
 type Engine struct {
@@ -34,6 +42,25 @@ type Engine struct {
 	infos map[*corev1.Pod]*engineInfo
 	// calls counts the Schedule calls.
 	calls uint64
+	// kept is what the scheduler snapshot holds, so that the next call
+	// brings it up to date instead of building it again; nil after an
+	// error.
+	kept *keptSnapshot
+}
+
+// keptSnapshot is the state of an Engine's scheduler snapshot between calls.
+type keptSnapshot struct {
+	// nodes are the nodes it was built with.
+	nodes []*corev1.Node
+	// at are the pods of ScheduleRequest.Pods it holds, with their nodes.
+	at map[*corev1.Pod]string
+	// placed are the placements the last call committed, taken back at the
+	// start of the next.
+	placed []placedPod
+	// changes counts the pods added and removed since it was built; past
+	// limit it is built again, so that the fitter's log of changes stays
+	// short.
+	changes, limit int
 }
 
 type engineInfo struct {
@@ -91,8 +118,11 @@ type Placement struct {
 // filter plugins, choosing with req.Pick, and returns one Placement per
 // pending pod, in order. The objects of req are not modified.
 func (e *Engine) Schedule(ctx context.Context, req ScheduleRequest) ([]Placement, error) {
-	if err := e.reset(req.Nodes, req.Pods, req.Pending); err != nil {
-		return nil, err
+	if !e.update(req.Nodes, req.Pods, req.Pending) {
+		if err := e.reset(req.Nodes, req.Pods, req.Pending); err != nil {
+			e.kept = nil
+			return nil, err
+		}
 	}
 	var eligible []fwk.NodeInfo
 	for _, n := range req.Nodes {
@@ -156,8 +186,10 @@ func (e *Engine) Schedule(ctx context.Context, req ScheduleRequest) ([]Placement
 		placed := *pod
 		placed.Spec.NodeName = p.Node
 		if err := e.fit.add(&placed, p.Node, res); err != nil {
+			e.kept = nil
 			return nil, fmt.Errorf("adding %s/%s to the snapshot: %w", pod.Namespace, pod.Name, err)
 		}
+		e.kept.placed = append(e.kept.placed, placedPod{&placed, p.Node})
 		out = append(out, p)
 	}
 	return out, nil
@@ -175,6 +207,7 @@ func (e *Engine) reset(nodes []*corev1.Node, pods, pending []*corev1.Pod) error 
 		known[n.Name] = n
 	}
 	e.calls++
+	kept := &keptSnapshot{nodes: slices.Clone(nodes), at: make(map[*corev1.Pod]string, len(pods)), limit: max(1000, len(pods))}
 	var bound []fwk.PodInfo
 	var boundTo []*corev1.Node
 	for _, p := range pods {
@@ -188,12 +221,108 @@ func (e *Engine) reset(nodes []*corev1.Node, pods, pending []*corev1.Pod) error 
 		}
 		bound = append(bound, pi)
 		boundTo = append(boundTo, node)
+		kept.at[p] = p.Spec.NodeName
 	}
 	for _, p := range pending {
 		e.info(p)
 	}
 	e.prune()
-	return e.fit.reset(snap, bound, boundTo)
+	if err := e.fit.reset(snap, bound, boundTo); err != nil {
+		return err
+	}
+	e.kept = kept
+	return nil
+}
+
+// update brings the kept snapshot to nodes and pods: it sets the node
+// objects that changed, takes back the last call's placements, removes the
+// pods that are no longer in pods and adds the new ones, the same fitter
+// operations a plan commits with. It returns false when the snapshot must be
+// built again instead: other nodes, a node whose labels or allocatable
+// changed, a pod without a UID or two with one, a pod whose selectors name a
+// label key the pod index lacks, or too many changes since the last build.
+func (e *Engine) update(nodes []*corev1.Node, pods, pending []*corev1.Pod) bool {
+	k := e.kept
+	if k == nil || len(nodes) != len(k.nodes) {
+		return false
+	}
+	// A node object that changed in what the pod index and the resource
+	// accounting do not read (taints, unschedulable, annotations,
+	// conditions) is set on its NodeInfo; other changes build again.
+	var renewed []int
+	for i, n := range nodes {
+		if o := k.nodes[i]; n != o {
+			if n.Name != o.Name || !maps.Equal(n.Labels, o.Labels) || !equality.Semantic.DeepEqual(n.Status.Allocatable, o.Status.Allocatable) {
+				return false
+			}
+			renewed = append(renewed, i)
+		}
+	}
+	e.kept = nil // until it is whole again
+	for _, i := range renewed {
+		ni := e.fit.nodeInfo(nodes[i].Name)
+		if ni == nil {
+			return false
+		}
+		ni.SetNode(nodes[i])
+		k.nodes[i] = nodes[i]
+	}
+	// A placement and its removal are two changes in the fitter's log.
+	k.changes += 2 * len(k.placed)
+	for _, p := range k.placed {
+		if e.fit.remove(p.pod, p.node) != nil {
+			return false
+		}
+	}
+	k.placed = k.placed[:0]
+	e.calls++
+	uids := make(map[types.UID]struct{}, len(pods))
+	seen := make(map[*corev1.Pod]struct{}, len(k.at))
+	var added []*corev1.Pod
+	for _, p := range pods {
+		node := p.Spec.NodeName
+		if node == "" || terminal(p) || e.fit.nodeInfo(node) == nil {
+			continue
+		}
+		if _, dup := uids[p.UID]; dup || p.UID == "" {
+			return false
+		}
+		uids[p.UID] = struct{}{}
+		e.info(p)
+		if at, ok := k.at[p]; ok && at == node {
+			seen[p] = struct{}{}
+			continue
+		}
+		if !e.fit.indexes(p) {
+			return false
+		}
+		added = append(added, p)
+	}
+	if k.changes += len(k.at) - len(seen) + len(added); k.changes > k.limit {
+		return false
+	}
+	// Removals first: a pod's new object has the UID of its old one.
+	for p, node := range k.at {
+		if _, ok := seen[p]; ok {
+			continue
+		}
+		if e.fit.remove(p, node) != nil {
+			return false
+		}
+		delete(k.at, p)
+	}
+	for _, p := range added {
+		if e.fit.add(p, p.Spec.NodeName, e.info(p).res) != nil {
+			return false
+		}
+		k.at[p] = p.Spec.NodeName
+	}
+	for _, p := range pending {
+		e.info(p)
+	}
+	e.prune()
+	e.kept = k
+	return true
 }
 
 // prune drops, every pruneEvery calls, the entries no call used in the last

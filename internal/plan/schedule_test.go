@@ -3,6 +3,7 @@ package plan
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -127,4 +128,87 @@ func BenchmarkEngineSchedule(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// An Engine asked question after question about a changing cluster (it
+// keeps its scheduler snapshot and applies what changed) answers each as a
+// new Engine does. Random clusters change step by step (see changer); after
+// each step both place the cluster's Pending pods and new replicas of a few
+// bound ones, first fit or onto the last feasible node: the same node or the
+// same reason for every pod.
+func TestEngineKeptAnswersAsNew(t *testing.T) {
+	seeds := 40
+	if testing.Short() {
+		seeds = 10
+	}
+	ctx := context.Background()
+	var questions, placed, kept int
+	for seed := range seeds {
+		r := rand.New(rand.NewPCG(uint64(seed), 13))
+		s := randomCluster(uint64(seed), 1+seed%3)
+		withoutPortConflicts(s)
+		e, err := NewEngine(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch := newChanger(s, fmt.Sprintf("seed%d", seed))
+		last := func(_ *corev1.Pod, f []fwk.NodeInfo) int { return len(f) - 1 }
+		for step := range 30 {
+			if step > 0 {
+				for range 1 + r.IntN(3) {
+					ch.change(r)
+				}
+			}
+			var bound, queue []*corev1.Pod
+			for _, p := range s.Pods {
+				switch {
+				case p.Spec.NodeName != "":
+					bound = append(bound, p)
+				case !terminal(p):
+					queue = append(queue, p)
+				}
+			}
+			for range min(3, len(bound)) {
+				c := ch.renew(bound[r.IntN(len(bound))])
+				c.Spec.NodeName = ""
+				queue = append(queue, c)
+			}
+			req := ScheduleRequest{Nodes: s.Nodes, Pods: bound, Pending: queue}
+			if step%2 == 1 {
+				req.Pick = last
+			}
+			before := e.kept
+			got, err := e.Schedule(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if before != nil && e.kept == before {
+				kept++
+			}
+			fresh, err := NewEngine(ctx, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := fresh.Schedule(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range want {
+				if got[i].Node != want[i].Node || got[i].Reason != want[i].Reason {
+					t.Fatalf("seed %d step %d: %s/%s placed on %q (%s) by the kept engine, on %q (%s) by a new one",
+						seed, step, want[i].Pod.Namespace, want[i].Pod.Name, got[i].Node, got[i].Reason, want[i].Node, want[i].Reason)
+				}
+				questions++
+				if want[i].Node != "" {
+					placed++
+				}
+			}
+		}
+	}
+	// Most calls must be answered from a kept snapshot, and pods must be
+	// placed and refused, or the test shows little.
+	if kept < seeds*20 || placed < questions/5 || placed > questions*9/10 {
+		t.Errorf("%d questions (%d placed), %d calls on a kept snapshot: the test shows too little", questions, placed, kept)
+	}
+	t.Logf("%d questions (%d placed), %d of %d calls on a kept snapshot", questions, placed, kept, seeds*30)
 }

@@ -348,11 +348,16 @@ func better(price float64, nodes, helped int, hPrice float64, hNodes, hHelped in
 	return helped > hHelped
 }
 
-// template is a hypothetical new node of g, as the autoscaler imagines it.
+// template is a hypothetical new node of g, as the autoscaler imagines it:
+// the i-th of the group's templates, made on first use (a node object holds
+// nothing that changes with time that the filter plugins read).
 func (w *World) template(g *Group, i int) *corev1.Node {
-	n := &Node{Name: fmt.Sprintf("template-%s-%d", g.Name, i), Group: g, Created: w.Now()}
-	w.refreshInto(n)
-	return n.Obj
+	for len(g.templates) <= i {
+		n := &Node{Name: fmt.Sprintf("template-%s-%d", g.Name, len(g.templates)), Group: g, Created: w.Now()}
+		w.refreshInto(n)
+		g.templates = append(g.templates, n.Obj)
+	}
+	return g.templates[i]
 }
 
 // refreshInto builds a node's object without counting a change: the node

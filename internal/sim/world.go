@@ -60,6 +60,10 @@ type Group struct {
 	count int   // nodes not terminated
 	// backoff is the autoscaler's rest of the group after failed scale-ups.
 	backoff backoff.Cooldown
+	// templates are the autoscaler's hypothetical new nodes of the group
+	// (see World.template), made once: the same objects from one question
+	// to the next let a fit engine keep its snapshot.
+	templates []*corev1.Node
 }
 
 // Node is a simulated node, from launch request to termination.
@@ -505,6 +509,9 @@ func (w *World) setOnDemandTaint(t *corev1.Taint) {
 	w.onDemandTaint = t
 	for _, n := range w.nodes {
 		w.refresh(n)
+	}
+	for _, g := range w.Groups {
+		g.templates = nil
 	}
 }
 

@@ -31,21 +31,43 @@ func inListOrder(s *snapshot.Snapshot) {
 }
 
 // byKey sorts objects by namespace/name, compared as one string as etcd
-// compares keys ("a-b/x" before "a/x").
+// compares keys ("a-b/x" before "a/x"), without building the strings. It
+// returns at once when they are in that order already.
 func byKey[T metav1.Object](objs []T) {
-	type keyed struct {
-		key string
-		obj T
+	byKey := func(a, b T) int { return compareKeys(a.GetNamespace(), a.GetName(), b.GetNamespace(), b.GetName()) }
+	if !slices.IsSortedFunc(objs, byKey) {
+		slices.SortStableFunc(objs, byKey)
 	}
-	ks := make([]keyed, len(objs))
-	for i, o := range objs {
-		ks[i] = keyed{o.GetName(), o}
-		if ns := o.GetNamespace(); ns != "" {
-			ks[i].key = ns + "/" + ks[i].key
-		}
+}
+
+// compareKeys compares the storage keys of two objects, namespace + "/" +
+// name (the name alone without a namespace), as strings.
+func compareKeys(ns1, name1, ns2, name2 string) int {
+	if ns1 == ns2 {
+		return cmp.Compare(name1, name2)
 	}
-	slices.SortStableFunc(ks, func(a, b keyed) int { return cmp.Compare(a.key, b.key) })
-	for i := range ks {
-		objs[i] = ks[i].obj
+	if ns1 == "" || ns2 == "" {
+		return cmp.Compare(key(ns1, name1), key(ns2, name2))
 	}
+	// The keys differ within the namespaces or at the end of the shorter
+	// one, where the other key has "/" (never in a namespace's name).
+	k := 0
+	for k < len(ns1) && k < len(ns2) && ns1[k] == ns2[k] {
+		k++
+	}
+	c1, c2 := byte('/'), byte('/')
+	if k < len(ns1) {
+		c1 = ns1[k]
+	}
+	if k < len(ns2) {
+		c2 = ns2[k]
+	}
+	return cmp.Compare(c1, c2)
+}
+
+func key(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
 }
