@@ -344,21 +344,22 @@ const pruneEvery = 16
 func (e *Engine) info(pod *corev1.Pod) *sizedPodInfo {
 	pi, ok := e.infos[pod]
 	if !ok {
-		pi = &engineInfo{sizedPodInfo: newSizedPodInfo(pod)}
+		pi = &engineInfo{sizedPodInfo: e.newSizedPodInfo(pod)}
 		e.infos[pod] = pi
 	}
 	pi.call = e.calls
 	return pi.sizedPodInfo
 }
 
-// newSizedPodInfo returns the scheduler's PodInfo of pod with its requests
-// computed.
-func newSizedPodInfo(pod *corev1.Pod) *sizedPodInfo {
+// newSizedPodInfo returns the scheduler's PodInfo of pod with its requests,
+// computed once per shape of requests (resourceMemo): each change of a pod
+// is a new object.
+func (e *Engine) newSizedPodInfo(pod *corev1.Pod) *sizedPodInfo {
 	pi, err := framework.NewPodInfo(pod)
 	if err != nil {
 		// NewPodInfo fails only on invalid affinity selectors; the pod then
 		// counts with its resources and without its affinity terms.
 		pi = &framework.PodInfo{Pod: pod}
 	}
-	return &sizedPodInfo{PodInfo: *pi, res: pi.CalculateResource()}
+	return &sizedPodInfo{PodInfo: *pi, res: e.fit.resources.get(pod)}
 }
