@@ -22,8 +22,9 @@ import (
 // times per simulated week, so it keeps what does not change between questions:
 // the scheduler frameworks are built once, over the cluster-wide objects of the
 // snapshot it starts from (namespaces, services, workload controllers, volumes,
-// storage classes), and each pod's computed requests are reused for as long as
-// the caller passes the same pod object. It also keeps the scheduler's snapshot
+// storage classes), each pod's PodInfo is reused for as long as the caller
+// passes the same pod object, and requests are computed once per shape of
+// requests (resourceMemo). It also keeps the scheduler's snapshot
 // of the nodes and pods of the last call: when the next call names the same
 // nodes (their labels and allocatable unchanged), it takes back the last
 // call's placements, sets the node objects that changed and applies the pods
@@ -118,12 +119,17 @@ type Placement struct {
 // filter plugins, choosing with req.Pick, and returns one Placement per
 // pending pod, in order. The objects of req are not modified.
 func (e *Engine) Schedule(ctx context.Context, req ScheduleRequest) ([]Placement, error) {
-	if !e.update(req.Nodes, req.Pods, req.Pending) {
-		if err := e.reset(req.Nodes, req.Pods, req.Pending); err != nil {
+	e.calls++
+	if !e.update(req.Nodes, req.Pods) {
+		if err := e.reset(req.Nodes, req.Pods); err != nil {
 			e.kept = nil
 			return nil, err
 		}
 	}
+	for _, p := range req.Pending {
+		e.info(p)
+	}
+	e.prune()
 	var eligible []fwk.NodeInfo
 	for _, n := range req.Nodes {
 		if req.Eligible != nil && !req.Eligible(n) {
@@ -195,9 +201,8 @@ func (e *Engine) Schedule(ctx context.Context, req ScheduleRequest) ([]Placement
 	return out, nil
 }
 
-// reset gives the frameworks a fresh scheduler snapshot of nodes and pods,
-// and keeps the PodInfos of pods and pending.
-func (e *Engine) reset(nodes []*corev1.Node, pods, pending []*corev1.Pod) error {
+// reset gives the frameworks a fresh scheduler snapshot of nodes and pods.
+func (e *Engine) reset(nodes []*corev1.Node, pods []*corev1.Pod) error {
 	snap := cache.NewSnapshot(nil, nodes)
 	if err := snap.StartMutations(); err != nil {
 		return err
@@ -206,7 +211,6 @@ func (e *Engine) reset(nodes []*corev1.Node, pods, pending []*corev1.Pod) error 
 	for _, n := range nodes {
 		known[n.Name] = n
 	}
-	e.calls++
 	kept := &keptSnapshot{nodes: slices.Clone(nodes), at: make(map[*corev1.Pod]string, len(pods)), limit: max(1000, len(pods))}
 	var bound []fwk.PodInfo
 	var boundTo []*corev1.Node
@@ -223,10 +227,6 @@ func (e *Engine) reset(nodes []*corev1.Node, pods, pending []*corev1.Pod) error 
 		boundTo = append(boundTo, node)
 		kept.at[p] = p.Spec.NodeName
 	}
-	for _, p := range pending {
-		e.info(p)
-	}
-	e.prune()
 	if err := e.fit.reset(snap, bound, boundTo); err != nil {
 		return err
 	}
@@ -241,7 +241,7 @@ func (e *Engine) reset(nodes []*corev1.Node, pods, pending []*corev1.Pod) error 
 // built again instead: other nodes, a node whose labels or allocatable
 // changed, a pod without a UID or two with one, a pod whose selectors name a
 // label key the pod index lacks, or too many changes since the last build.
-func (e *Engine) update(nodes []*corev1.Node, pods, pending []*corev1.Pod) bool {
+func (e *Engine) update(nodes []*corev1.Node, pods []*corev1.Pod) bool {
 	k := e.kept
 	if k == nil || len(nodes) != len(k.nodes) {
 		return false
@@ -275,7 +275,6 @@ func (e *Engine) update(nodes []*corev1.Node, pods, pending []*corev1.Pod) bool 
 		}
 	}
 	k.placed = k.placed[:0]
-	e.calls++
 	uids := make(map[types.UID]struct{}, len(pods))
 	seen := make(map[*corev1.Pod]struct{}, len(k.at))
 	var added []*corev1.Pod
@@ -317,10 +316,6 @@ func (e *Engine) update(nodes []*corev1.Node, pods, pending []*corev1.Pod) bool 
 		}
 		k.at[p] = p.Spec.NodeName
 	}
-	for _, p := range pending {
-		e.info(p)
-	}
-	e.prune()
 	e.kept = k
 	return true
 }

@@ -17,7 +17,6 @@ import (
 // all of them: the plan computes the static fit (see staticFit) and the
 // PreFilter state (see fitter.cycleFor) once per template.
 type template struct {
-	pod    *corev1.Pod
 	static *staticFit
 	cycle  *cachedCycle
 }
@@ -96,7 +95,7 @@ func (ts *templates) of(pod *corev1.Pod) *template {
 	if rep != nil {
 		t = ts.byRep[rep]
 		if t == nil {
-			t = &template{pod: rep}
+			t = &template{}
 			ts.byRep[rep] = t
 			ts.next.byOwner[owner.UID] = append(ts.next.byOwner[owner.UID], rep)
 			ts.next.spec[rep] = ts.specOf(rep)

@@ -125,7 +125,7 @@ type Pod struct {
 
 // Unbound returns a copy of the pod's object without its node: the pod as a
 // scheduling question. The copy is the same object until the pod's object
-// changes, so that a fit engine computes its requests once.
+// changes, so that a fit engine keeps its PodInfo.
 func (p *Pod) Unbound() *corev1.Pod {
 	if p.unboundOf != p.Obj {
 		c := *p.Obj
@@ -215,7 +215,7 @@ func newWorld(sc *Scenario, seed int64, onlyOnDemand bool) (*World, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &World{sc: sc, Clock: coop.NewSim(start), start: start,
+	w := &World{sc: sc, Clock: coop.NewSim(start), start: start, podByName: map[types.NamespacedName]*Pod{},
 		rng: rand.New(rand.NewPCG(uint64(seed), 0x5107)), classifier: &classify.Classifier{}}
 	for i := range sc.Zones {
 		z, err := newZone(&sc.Zones[i], sc, seed+int64(i)*7919, start)
@@ -536,9 +536,6 @@ func (w *World) createPod(wl *App, ordinal int) *Pod {
 	p := &Pod{Obj: obj, App: wl, ordinal: ordinal, Created: w.Now()}
 	wl.pods = append(wl.pods, p)
 	w.pods = append(w.pods, p)
-	if w.podByName == nil {
-		w.podByName = map[types.NamespacedName]*Pod{}
-	}
 	w.podByName[types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}] = p
 	w.podChanged(nil, obj)
 	w.changed()
