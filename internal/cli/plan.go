@@ -264,6 +264,9 @@ func printPlanTable(out io.Writer, p *plan.Plan) error {
 		s.DrainableNodes, s.OnDemandNodes, s.PodsToMove, s.SpotNodes)
 	if s.ConsolidatedNodes > 0 {
 		fmt.Fprintf(out, "; %d of them by consolidation, their pods that fit no spot node going to on-demand nodes that stay", s.ConsolidatedNodes)
+		if d := displaced(p); d > 0 {
+			fmt.Fprintf(out, ", %d pods of those moving to spot to make room", d)
+		}
 	}
 	if s.PendingReserved > 0 {
 		fmt.Fprintf(out, ", capacity kept for %d pending pods", s.PendingReserved)
@@ -294,7 +297,28 @@ func consolidationReason(n *plan.NodePlan) string {
 	for i, name := range nodes {
 		nodes[i] = fmt.Sprintf("%d to %s", onDemand[name], name)
 	}
-	return fmt.Sprintf("consolidation: %d pods to spot, %s (on-demand, stays)", spot, strings.Join(nodes, ", "))
+	reason := fmt.Sprintf("consolidation: %d pods to spot, %s (on-demand, stays)", spot, strings.Join(nodes, ", "))
+	if len(n.Displaced) > 0 {
+		from := map[string]int{}
+		for _, p := range n.Displaced {
+			from[p.From]++
+		}
+		names := slices.Sorted(maps.Keys(from))
+		for i, name := range names {
+			names[i] = fmt.Sprintf("%d of %s", from[name], name)
+		}
+		reason += fmt.Sprintf(", after moving %s to spot to make room", strings.Join(names, ", "))
+	}
+	return reason
+}
+
+// displaced counts the pods the plan's consolidations displace.
+func displaced(p *plan.Plan) int {
+	n := 0
+	for i := range p.Nodes {
+		n += len(p.Nodes[i].Displaced)
+	}
+	return n
 }
 
 // or returns s, or def when s is empty.

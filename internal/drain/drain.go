@@ -92,6 +92,14 @@ type Request struct {
 	// replacements are Ready). Pods not listed go in the last wave. The plan
 	// sets them (plan.PodPlan.Wave). Deadline mode ignores them: time wins.
 	Waves map[string]int
+	// Displaced are pods of other nodes (namespace/name to node) that the
+	// drain evicts too, in their Waves, before the pods that need the room
+	// they leave: a consolidation moves some pods of an on-demand node that
+	// stays to spot, to make room there for pods of the drained node that
+	// must stay on on-demand capacity (plan.NodePlan.Displaced). A pod no
+	// longer on its node, or terminating, is left alone; their nodes are not
+	// marked. Deadline mode ignores them.
+	Displaced map[string]string
 }
 
 // Result reports a drain.
@@ -176,6 +184,13 @@ func (d *Drainer) Drain(ctx context.Context, req Request) (*Result, error) {
 		return res, err
 	}
 	evict, wait := sortOut(pods)
+	var others []*corev1.Pod
+	if req.Deadline.IsZero() {
+		if others, err = d.displaced(ctx, req.Displaced); err != nil {
+			return res, err
+		}
+		evict = append(others, evict...)
+	}
 	node := &corev1.ObjectReference{Kind: "Node", Name: req.Node, UID: types.UID(req.Node)}
 	if d.opts.DryRun {
 		logger.Info("Dry run: would drain node", "reason", req.Reason, "pods", len(evict))
@@ -192,6 +207,9 @@ func (d *Drainer) Drain(ctx context.Context, req Request) (*Result, error) {
 	}
 	logger.Info("Draining node", "reason", req.Reason, "pods", len(evict), "waves", max(len(waves), 1))
 	howMany := fmt.Sprintf("%d pods", len(evict))
+	if len(others) > 0 {
+		howMany += fmt.Sprintf(" (%d of other nodes, to make room there)", len(others))
+	}
 	if len(waves) > 1 {
 		howMany += fmt.Sprintf(" in %d waves", len(waves))
 	}
@@ -279,6 +297,36 @@ func (d *Drainer) podsOnNode(ctx context.Context, node string) ([]corev1.Pod, er
 		return nil, fmt.Errorf("listing pods on node %s: %w", node, err)
 	}
 	return list.Items, nil
+}
+
+// displaced gets the pods of other nodes a drain evicts (Request.Displaced),
+// in namespace/name order, leaving out those gone, moved, finished or
+// terminating.
+func (d *Drainer) displaced(ctx context.Context, pods map[string]string) ([]*corev1.Pod, error) {
+	keys := make([]string, 0, len(pods))
+	for k := range pods {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []*corev1.Pod
+	for _, k := range keys {
+		ns, name, ok := strings.Cut(k, "/")
+		if !ok {
+			return nil, fmt.Errorf("displaced pod %q: want namespace/name", k)
+		}
+		p, err := d.client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("getting displaced pod %s: %w", k, err)
+		}
+		if p.Spec.NodeName != pods[k] || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // sortOut splits a node's pods into those to evict and those already
@@ -379,7 +427,11 @@ func (d *Drainer) evictWithRetry(ctx context.Context, req Request, p *corev1.Pod
 		})
 		switch {
 		case err == nil:
-			d.event(podRef(p), corev1.EventTypeNormal, ReasonEvicted, "Evict", "evicted by spotter %s to drain node %s", d.opts.Component, p.Spec.NodeName)
+			if p.Spec.NodeName == req.Node {
+				d.event(podRef(p), corev1.EventTypeNormal, ReasonEvicted, "Evict", "evicted by spotter %s to drain node %s", d.opts.Component, p.Spec.NodeName)
+			} else {
+				d.event(podRef(p), corev1.EventTypeNormal, ReasonEvicted, "Evict", "evicted by spotter %s to make room on node %s for the pods of node %s", d.opts.Component, p.Spec.NodeName, req.Node)
+			}
 			return nil
 		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
 			// Gone already, or replaced by another pod of the same name.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -133,6 +135,49 @@ func TestDrain(t *testing.T) {
 		}
 		waitEvent(t, env, "default", "waves-1", drain.ReasonDrainWave)
 		waitEvent(t, env, "default", "waves-1", drain.ReasonDrainSucceeded)
+	})
+
+	t.Run("evicts the pods it displaces from other nodes first, leaving their nodes unmarked", func(t *testing.T) {
+		ns := namespace(ctx, t, env, "displace")
+		env.CreateNodes(lab.NodeSpec{Name: "displace-1", Class: lab.ClassOnDemand}, lab.NodeSpec{Name: "displace-2", Class: lab.ClassOnDemand},
+			lab.NodeSpec{Name: "displace-spot", Class: lab.ClassSpot})
+		deploy(ctx, t, env, ns, "db", 1, "displace-1", tu.GracePeriod(1))
+		deploy(ctx, t, env, ns, "cache", 2, "displace-2", tu.GracePeriod(1))
+		cache := podsOn(ctx, t, env, "displace-2")
+		db := podsOn(ctx, t, env, "displace-1")[0]
+		displaced := map[string]string{
+			ns + "/" + cache[0].Name: "displace-2",
+			ns + "/gone":             "displace-2", // deleted since the plan
+			ns + "/" + cache[1].Name: "displace-3", // moved since the plan
+		}
+		waves := map[string]int{ns + "/" + cache[0].Name: 1, ns + "/" + db.Name: 2}
+		var mu sync.Mutex
+		var order []string
+		d := newDrainer("rescheduler", drain.Options{Cordon: true, Timeout: 2 * time.Minute})
+		res, err := d.Drain(ctx, drain.Request{Node: "displace-1", Reason: "test", Waves: waves, Displaced: displaced,
+			BeforeEvict: func(_ context.Context, p *corev1.Pod) error {
+				mu.Lock()
+				defer mu.Unlock()
+				order = append(order, p.Name)
+				return nil
+			}})
+		if err != nil {
+			t.Fatalf("drain: %v (%+v)", err, res)
+		}
+		if want := []string{cache[0].Name, db.Name}; !slices.Equal(order, want) {
+			t.Errorf("evicted in the order %v, want %v", order, want)
+		}
+		if len(res.Evicted) != 2 {
+			t.Errorf("result %+v, want 2 evicted", res)
+		}
+		left := podsOn(ctx, t, env, "displace-2")
+		if len(left) != 1 || left[0].Name != cache[1].Name {
+			t.Errorf("displace-2 runs %v, want only %s", names(left), cache[1].Name)
+		}
+		if n := getNode(ctx, t, env, "displace-2"); n.Spec.Unschedulable || hasTaint(n, drain.DrainingTaintKey) {
+			t.Errorf("displace-2 was marked: %+v", n.Spec)
+		}
+		waitEvent(t, env, ns, cache[0].Name, drain.ReasonEvicted)
 	})
 
 	t.Run("a wave whose replacements never come is rolled back", func(t *testing.T) {

@@ -1,8 +1,10 @@
 package plan
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -36,8 +38,15 @@ type consolidation struct {
 	receivers map[string]bool
 	// emptied are the nodes the plan empties: they receive nothing.
 	emptied map[string]bool
-	// onDemand are the on-demand nodes, by name.
+	// onDemand are the on-demand nodes, by name, and podsOn their pods.
 	onDemand []string
+	podsOn   map[string][]int32
+	// displaced marks the pods of nodes that stay that the plan moves to
+	// spot to make room (makeRoom).
+	displaced map[int32]bool
+	// mayDisplace is how many pods the plan of the node at hand may
+	// displace: what the saving per eviction leaves after its own pods.
+	mayDisplace int
 }
 
 // consolidate is the last pass of a plan: each candidate that is not
@@ -47,10 +56,12 @@ type consolidation struct {
 // that cannot be consolidated keeps the verdict and reason of the spot-only
 // passes.
 func (r *run) consolidate(ctx context.Context, candidates []*NodePlan, podsOf map[*NodePlan][]int32) error {
-	c := &consolidation{receivers: map[string]bool{}, emptied: map[string]bool{}, pinned: make([]int8, len(r.pods))}
+	c := &consolidation{receivers: map[string]bool{}, emptied: map[string]bool{}, pinned: make([]int8, len(r.pods)),
+		podsOn: make(map[string][]int32, len(candidates)), displaced: map[int32]bool{}}
 	var leftover []*NodePlan
 	for _, np := range candidates {
 		c.onDemand = append(c.onDemand, np.Name)
+		c.podsOn[np.Name] = podsOf[np]
 		if np.Drainable {
 			c.emptied[np.Name] = true
 		} else {
@@ -72,7 +83,10 @@ func (r *run) consolidate(ctx context.Context, candidates []*NodePlan, podsOf ma
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if c.receivers[np.Name] || !r.worthConsolidating(ctx, np, podsOf[np]) {
+		if c.receivers[np.Name] {
+			continue
+		}
+		if c.mayDisplace = r.worthConsolidating(ctx, np, podsOf[np]); c.mayDisplace < 0 {
 			continue
 		}
 		before := *np
@@ -99,26 +113,33 @@ func (r *run) consolidate(ctx context.Context, candidates []*NodePlan, podsOf ma
 
 // worthConsolidating reports whether a node's price justifies the evictions
 // that empty it, that none of its pods blocks it, and that one of them is
-// pinned to on-demand capacity (else the spot-only passes said it all).
-func (r *run) worthConsolidating(ctx context.Context, np *NodePlan, idx []int32) bool {
+// pinned to on-demand capacity (else the spot-only passes said it all): it
+// returns how many pods of other nodes its plan may displace on top of its
+// own evictions (makeRoom), or -1 when the node is not worth consolidating.
+func (r *run) worthConsolidating(ctx context.Context, np *NodePlan, idx []int32) int {
 	moves := 0
 	for _, j := range idx {
 		switch r.facts[j].verdict.Action {
 		case Move:
 			moves++
 		case Block:
-			return false
+			return -1
 		}
 	}
-	if moves == 0 || np.HourlyPrice <= 0 || np.HourlyPrice/float64(moves) < r.opts.Consolidation.MinHourlySavingPerEviction {
-		return false
+	least := r.opts.Consolidation.MinHourlySavingPerEviction
+	if moves == 0 || np.HourlyPrice <= 0 || np.HourlyPrice/float64(moves) < least {
+		return -1
 	}
 	for _, j := range idx {
 		if r.facts[j].verdict.Action == Move && r.pinnedAt(ctx, j) {
-			return true
+			if least <= 0 {
+				return len(r.pods)
+			}
+			// The float division may land a hair under a whole number.
+			return int(math.Floor(np.HourlyPrice/least+1e-9)) - moves
 		}
 	}
-	return false
+	return -1
 }
 
 // pinned reports whether no spot node would ever take pod: the static
@@ -202,24 +223,165 @@ func (r *run) placeOnDemand(ctx context.Context, pod, orig *corev1.Pod, res fwk.
 		for _, cand := range cands {
 			ni := infos[cand.i]
 			name := ni.Node().Name
-			var st *fwk.Status
-			if _, ok := cyc.only[name]; cyc.only != nil && !ok {
-				st = fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node(s) didn't match PreFilter's node names")
-			} else {
-				st = r.fit.filter(ctx, cyc, pod, ni)
-			}
+			st := r.fit.filterOn(ctx, cyc, pod, ni)
 			if st.IsSuccess() {
-				placed := *pod
-				placed.Spec.NodeName = name
-				if err := r.fit.add(&placed, name, res); err != nil {
-					return "", fmt.Sprintf("adding to the snapshot: %v", err), nil
-				}
-				return name, "", &placed
+				return r.commit(pod, name, res)
 			}
 			rejected[describe(st)]++
 		}
 	}
 	return "", summarize(rejected, total, "other on-demand nodes"), nil
+}
+
+// displacement is a pod of an on-demand node that stays (from) that a
+// consolidation moves to a spot node (to), to make room there.
+type displacement struct {
+	j        int32
+	from, to string
+}
+
+// roomMade is what makeRoom did: the node the pod went to and its copy bound
+// there, the pods it displaced, and how to undo it all.
+type roomMade struct {
+	dest      string
+	moved     *corev1.Pod
+	displaced []displacement
+	undo      []func() error
+}
+
+// maxRoomTries bounds the on-demand nodes makeRoom tries for one pod.
+const maxRoomTries = 8
+
+// makeRoom places pod (spec.nodeName empty; it fits on no on-demand node that
+// stays as they are) on an on-demand node that stays, once some of that
+// node's own pods, which may run on spot, have moved to spot nodes. It tries
+// the nodes that need the fewest such moves first (then the best fit, then
+// the name); on each it moves the fewest pods it can (the smallest that makes
+// the room, else the largest, again), each to its best-fitting spot node. The
+// pods to move must have the Move verdict, not be pinned, and not be moved
+// already by the plan; already is how many the node at hand displaced so far
+// (the plan's allowance is consolidation.mayDisplace). It returns nil and why
+// when no node would do.
+func (r *run) makeRoom(ctx context.Context, pod, orig *corev1.Pod, res fwk.PodResource, from string, already int) (*roomMade, string, error) {
+	c := r.consolidating
+	most := c.mayDisplace - already
+	if most <= 0 {
+		return nil, "", nil
+	}
+	cpu, mem := res.Resource.GetMilliCPU(), res.Resource.GetMemory()
+	type option struct {
+		name  string
+		pods  []int32
+		score float64
+	}
+	var options []option
+	for _, name := range c.onDemand {
+		if name == from || c.emptied[name] {
+			continue
+		}
+		ni := r.fit.nodeInfo(name)
+		if ni == nil {
+			continue
+		}
+		n := roomOf(ni)
+		if n.fits(cpu, mem) == "" {
+			// Room enough: the Filter plugins refused the pod there.
+			continue
+		}
+		var free []int32
+		for _, j := range c.podsOn[name] {
+			if r.facts[j].verdict.Action == Move && !c.displaced[j] && !r.pinnedAt(ctx, j) {
+				free = append(free, j)
+			}
+		}
+		r.sortIndexesBySize(free)
+		var take []int32
+		for n.fits(cpu, mem) != "" && len(take) < most && len(free) > 0 {
+			// The smallest pod that makes the room, else the largest.
+			k := 0
+			for i := len(free) - 1; i >= 0; i-- {
+				if m := n.without(r.fit.resOf[free[i]].Resource); m.fits(cpu, mem) == "" {
+					k = i
+					break
+				}
+			}
+			n = n.without(r.fit.resOf[free[k]].Resource)
+			take = append(take, free[k])
+			free = slices.Delete(free, k, k+1)
+		}
+		if n.fits(cpu, mem) == "" {
+			options = append(options, option{name, take, n.score(cpu, mem)})
+		}
+	}
+	if len(options) == 0 {
+		return nil, "moving pods that may run on spot off the other on-demand nodes makes no room", nil
+	}
+	slices.SortFunc(options, func(a, b option) int {
+		return cmp.Or(cmp.Compare(len(a.pods), len(b.pods)), cmp.Compare(b.score, a.score), cmp.Compare(a.name, b.name))
+	})
+	why := ""
+	for _, o := range options[:min(len(options), maxRoomTries)] {
+		made, reason, err := r.tryRoom(ctx, pod, orig, res, o.name, o.pods)
+		if made != nil || err != nil {
+			return made, "", err
+		}
+		if why == "" {
+			why = fmt.Sprintf("moving %d pod(s) off %s to spot: %s", len(o.pods), o.name, reason)
+		}
+	}
+	return nil, why, nil
+}
+
+// tryRoom moves the pods take off the on-demand node name to spot nodes and
+// places pod there; it undoes what it did and says why when a pod finds no
+// spot node or the pod does not fit after all.
+func (r *run) tryRoom(ctx context.Context, pod, orig *corev1.Pod, res fwk.PodResource, name string, take []int32) (*roomMade, string, error) {
+	c := r.consolidating
+	made := &roomMade{}
+	rollback := func() error {
+		for i := len(made.undo) - 1; i >= 0; i-- {
+			if err := made.undo[i](); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, j := range take {
+		p, pres := r.pods[j], r.fit.resOf[j]
+		if err := r.fit.remove(p, name); err != nil {
+			return nil, "", fmt.Errorf("removing %s/%s from %s in the snapshot: %w", p.Namespace, p.Name, name, err)
+		}
+		c.displaced[j] = true
+		made.undo = append(made.undo, func() error {
+			delete(c.displaced, j)
+			return r.fit.add(p, name, pres)
+		})
+	}
+	for _, j := range take {
+		p := r.pods[j]
+		moved := *p
+		moved.Spec.NodeName = ""
+		to, reason, placed := r.place(ctx, &moved, p, r.fit.resOf[j])
+		if to == "" {
+			return nil, fmt.Sprintf("pod %s/%s: %s", p.Namespace, p.Name, reason), rollback()
+		}
+		made.undo = append(made.undo, func() error { return r.fit.remove(placed, to) })
+		made.displaced = append(made.displaced, displacement{j: j, from: name, to: to})
+	}
+	ni := r.fit.nodeInfo(name)
+	cyc, status := r.fit.cycleFor(ctx, pod, r.templates.of(orig))
+	if status == nil {
+		status = r.fit.filterOn(ctx, cyc, pod, ni)
+	}
+	if !status.IsSuccess() {
+		return nil, describe(status), rollback()
+	}
+	dest, reason, placed := r.commit(pod, name, res)
+	if dest == "" {
+		return nil, reason, rollback()
+	}
+	made.dest, made.moved = dest, placed
+	return made, "", nil
 }
 
 // FitsOnDemand reports whether pod, taken off its node, would fit on another

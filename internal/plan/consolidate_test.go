@@ -2,9 +2,11 @@ package plan
 
 import (
 	"context"
+	"reflect"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 
 	"spotter.dev/spotter/internal/snapshot"
 	tu "spotter.dev/spotter/internal/testutil"
@@ -176,5 +178,92 @@ func TestFitsOnDemand(t *testing.T) {
 	dest, reason, err = pl.FitsOnDemand(context.Background(), s, s.Pods[2])
 	if err != nil || dest != "" || reason != "0/1 other on-demand nodes fit: 1 NodeResourcesFit: Insufficient cpu" {
 		t.Errorf("db-2: %q %q %v", dest, reason, err)
+	}
+}
+
+// The on-demand node that stays is full of pods that may run on spot: a
+// consolidation moves the smallest one that makes room to spot (it is
+// displaced), then the emptied node's pinned pod takes its place, in a later
+// wave. Displaced pods count as evictions, draw on their budgets, and a
+// budget that allows nothing keeps the node as it is.
+func TestConsolidationDisplacesPodsThatMayRunOnSpot(t *testing.T) {
+	base := func() *snapshot.Snapshot {
+		return &snapshot.Snapshot{
+			Nodes: []*corev1.Node{priced("od-1", tu.OnDemand()), priced("od-2", tu.OnDemand()), priced("spot", tu.Spot())},
+			Pods: []*corev1.Pod{
+				pinned("db-1", "od-1", "1500m"), pod("web-1a", "od-1", "1", tu.WithLabels("app", "web")), pod("web-1b", "od-1", "1200m"),
+				pinned("db-2", "od-2", "600m"), pod("web-2", "od-2", "2"),
+			},
+		}
+	}
+	on := Consolidation{Enabled: true, MinHourlySavingPerEviction: 0.01}
+	p := planConsolidating(t, on, base())
+	od2 := node(p, "od-2")
+	if !od2.Drainable || !od2.Consolidated {
+		t.Fatalf("od-2: %+v", od2)
+	}
+	want := []PodPlan{{Namespace: "default", Name: "web-1a", Action: "move", Destination: "spot", From: "od-1", Wave: 1}}
+	if !reflect.DeepEqual(od2.Displaced, want) {
+		t.Errorf("displaced %+v, want %+v", od2.Displaced, want)
+	}
+	waves := map[string]int{"db-2": 2, "web-2": 1}
+	for _, pp := range od2.Pods {
+		if pp.Wave != waves[pp.Name] {
+			t.Errorf("%s in wave %d, want %d", pp.Name, pp.Wave, waves[pp.Name])
+		}
+	}
+	if db := od2.Pods[1]; db.Name != "db-2" || db.Destination != "od-1" || !db.OnDemand {
+		t.Errorf("db-2: %+v", db)
+	}
+	if od2.Waves != 2 || od2.Evictions() != 3 || p.Summary.PodsToMove != 3 {
+		t.Errorf("waves %d, evictions %d, summary %+v", od2.Waves, od2.Evictions(), p.Summary)
+	}
+	if got := od2.PodWaves(); !reflect.DeepEqual(got, map[string]int{"default/web-1a": 1, "default/web-2": 1, "default/db-2": 2}) {
+		t.Errorf("PodWaves %v", got)
+	}
+	if got := od2.DisplacedPods(); !reflect.DeepEqual(got, map[string]string{"default/web-1a": "od-1"}) {
+		t.Errorf("DisplacedPods %v", got)
+	}
+	if od1 := node(p, "od-1"); od1.Drainable {
+		t.Errorf("od-1 received a pod and stays: %+v", od1)
+	}
+
+	// The same with the exhaustive planner.
+	ex := New(Options{Pricing: consolidationPrices, Consolidation: on})
+	ex.exhaustive = true
+	pe, err := ex.Plan(context.Background(), base())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(pe, p) {
+		t.Errorf("exhaustive plan differs:\n%+v\n%+v", node(pe, "od-2"), od2)
+	}
+
+	// Refused: a budget of the displaced pod allows nothing; the saving per
+	// eviction allows two evictions, not three; the spot node has no room
+	// for the displaced pod.
+	for name, tc := range map[string]struct {
+		change func(*snapshot.Snapshot)
+		c      Consolidation
+	}{
+		"budget": {func(s *snapshot.Snapshot) { s.PDBs = []*policyv1.PodDisruptionBudget{pdb("web", "web", 0)} }, on},
+		// 0.192 per hour over 3 evictions is 0.064.
+		"saving per eviction": {func(*snapshot.Snapshot) {}, Consolidation{Enabled: true, MinHourlySavingPerEviction: 0.065}},
+		"no room on spot":     {func(s *snapshot.Snapshot) { s.Pods = append(s.Pods, pod("full", "spot", "1800m")) }, on},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := base()
+			tc.change(s)
+			p := planConsolidating(t, tc.c, s)
+			if od2 := node(p, "od-2"); od2.Drainable || len(od2.Displaced) > 0 || p.Summary.PodsToMove != 0 {
+				t.Errorf("od-2: %+v; summary %+v", od2, p.Summary)
+			}
+		})
+	}
+	// Without the budget's refusal, the budget's one disruption is drawn.
+	s := base()
+	s.PDBs = []*policyv1.PodDisruptionBudget{pdb("web", "web", 1)}
+	if od2 := node(planConsolidating(t, on, s), "od-2"); !od2.Drainable || len(od2.Displaced) != 1 {
+		t.Errorf("with a budget of 1: %+v", od2)
 	}
 }

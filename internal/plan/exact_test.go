@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -25,7 +26,7 @@ func TestShortcutsChangeNoAnswer(t *testing.T) {
 		seeds = 100
 	}
 	ctx := context.Background()
-	var drained, moved, pending, waved, consolidated int
+	var drained, moved, pending, waved, consolidated, displaced int
 	for seed := range seeds {
 		// Every tenth cluster is five times larger: longer chains of kept
 		// states, fuller buckets of the room index.
@@ -42,6 +43,9 @@ func TestShortcutsChangeNoAnswer(t *testing.T) {
 				n.Labels[InstanceTypeLabel] = "m5.xlarge"
 			}
 			opts = Options{Pricing: consolidationPrices, Consolidation: Consolidation{Enabled: true}}
+			if seed%4 == 3 {
+				fillOnDemand(s, uint64(seed))
+			}
 		}
 		fast, err := New(opts).Plan(ctx, s)
 		if err != nil {
@@ -61,6 +65,7 @@ func TestShortcutsChangeNoAnswer(t *testing.T) {
 			if n.Waves > 1 {
 				waved++
 			}
+			displaced += len(n.Displaced)
 		}
 		moved += fast.Summary.PodsToMove
 		pending += fast.Summary.PendingReserved
@@ -68,11 +73,11 @@ func TestShortcutsChangeNoAnswer(t *testing.T) {
 	}
 	// The clusters must exercise the interesting cases, or the test proves
 	// little.
-	if drained < seeds/2 || moved < seeds || pending < seeds/10 || waved < seeds/20 || consolidated < seeds/50 {
-		t.Errorf("too few interesting plans: %d nodes drained (%d in waves, %d consolidated), %d pods moved, %d pending pods reserved over %d clusters",
-			drained, waved, consolidated, moved, pending, seeds)
+	if drained < seeds/2 || moved < seeds || pending < seeds/10 || waved < seeds/20 || consolidated < seeds/50 || displaced < seeds/50 {
+		t.Errorf("too few interesting plans: %d nodes drained (%d in waves, %d consolidated, displacing %d pods), %d pods moved, %d pending pods reserved over %d clusters",
+			drained, waved, consolidated, displaced, moved, pending, seeds)
 	}
-	t.Logf("%d clusters: %d nodes drained (%d in waves, %d consolidated), %d pods moved, %d pending pods reserved", seeds, drained, waved, consolidated, moved, pending)
+	t.Logf("%d clusters: %d nodes drained (%d in waves, %d consolidated, displacing %d pods), %d pods moved, %d pending pods reserved", seeds, drained, waved, consolidated, displaced, moved, pending)
 }
 
 func comparePlans(fast, slow *Plan) []string {
@@ -99,6 +104,9 @@ func comparePlans(fast, slow *Plan) []string {
 			if w := want[p.Namespace+"/"+p.Name]; p.Destination != w.Destination || p.Wave != w.Wave || p.OnDemand != w.OnDemand {
 				diffs = append(diffs, fmt.Sprintf("pod %s/%s to %q in wave %d, exhaustive %q in wave %d", p.Namespace, p.Name, p.Destination, p.Wave, w.Destination, w.Wave))
 			}
+		}
+		if !reflect.DeepEqual(n.Displaced, ref.Displaced) {
+			diffs = append(diffs, fmt.Sprintf("node %s displaces %+v, exhaustive %+v", n.Name, n.Displaced, ref.Displaced))
 		}
 	}
 	return diffs
@@ -188,8 +196,13 @@ func randomCluster(seed uint64, scale int) *snapshot.Snapshot {
 		if chance(0.1) {
 			opts = append(opts, tu.HostPort(8080))
 		}
-		if chance(0.05) {
+		switch {
+		case chance(0.05):
 			opts = append(opts, tu.RequireNodeLabel(corev1.LabelHostname, s.Nodes[r.IntN(len(s.Nodes))].Name))
+		case chance(0.12):
+			// Pinned to on-demand capacity: consolidations move such pods
+			// between on-demand nodes, and make room for them there.
+			opts = append(opts, tu.RequireNodeLabel(capacityType, "on-demand"))
 		}
 		replicas := 1 + r.IntN(8)
 		// Some workloads sit on two nodes only, several replicas each: under
@@ -214,6 +227,24 @@ func randomCluster(seed uint64, scale int) *snapshot.Snapshot {
 		}
 	}
 	return s
+}
+
+// fillOnDemand fills the on-demand nodes of s nearly up with pods that may
+// run on spot, so that consolidations must displace some to make room.
+func fillOnDemand(s *snapshot.Snapshot, seed uint64) {
+	r := rand.New(rand.NewPCG(seed, 11))
+	used := map[string]int64{}
+	for _, p := range s.Pods {
+		used[p.Spec.NodeName] += p.Spec.Containers[0].Resources.Requests.Cpu().MilliValue()
+	}
+	for _, n := range s.Nodes {
+		free := n.Status.Allocatable.Cpu().MilliValue() - used[n.Name] - int64(100*r.IntN(4))
+		if n.Labels[capacityType] != "on-demand" || free < 100 {
+			continue
+		}
+		s.Pods = append(s.Pods, tu.Pod("fill-"+n.Name, tu.WithUID(), tu.OnNode(n.Name), tu.OwnedBy("ReplicaSet", "fill"), tu.WithLabels("app", "fill"),
+			tu.CPU(fmt.Sprintf("%dm", free)), tu.Tolerate("spot", "true"), tu.Phase(corev1.PodRunning)))
+	}
 }
 
 // podAffinity adds required pod affinity to pods labelled app=app.

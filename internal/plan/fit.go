@@ -448,6 +448,15 @@ func (f *fitter) filter(ctx context.Context, c *cycle, pod *corev1.Pod, node fwk
 	return c.fw.RunFilterPlugins(ctx, c.state, pod, node)
 }
 
+// filterOn runs the Filter plugins of cycle c for pod on node, after
+// checking that PreFilter did not rule the node out.
+func (f *fitter) filterOn(ctx context.Context, c *cycle, pod *corev1.Pod, node fwk.NodeInfo) *fwk.Status {
+	if _, ok := c.only[node.Node().Name]; c.only != nil && !ok {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node(s) didn't match PreFilter's node names")
+	}
+	return f.filter(ctx, c, pod, node)
+}
+
 // nodeInfo returns the snapshot's NodeInfo of a node.
 func (f *fitter) nodeInfo(node string) fwk.NodeInfo {
 	ni, err := f.snap.Get(node)

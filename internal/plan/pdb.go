@@ -128,17 +128,21 @@ func (b *budgets) match(pod *corev1.Pod) []*budget {
 // the first wave; a pod covered by several goes in the first wave in which each
 // of them has room.
 //
+// order, when set, also orders the waves: the pods it marks go in a later wave
+// than every one of its first lead pods (a consolidation's pods that need
+// the room its displaced pods leave; see run.makeRoom).
+//
 // take returns what it reserved, or, when a budget allows nothing more (or,
 // with oneWave, fewer than the node needs at once), reserves nothing and says
 // which pod's budget fell short and why.
-func (b *budgets) take(covers [][]*budget) draw {
+func (b *budgets) take(covers [][]*budget, order *after) draw {
 	need := map[*budget]int32{}
 	first := map[*budget]int{}
-	var order []*budget
+	var seen []*budget
 	for i, c := range covers {
 		for _, bud := range c {
-			if _, seen := need[bud]; !seen {
-				order = append(order, bud)
+			if _, ok := need[bud]; !ok {
+				seen = append(seen, bud)
 				first[bud] = i
 			}
 			need[bud]++
@@ -147,7 +151,7 @@ func (b *budgets) take(covers [][]*budget) draw {
 	// per is what each budget lets the node disrupt at once.
 	per := make(map[*budget]int32, len(need))
 	spread := false
-	for _, bud := range order {
+	for _, bud := range seen {
 		left := bud.allowed - bud.used
 		if left <= 0 {
 			return draw{blocked: first[bud], reason: bud.exhausted()}
@@ -163,8 +167,8 @@ func (b *budgets) take(covers [][]*budget) draw {
 	for i := range waves {
 		waves[i] = 1
 	}
-	if spread {
-		assignWaves(covers, per, waves)
+	if spread || order != nil {
+		assignWaves(covers, per, waves, order)
 	}
 	for bud, n := range per {
 		bud.used += n
@@ -196,16 +200,26 @@ func (bud *budget) exhausted() string {
 	return fmt.Sprintf("PodDisruptionBudget %s allows %d disruption(s) at a time, all taken by the drains of other nodes in this plan", name, bud.allowed)
 }
 
+// after says which pods of a draw go in a later wave than every one of its
+// first lead pods.
+type after struct {
+	lead   int
+	follow []bool
+}
+
 // assignWaves puts each pod, in order, in the first wave in which every budget
-// covering it has had fewer of its pods than it allows at once (per).
-func assignWaves(covers [][]*budget, per map[*budget]int32, waves []int32) {
+// covering it has had fewer of its pods than it allows at once (per), and,
+// for the pods order marks, that comes after the waves of its lead pods.
+func assignWaves(covers [][]*budget, per map[*budget]int32, waves []int32, order *after) {
 	// inWave[bud][w-1] counts the budget's pods in wave w.
 	inWave := make(map[*budget][]int32, len(per))
+	// last is the latest wave of the lead pods.
+	last := int32(0)
 	for i, c := range covers {
-		if len(c) == 0 {
-			continue
-		}
 		w := int32(1)
+		if order != nil && i >= order.lead && order.follow[i] {
+			w = last + 1
+		}
 		for {
 			free := true
 			for _, bud := range c {
@@ -220,6 +234,9 @@ func assignWaves(covers [][]*budget, per map[*budget]int32, waves []int32) {
 			w++
 		}
 		waves[i] = w
+		if order != nil && i < order.lead {
+			last = max(last, w)
+		}
 		for _, bud := range c {
 			for len(inWave[bud]) < int(w) {
 				inWave[bud] = append(inWave[bud], 0)

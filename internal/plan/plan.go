@@ -85,7 +85,8 @@ type Summary struct {
 	// ConsolidatedNodes counts the drainable nodes whose plan sends some pods
 	// to on-demand nodes that stay (Consolidation).
 	ConsolidatedNodes int `json:"consolidatedNodes,omitempty"`
-	// PodsToMove is the number of evictions the drainable nodes need.
+	// PodsToMove is the number of evictions the drainable nodes need, the
+	// pods their consolidations displace included.
 	PodsToMove int `json:"podsToMove"`
 	// PendingReserved counts Pending pods for which spot capacity was set aside.
 	PendingReserved int `json:"pendingReserved"`
@@ -116,6 +117,12 @@ type NodePlan struct {
 	PodCount int `json:"podCount"`
 	// Pods lists the pods of candidate nodes with their destination or reason.
 	Pods []PodPlan `json:"pods"`
+	// Displaced lists the pods of other on-demand nodes, which stay, that a
+	// consolidation moves to spot to make room there for this node's pods
+	// that must stay on on-demand capacity (each with its node in From). They
+	// are evicted in this node's drain, in waves before the pods that need
+	// their room.
+	Displaced []PodPlan `json:"displaced,omitempty"`
 	// Waves is the number of waves the drain of a drainable node takes (see
 	// PodPlan.Wave): 1 unless a PodDisruptionBudget spreads its pods.
 	Waves             int    `json:"waves,omitempty"`
@@ -142,16 +149,41 @@ func (n *NodePlan) OnDemandPods() map[string]bool {
 	return out
 }
 
-// PodWaves returns the wave of each pod the plan moves off the node, by
-// namespace/name (drain.Request.Waves).
+// PodWaves returns the wave of each pod the node's drain evicts, its own and
+// those it displaces, by namespace/name (drain.Request.Waves).
 func (n *NodePlan) PodWaves() map[string]int {
 	out := map[string]int{}
-	for _, p := range n.Pods {
+	for _, p := range append(n.Pods[:len(n.Pods):len(n.Pods)], n.Displaced...) {
 		if p.Action == actionNames[Move] && p.Wave > 0 {
 			out[p.Namespace+"/"+p.Name] = p.Wave
 		}
 	}
 	return out
+}
+
+// DisplacedPods returns the node of each pod the node's drain displaces
+// (Displaced), by namespace/name (drain.Request.Displaced).
+func (n *NodePlan) DisplacedPods() map[string]string {
+	if len(n.Displaced) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(n.Displaced))
+	for _, p := range n.Displaced {
+		out[p.Namespace+"/"+p.Name] = p.From
+	}
+	return out
+}
+
+// Evictions is the number of pods the node's drain evicts: its own pods that
+// move, and those it displaces.
+func (n *NodePlan) Evictions() int {
+	count := len(n.Displaced)
+	for _, p := range n.Pods {
+		if p.Action == actionNames[Move] {
+			count++
+		}
+	}
+	return count
 }
 
 // PodPlan is the verdict on one pod of a candidate node.
@@ -163,6 +195,9 @@ type PodPlan struct {
 	// Destination is the node the pod would go to (drainable nodes only): a
 	// spot node, or an on-demand node that stays when OnDemand.
 	Destination string `json:"destination"`
+	// From is the node of a displaced pod (NodePlan.Displaced): an on-demand
+	// node that stays.
+	From string `json:"from,omitempty"`
 	// OnDemand is true when Destination is an on-demand node (a
 	// consolidation).
 	OnDemand bool `json:"onDemand,omitempty"`
@@ -413,11 +448,7 @@ func (p *Planner) plan(ctx context.Context, s *snapshot.Snapshot) (*Plan, error)
 				out.Summary.ConsolidatedNodes++
 			}
 			out.Summary.HourlySaving += np.HourlyPrice
-			for _, pp := range np.Pods {
-				if pp.Action == actionNames[Move] {
-					out.Summary.PodsToMove++
-				}
-			}
+			out.Summary.PodsToMove += np.Evictions()
 		}
 	}
 	if out.Summary.HourlySaving > 0 {
@@ -595,7 +626,7 @@ func ratio(a, b int64) float64 {
 // It reports whether the budgets refused the node only because it would need
 // waves (budgets.oneWave); it may then be planned again.
 func (r *run) planNode(ctx context.Context, np *NodePlan, idx []int32) (needsWaves bool, err error) {
-	np.Reason, np.Waves = "", 0
+	np.Reason, np.Waves, np.Displaced = "", 0, nil
 	var movable, others []int32
 	for _, j := range idx {
 		v := r.facts[j].verdict
@@ -643,7 +674,7 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, idx []int32) (needsWav
 	for i, j := range movable {
 		covers[i] = r.facts[j].covers
 	}
-	d := r.budgets.take(covers)
+	d := r.budgets.take(covers, nil)
 	if d.blocked >= 0 {
 		pod := r.pods[movable[d.blocked]]
 		np.Reason = fmt.Sprintf("pod %s/%s: %s", pod.Namespace, pod.Name, d.reason)
@@ -688,31 +719,79 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, idx []int32) (needsWav
 		}
 		undo = append(undo, func() error { return r.fit.add(pod, np.Name, res) })
 	}
+	// displaced are the pods of on-demand nodes that stay that a
+	// consolidation moves to spot, to make room for the pods whose follow is
+	// set.
+	var displaced []displacement
+	follow := make([]bool, len(movable))
+	unplan := func(n int) {
+		for j := range plans[:n] {
+			plans[j].Destination, plans[j].OnDemand = "", false
+		}
+	}
 	for i, j := range movable {
 		pod := r.pods[j]
 		dest, reason, moved := r.place(ctx, replacement(pod), pod, r.fit.resOf[j])
 		if dest == "" && r.consolidating != nil && r.pinnedAt(ctx, j) {
 			var why string
 			if dest, why, moved = r.placeOnDemand(ctx, replacement(pod), pod, r.fit.resOf[j], np.Name); dest == "" {
-				reason += "; " + why
-			} else {
-				plans[i].OnDemand = true
+				made, whyNot, err := r.makeRoom(ctx, replacement(pod), pod, r.fit.resOf[j], np.Name, len(displaced))
+				if err != nil {
+					return false, err
+				}
+				if made == nil {
+					reason += "; " + why
+					if whyNot != "" {
+						reason += "; " + whyNot
+					}
+				} else {
+					dest, moved = made.dest, made.moved
+					displaced = append(displaced, made.displaced...)
+					undo = append(undo, made.undo...)
+					follow[i] = true
+				}
 			}
+			plans[i].OnDemand = dest != ""
 		}
 		if dest == "" {
 			fail(i, reason)
-			for j := range plans[:i] {
-				plans[j].Destination, plans[j].OnDemand = "", false
-			}
+			unplan(i)
 			return false, rollback()
 		}
 		plans[i].Destination = dest
 		undo = append(undo, func() error { return r.fit.remove(moved, dest) })
 	}
+	waves := d.waves
+	if len(displaced) > 0 {
+		// The displaced pods draw on their budgets too, and go first.
+		r.budgets.give(d.taken)
+		all := make([][]*budget, 0, len(displaced)+len(covers))
+		for _, m := range displaced {
+			all = append(all, r.facts[m.j].covers)
+		}
+		all = append(all, covers...)
+		order := &after{lead: len(displaced), follow: append(make([]bool, len(displaced)), follow...)}
+		if d = r.budgets.take(all, order); d.blocked >= 0 {
+			if i := d.blocked - len(displaced); i >= 0 {
+				fail(i, d.reason)
+			} else {
+				pod := r.pods[displaced[d.blocked].j]
+				np.Reason = fmt.Sprintf("pod %s/%s on %s, which would make room for this node's pods: %s", pod.Namespace, pod.Name, displaced[d.blocked].from, d.reason)
+			}
+			unplan(len(plans))
+			return false, rollback()
+		}
+		for k, m := range displaced {
+			pod := r.pods[m.j]
+			np.Displaced = append(np.Displaced, PodPlan{Namespace: pod.Namespace, Name: pod.Name, Action: actionNames[Move], Destination: m.to, From: m.from, Wave: int(d.waves[k])})
+			np.Waves = max(np.Waves, int(d.waves[k]))
+		}
+		waves = d.waves[len(displaced):]
+	}
 	np.Drainable = true
 	for i := range plans {
-		plans[i].Wave = int(d.waves[i])
-		np.Waves = max(np.Waves, int(d.waves[i]))
+		plans[i].Wave = int(waves[i])
+		np.Waves = max(np.Waves, int(waves[i]))
 	}
 	return false, nil
 }
@@ -770,6 +849,14 @@ func (n *room) fits(cpu, mem int64) string {
 	return ""
 }
 
+// without is the node's room once a pod of res has left it.
+func (n room) without(res fwk.Resource) room {
+	n.usedCPU -= res.GetMilliCPU()
+	n.usedMem -= res.GetMemory()
+	n.pods--
+	return n
+}
+
 // score is the best-fit score of a pod on the node: the requested share of
 // the scarcer resource after placing it.
 func (n *room) score(cpu, mem int64) float64 {
@@ -824,20 +911,9 @@ func (r *run) place(ctx context.Context, pod, orig *corev1.Pod, res fwk.PodResou
 				return "", describe(status), nil
 			}
 		}
-		name := r.spot[c.i]
-		var status *fwk.Status
-		if _, ok := cyc.only[name]; cyc.only != nil && !ok {
-			status = fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node(s) didn't match PreFilter's node names")
-		} else {
-			status = r.fit.filter(ctx, cyc, pod, r.spotInfo[c.i])
-		}
+		status := r.fit.filterOn(ctx, cyc, pod, r.spotInfo[c.i])
 		if status.IsSuccess() {
-			placed := *pod
-			placed.Spec.NodeName = name
-			if err := r.fit.add(&placed, name, res); err != nil {
-				return "", fmt.Sprintf("adding to the snapshot: %v", err), nil
-			}
-			return name, "", &placed
+			return r.commit(pod, r.spot[c.i], res)
 		}
 		if rejected == nil {
 			rejected = map[string]int{}
@@ -860,6 +936,17 @@ func (r *run) place(ctx context.Context, pod, orig *corev1.Pod, res fwk.PodResou
 		}
 	}
 	return "", summarize(rejected, len(r.spot), "spot nodes"), nil
+}
+
+// commit adds a copy of pod bound to node to the snapshot and returns the
+// node and the copy, or "" and why it could not.
+func (r *run) commit(pod *corev1.Pod, node string, res fwk.PodResource) (string, string, *corev1.Pod) {
+	placed := *pod
+	placed.Spec.NodeName = node
+	if err := r.fit.add(&placed, node, res); err != nil {
+		return "", fmt.Sprintf("adding to the snapshot: %v", err), nil
+	}
+	return node, "", &placed
 }
 
 // candidates returns the spot nodes that the static plugins accept for a pod

@@ -165,6 +165,21 @@ func (r *Resident) OnDemandRecheck() func(context.Context, *corev1.Pod) error {
 	return refuseUnfit(r.FitsOnDemand, "another on-demand node")
 }
 
+// Recheck returns the hook for drain.Request.BeforeEvict of the drain np
+// plans: the pods it sends to on-demand nodes that stay are re-checked with
+// OnDemandRecheck, every other pod (those it displaces included) with
+// SpotRecheck.
+func (r *Resident) Recheck(np *NodePlan) func(context.Context, *corev1.Pod) error {
+	spot, stays := r.SpotRecheck(), r.OnDemandRecheck()
+	onDemand := np.OnDemandPods()
+	return func(ctx context.Context, pod *corev1.Pod) error {
+		if onDemand[pod.Namespace+"/"+pod.Name] {
+			return stays(ctx, pod)
+		}
+		return spot(ctx, pod)
+	}
+}
+
 func (r *Resident) ask(ctx context.Context, pod *corev1.Pod, onDemand bool) (string, string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -314,7 +314,9 @@ func (c *Controller) finishSelected(ctx context.Context) {
 	for i := range nodes.Items {
 		node := &nodes.Items[i]
 		logger.Info("Finishing the replacement of a node selected for deletion", "node", klog.KObj(node))
-		if err := c.replace(ctx, node, "finishing a replacement started before a restart", c.recheck, nil); err != nil {
+		// The plan of the first start is gone: every pod is re-checked
+		// against spot, and goes in one wave.
+		if err := c.replace(ctx, node, "finishing a replacement started before a restart", c.resident.SpotRecheck(), &plan.NodePlan{Name: node.Name}); err != nil {
 			logger.Error(err, "Finishing a replacement", "node", klog.KObj(node))
 		}
 	}
@@ -571,7 +573,7 @@ func (c *Controller) migrate(ctx context.Context, snap *snapshot.Snapshot, node 
 		defer c.budget.Release(node.Name)
 		// No per-eviction re-check: in drain-first the pods wait for an
 		// autoscaler to bring the spot nodes the plan counted on.
-		return c.replaceOrReport(ctx, node, "drain-first: its pods fit on spot node groups", nil, np.PodWaves()), false
+		return c.replaceOrReport(ctx, node, "drain-first: its pods fit on spot node groups", nil, np), false
 	}
 
 	var last *plan.NodePlan
@@ -601,7 +603,7 @@ func (c *Controller) migrate(ctx context.Context, snap *snapshot.Snapshot, node 
 				return false, true // nothing was drained; end the run
 			}
 		}
-		return c.replaceOrReport(ctx, node, fmt.Sprintf("replaced by spot capacity of group %s", g.ID()), c.recheck, np.PodWaves()), false
+		return c.replaceOrReport(ctx, node, fmt.Sprintf("replaced by spot capacity of group %s", g.ID()), c.resident.Recheck(np), np), false
 	}
 	c.notMigratable(ctx, node, last, nil)
 	return false, false
@@ -793,8 +795,8 @@ func (c *Controller) acquire(ctx context.Context, node *corev1.Node) bool {
 }
 
 // replaceOrReport replaces node and reports a failure.
-func (c *Controller) replaceOrReport(ctx context.Context, node *corev1.Node, why string, recheck func(context.Context, *corev1.Pod) error, waves map[string]int) bool {
-	if err := c.replace(ctx, node, why, recheck, waves); err != nil {
+func (c *Controller) replaceOrReport(ctx context.Context, node *corev1.Node, why string, recheck func(context.Context, *corev1.Pod) error, np *plan.NodePlan) bool {
+	if err := c.replace(ctx, node, why, recheck, np); err != nil {
 		klog.FromContext(ctx).Error(err, "Replacing the node")
 		c.event(nodeRef(node), corev1.EventTypeWarning, ReasonMigrationFailed, "%v", err)
 		return false
@@ -802,17 +804,18 @@ func (c *Controller) replaceOrReport(ctx context.Context, node *corev1.Node, why
 	return true
 }
 
-// replace selects node for deletion, drains it (in the plan's waves, when it
-// has them), taints it for deletion, deletes its instance and waits for the
-// Node object to go. A failed drain is rolled back (the selection label too).
-func (c *Controller) replace(ctx context.Context, node *corev1.Node, why string, recheck func(context.Context, *corev1.Pod) error, waves map[string]int) error {
+// replace selects node for deletion, drains it as np plans (in its waves,
+// with the pods it displaces from other nodes), taints it for deletion,
+// deletes its instance and waits for the Node object to go. A failed drain is
+// rolled back (the selection label too).
+func (c *Controller) replace(ctx context.Context, node *corev1.Node, why string, recheck func(context.Context, *corev1.Pod) error, np *plan.NodePlan) error {
 	logger := klog.FromContext(ctx)
 	if err := c.patchNode(ctx, node.Name, fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, SelectedForDeletionLabel, fmt.Sprint(c.clock.Now().Unix()))); err != nil {
 		return fmt.Errorf("selecting node %s for deletion: %w", node.Name, err)
 	}
 	c.event(nodeRef(node), corev1.EventTypeNormal, ReasonSelected, "selected for deletion: %s", why)
 	dctx, cancel := drain.Outlive(ctx, c.clock, c.opts.ShutdownGracePeriod)
-	_, err := c.drainer.Drain(dctx, drain.Request{Node: node.Name, Reason: why, KeepMarks: true, BeforeEvict: recheck, Waves: waves})
+	_, err := c.drainer.Drain(dctx, drain.Request{Node: node.Name, Reason: why, KeepMarks: true, BeforeEvict: recheck, Waves: np.PodWaves(), Displaced: np.DisplacedPods()})
 	// The re-checks' snapshot is as large as the cluster: not kept between
 	// drains.
 	c.resident.Invalidate()
@@ -845,12 +848,6 @@ func (c *Controller) replace(ctx context.Context, node *corev1.Node, why string,
 	logger.Info("Node replaced by spot capacity", "why", why)
 	c.event(nodeRef(node), corev1.EventTypeNormal, ReasonMigrated, "drained and deleted: %s", why)
 	return nil
-}
-
-// recheck is called before each eviction: the pod must still fit on a spot
-// node of the cluster as the cache shows it now.
-func (c *Controller) recheck(ctx context.Context, pod *corev1.Pod) error {
-	return c.resident.SpotRecheck()(ctx, pod)
 }
 
 // Resident is what answers the re-check before each eviction: feed it the

@@ -10,8 +10,8 @@ import (
 //
 // It is a pure function of its arguments, so that the controller and the
 // simulator (`spotter simulate`) make the same choice.
-func Choose(p *plan.Plan, coolingDown func(node string) bool, ownNode string) *plan.NodePlan {
-	if order := Order(p, coolingDown, ownNode); len(order) > 0 {
+func Choose(p *plan.Plan, coolingDown func(node string) bool, ownNode string, holdConsolidations bool) *plan.NodePlan {
+	if order := Order(p, coolingDown, ownNode, holdConsolidations); len(order) > 0 {
 		return order[0]
 	}
 	return nil
@@ -23,8 +23,9 @@ func Choose(p *plan.Plan, coolingDown func(node string) bool, ownNode string) *p
 // drainable, on-demand, have pods to move (a node with nothing to move needs
 // no drain: the autoscaler removes it) and are not cooling down, those that
 // drain onto spot alone before consolidations (as the plan planned them);
-// ownNode, the node Spotter runs on, last. coolingDown may be nil.
-func Order(p *plan.Plan, coolingDown func(node string) bool, ownNode string) []*plan.NodePlan {
+// ownNode, the node Spotter runs on, last; consolidations not at all with
+// holdConsolidations. coolingDown may be nil.
+func Order(p *plan.Plan, coolingDown func(node string) bool, ownNode string, holdConsolidations bool) []*plan.NodePlan {
 	var order, consolidations []*plan.NodePlan
 	var own *plan.NodePlan
 	for i := range p.Nodes {
@@ -39,7 +40,9 @@ func Order(p *plan.Plan, coolingDown func(node string) bool, ownNode string) []*
 		case n.Name == ownNode:
 			own = n
 		case n.Consolidated:
-			consolidations = append(consolidations, n)
+			if !holdConsolidations {
+				consolidations = append(consolidations, n)
+			}
 		default:
 			order = append(order, n)
 		}

@@ -1,6 +1,7 @@
 package rescheduler
 
 import (
+	"maps"
 	"testing"
 	"time"
 
@@ -25,21 +26,36 @@ func TestChoose(t *testing.T) {
 		nodes   []plan.NodePlan
 		own     string
 		cooling map[string]time.Time
+		// emptied are the nodes the rescheduler emptied, and when.
+		emptied map[string]time.Time
 		want    string
 	}{
-		{"first drainable in plan order", []plan.NodePlan{node("a", false, move), node("b", true, move), node("c", true, move)}, "", nil, "b"},
-		{"nothing to move", []plan.NodePlan{node("a", true, nil), node("b", true, move)}, "", nil, "b"},
-		{"own node last", []plan.NodePlan{node("self", true, move), node("b", true, move)}, "self", nil, "b"},
-		{"own node when alone", []plan.NodePlan{node("self", true, move), node("b", false, move)}, "self", nil, "self"},
-		{"cooling down", []plan.NodePlan{node("a", true, move), node("b", true, move)}, "", map[string]time.Time{"a": now.Add(time.Minute)}, "b"},
-		{"cooldown over", []plan.NodePlan{node("a", true, move)}, "", map[string]time.Time{"a": now.Add(-time.Second)}, "a"},
-		{"onto spot alone before consolidations", []plan.NodePlan{consolidated("a"), node("b", true, move)}, "", nil, "b"},
-		{"a consolidation when alone", []plan.NodePlan{consolidated("a"), node("b", false, move)}, "", nil, "a"},
-		{"spot never chosen", []plan.NodePlan{{Name: "s", Class: classify.Spot, Drainable: true, Pods: move}}, "", nil, ""},
+		{"first drainable in plan order", []plan.NodePlan{node("a", false, move), node("b", true, move), node("c", true, move)}, "", nil, nil, "b"},
+		{"nothing to move", []plan.NodePlan{node("a", true, nil), node("b", true, move)}, "", nil, nil, "b"},
+		{"own node last", []plan.NodePlan{node("self", true, move), node("b", true, move)}, "self", nil, nil, "b"},
+		{"own node when alone", []plan.NodePlan{node("self", true, move), node("b", false, move)}, "self", nil, nil, "self"},
+		{"cooling down", []plan.NodePlan{node("a", true, move), node("b", true, move)}, "", map[string]time.Time{"a": now.Add(time.Minute)}, nil, "b"},
+		{"cooldown over", []plan.NodePlan{node("a", true, move)}, "", map[string]time.Time{"a": now.Add(-time.Second)}, nil, "a"},
+		{"onto spot alone before consolidations", []plan.NodePlan{consolidated("a"), node("b", true, move)}, "", nil, nil, "b"},
+		{"a consolidation when alone", []plan.NodePlan{consolidated("a"), node("b", false, move)}, "", nil, nil, "a"},
+		{"spot never chosen", []plan.NodePlan{{Name: "s", Class: classify.Spot, Drainable: true, Pods: move}}, "", nil, nil, ""},
+		// A node the rescheduler emptied, still there with nothing to move,
+		// holds consolidations back for an hour: the scheduler would send the
+		// pods there.
+		{"consolidations wait for an emptied node to go", []plan.NodePlan{consolidated("a"), node("e", true, nil)}, "", nil,
+			map[string]time.Time{"e": now.Add(-59 * time.Minute)}, ""},
+		{"drains onto spot do not wait", []plan.NodePlan{consolidated("a"), node("b", true, move), node("e", true, nil)}, "", nil,
+			map[string]time.Time{"e": now.Add(-time.Minute)}, "b"},
+		{"not after an hour", []plan.NodePlan{consolidated("a"), node("e", true, nil)}, "", nil,
+			map[string]time.Time{"e": now.Add(-time.Hour)}, "a"},
+		{"not once the node has pods again", []plan.NodePlan{consolidated("a"), node("e", false, move)}, "", nil,
+			map[string]time.Time{"e": now.Add(-time.Minute)}, "a"},
+		{"not for an empty node it did not empty", []plan.NodePlan{consolidated("a"), node("e", true, nil)}, "", nil, nil, "a"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &Controller{opts: Options{OwnNode: tc.own}, failures: map[string]backoff.Cooldown{}}
+			c := &Controller{opts: Options{OwnNode: tc.own}, failures: map[string]backoff.Cooldown{}, emptied: map[string]time.Time{}}
+			maps.Copy(c.emptied, tc.emptied)
 			for n, until := range tc.cooling {
 				c.failures[n] = backoff.Cooldown{Failures: 1, Until: until}
 			}

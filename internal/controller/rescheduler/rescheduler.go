@@ -79,7 +79,10 @@ type Controller struct {
 	opts     Options
 
 	failures map[string]backoff.Cooldown // node -> cooldown after failed drains
-	reported map[string]string           // node -> last reason published in an Event
+	// emptied holds when the rescheduler emptied each node, for
+	// holdConsolidations.
+	emptied  map[string]time.Time
+	reported map[string]string // node -> last reason published in an Event
 	// misplaced pauses the rescheduler after replacements landed on on-demand
 	// nodes, so that it does not move the same pods back and forth.
 	misplaced backoff.Cooldown
@@ -104,7 +107,7 @@ func New(reader client.Reader, planner *plan.Planner, drainer *drain.Drainer, bu
 		opts.WakeDelay = 10 * time.Second
 	}
 	return &Controller{reader: reader, planner: planner, drainer: drainer, budget: budget, clock: clk, recorder: recorder, opts: opts,
-		failures: map[string]backoff.Cooldown{}, reported: map[string]string{}, wake: make(chan struct{}, 1),
+		failures: map[string]backoff.Cooldown{}, emptied: map[string]time.Time{}, reported: map[string]string{}, wake: make(chan struct{}, 1),
 		resident: planner.NewResident(func(ctx context.Context) (*snapshot.Snapshot, error) { return snapshot.FromReader(ctx, reader) })}
 }
 
@@ -269,7 +272,7 @@ func (c *Controller) Cycle(ctx context.Context) time.Duration {
 // changes nothing: every node it would drain, in the order it would drain
 // them (Order), in one log line and in an Event on each node.
 func (c *Controller) reportDryRun(ctx context.Context, p *plan.Plan, now time.Time) {
-	order := Order(p, func(node string) bool { return c.failures[node].Active(now) }, c.opts.OwnNode)
+	order := Order(p, func(node string) bool { return c.failures[node].Active(now) }, c.opts.OwnNode, c.holdConsolidations(p, now))
 	steps := make([]string, len(order))
 	for i, n := range order {
 		steps[i] = fmt.Sprintf("%s (%s)", n.Name, podsAndWaves(n))
@@ -321,7 +324,7 @@ func (c *Controller) unfinished(ctx context.Context, snap *snapshot.Snapshot) ma
 // marks are removed, as at the end of a drain.
 func (c *Controller) resumable(ctx context.Context, p *plan.Plan, now time.Time, unfinished map[string]bool) *plan.NodePlan {
 	var target *plan.NodePlan
-	for _, n := range Order(p, func(node string) bool { return c.failures[node].Active(now) }, c.opts.OwnNode) {
+	for _, n := range Order(p, func(node string) bool { return c.failures[node].Active(now) }, c.opts.OwnNode, c.holdConsolidations(p, now)) {
 		if unfinished[n.Name] {
 			target = n
 			break
@@ -390,7 +393,34 @@ func (c *Controller) waitFor(now, t time.Time) time.Duration {
 func (c *Controller) choose(p *plan.Plan, now time.Time) *plan.NodePlan {
 	return Choose(p, func(node string) bool {
 		return c.failures[node].Active(now)
-	}, c.opts.OwnNode)
+	}, c.opts.OwnNode, c.holdConsolidations(p, now))
+}
+
+// consolidationHold bounds how long a node the rescheduler emptied holds
+// consolidations back (holdConsolidations): a node its group keeps at its
+// minimum size is never removed.
+const consolidationHold = time.Hour
+
+// holdConsolidations reports whether a node the rescheduler emptied less than
+// consolidationHold ago is still in plan p with nothing to move. The
+// scheduler puts the pods a consolidation sends to on-demand nodes on the
+// emptiest on-demand node, that one, not where the plan sends them, and the
+// next plan would empty it again: measured in `spotter simulate`, two nodes
+// swapped their pinned pods every cycle. Consolidations wait until the
+// autoscaler has removed it.
+func (c *Controller) holdConsolidations(p *plan.Plan, now time.Time) bool {
+	for name, at := range c.emptied {
+		if now.Sub(at) >= consolidationHold {
+			delete(c.emptied, name)
+		}
+	}
+	for i := range p.Nodes {
+		n := &p.Nodes[i]
+		if _, ok := c.emptied[n.Name]; ok && n.Class == classify.OnDemand && n.Drainable && n.Evictions() == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // drainNode drains one node and waits for the evicted pods' replacements. It
@@ -401,10 +431,12 @@ func (c *Controller) drainNode(ctx context.Context, target *plan.NodePlan, snap 
 	// other pod of theirs afterwards is a replacement.
 	// toOnDemand are the workloads of the pods a consolidation sends to
 	// on-demand nodes: their replacements belong there.
+	// The pods a consolidation displaces from other nodes count as the
+	// node's: their replacements belong on spot.
 	owners, toOnDemand := map[types.UID]bool{}, map[types.UID]bool{}
-	onDemand := target.OnDemandPods()
+	onDemand, displaced := target.OnDemandPods(), target.DisplacedPods()
 	for _, pod := range snap.Pods {
-		if pod.Spec.NodeName == target.Name {
+		if pod.Spec.NodeName == target.Name || displaced[pod.Namespace+"/"+pod.Name] == pod.Spec.NodeName && pod.Spec.NodeName != "" {
 			if ref := metav1.GetControllerOf(pod); ref != nil {
 				owners[ref.UID] = true
 				if onDemand[pod.Namespace+"/"+pod.Name] {
@@ -425,14 +457,18 @@ func (c *Controller) drainNode(ctx context.Context, target *plan.NodePlan, snap 
 	dctx, cancel := drain.Outlive(ctx, c.clock, c.opts.ShutdownGracePeriod)
 	reason := fmt.Sprintf("all %d pods fit on spot nodes", countMoves(target))
 	if len(onDemand) > 0 {
-		reason = fmt.Sprintf("consolidation: %d pods fit on spot nodes, %d on on-demand nodes that stay", countMoves(target)-len(onDemand), len(onDemand))
+		reason = fmt.Sprintf("consolidation: %d pods fit on spot nodes, %d on on-demand nodes that stay", countMoves(target)-len(onDemand)-len(displaced), len(onDemand))
+		if len(displaced) > 0 {
+			reason += fmt.Sprintf(", after %d pods of those move to spot nodes to make room", len(displaced))
+		}
 	}
 	res, err := c.drainer.Drain(dctx, drain.Request{
 		Node:          target.Name,
 		Reason:        reason,
-		BeforeEvict:   c.recheck(onDemand),
+		BeforeEvict:   c.resident.Recheck(target),
 		LeaveCordoned: c.opts.CordonAfterDrain,
 		Waves:         target.PodWaves(),
+		Displaced:     displaced,
 	})
 	cancel()
 	// The re-checks' snapshot is as large as the cluster: not kept between
@@ -451,6 +487,7 @@ func (c *Controller) drainNode(ctx context.Context, target *plan.NodePlan, snap 
 		return false
 	}
 	delete(c.failures, target.Name)
+	c.emptied[target.Name] = c.clock.Now()
 	drains.WithLabelValues(outcomeSucceeded).Inc()
 	if misplaced := c.waitReplacements(ctx, owners, existing, toOnDemand); len(misplaced) > 0 {
 		// The scheduler preferred on-demand capacity for the replacements: draining
@@ -467,20 +504,6 @@ func (c *Controller) drainNode(ctx context.Context, target *plan.NodePlan, snap 
 	}
 	c.misplaced = backoff.Cooldown{}
 	return true
-}
-
-// recheck returns the hook called before each eviction: the pod must still
-// fit on a spot node of the cluster as the cache shows it now, or, for the
-// pods a consolidation sends to on-demand nodes (onDemand, by
-// namespace/name), on another on-demand node.
-func (c *Controller) recheck(onDemand map[string]bool) func(context.Context, *corev1.Pod) error {
-	spot, stays := c.resident.SpotRecheck(), c.resident.OnDemandRecheck()
-	return func(ctx context.Context, pod *corev1.Pod) error {
-		if onDemand[pod.Namespace+"/"+pod.Name] {
-			return stays(ctx, pod)
-		}
-		return spot(ctx, pod)
-	}
 }
 
 // waitReplacements waits until every pod of the drained workloads runs again,
@@ -620,12 +643,8 @@ func podsAndWaves(n *plan.NodePlan) string {
 	return fmt.Sprintf("%d pods", countMoves(n))
 }
 
+// countMoves is the number of pods a node's drain evicts, those its
+// consolidation displaces from other nodes included.
 func countMoves(n *plan.NodePlan) int {
-	count := 0
-	for _, p := range n.Pods {
-		if p.Action == "move" {
-			count++
-		}
-	}
-	return count
+	return n.Evictions()
 }
