@@ -61,6 +61,51 @@ func TestConsolidationEmptiesAnOnDemandNode(t *testing.T) {
 	waitEventOn(t, env, "od-1", "SpotterDrainable")
 }
 
+// The on-demand node that stays is full of pods that may run on spot: the
+// consolidation of od-1 moves one cache pod of od-2 to spot first, then db
+// takes its place, and od-1 is empty. With the real scheduler, kwok nodes and
+// the controller's defaults (the labeler's PreferNoSchedule taint on
+// on-demand nodes steers the displaced pod's replacement to spot).
+func TestConsolidationMakesRoomOnTheNodeThatStays(t *testing.T) {
+	env := testenv.StartLab(t)
+	ctx := testenv.Context(t, 5*time.Minute)
+	deploy := func(name string, replicas int32, opts ...tu.PodOption) {
+		t.Helper()
+		d := tu.Deployment(name, replicas, append([]tu.PodOption{tu.GracePeriod(1)}, opts...)...)
+		if _, err := env.Client.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		env.WaitForPodsRunning("default", "app="+name, int(replicas), time.Minute)
+	}
+	pinned := tu.RequireNodeLabel(lab.CapacityTypeLabel, string(lab.ClassOnDemand))
+
+	env.CreateNodes(lab.NodeSpec{Name: "od-1", Class: lab.ClassOnDemand, CPU: "2"})
+	env.WaitForNodeReady("od-1", time.Minute)
+	deploy("db", 1, tu.CPU("700m"), pinned)
+	deploy("web", 2, tu.CPU("600m"))
+	// od-1 has 0.1 CPU left: ops and cache go to od-2, which keeps 0.2.
+	env.CreateNodes(lab.NodeSpec{Name: "od-2", Class: lab.ClassOnDemand, CPU: "2"})
+	env.WaitForNodeReady("od-2", time.Minute)
+	deploy("ops", 1, tu.CPU("800m"), pinned)
+	deploy("cache", 2, tu.CPU("500m"))
+	env.CreateNodes(lab.NodeSpec{Name: "spot-1", Class: lab.ClassSpot, CPU: "2"})
+	env.WaitForNodeReady("spot-1", time.Minute)
+	if got := appsByNode(ctx, t, env); got["od-1"] != "db,web,web" || got["od-2"] != "cache,cache,ops" {
+		t.Fatalf("the setup placed pods otherwise: %v", got)
+	}
+
+	config := writeConfig(t, "pricing:\n  currency: USD\n  instanceTypes:\n    lab.large: {onDemand: 0.2, spot: 0.07}\n"+
+		"rescheduler:\n  interval: 10s\n  drainDelay: 0s\n")
+	testenv.StartSpotter(t, "controller", "controller", "--config", config, "--kubeconfig", env.Kubeconfig,
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--leader-elect=false")
+
+	testenv.Eventually(t, 2*time.Minute, "od-1 emptied: db on od-2 in a cache pod's place, web and that cache pod on spot-1", func(ctx context.Context) (bool, string, error) {
+		got := appsByNode(ctx, t, env)
+		return got["od-1"] == "" && got["od-2"] == "cache,db,ops" && got["spot-1"] == "cache,web,web", fmt.Sprint(got), nil
+	})
+	waitEventOn(t, env, "od-1", "SpotterDrainSucceeded")
+}
+
 // appsByNode lists the running pods of the default namespace by node, as
 // their apps sorted and joined ("db,web,web").
 func appsByNode(ctx context.Context, t *testing.T, env *testenv.Env) map[string]string {
