@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"iter"
 	"math"
 	"slices"
 
@@ -186,20 +187,11 @@ func (r *run) pinnedAt(ctx context.Context, j int32) bool {
 // commits a copy bound to it and returns the node and the copy, or "" and why
 // none fits, as place does for spot nodes.
 func (r *run) placeOnDemand(ctx context.Context, pod, orig *corev1.Pod, res fwk.PodResource, from string) (string, string, *corev1.Pod) {
-	c := r.consolidating
 	cpu, mem := res.Resource.GetMilliCPU(), res.Resource.GetMemory()
 	rejected := map[string]int{}
 	var cands []candidate
 	var infos []fwk.NodeInfo
-	for _, name := range c.onDemand {
-		if name == from || c.emptied[name] {
-			continue
-		}
-		ni := r.fit.nodeInfo(name)
-		if ni == nil {
-			continue
-		}
-		n := roomOf(ni)
+	for ni, n := range r.staying(from) {
 		if reason := n.fits(cpu, mem); reason != "" {
 			rejected[reason]++
 			continue
@@ -231,6 +223,32 @@ func (r *run) placeOnDemand(ctx context.Context, pod, orig *corev1.Pod, res fwk.
 		}
 	}
 	return "", summarize(rejected, total, "other on-demand nodes"), nil
+}
+
+// staying yields the on-demand nodes that stay, but from (not emptied by the
+// plan), in name order, with their room.
+func (r *run) staying(from string) iter.Seq2[fwk.NodeInfo, room] {
+	c := r.consolidating
+	return func(yield func(fwk.NodeInfo, room) bool) {
+		for _, name := range c.onDemand {
+			if name == from || c.emptied[name] {
+				continue
+			}
+			if ni := r.fit.nodeInfo(name); ni != nil && !yield(ni, roomOf(ni)) {
+				return
+			}
+		}
+	}
+}
+
+// undoAll runs undo steps, last first, and stops at the first error.
+func undoAll(undo []func() error) error {
+	for i := len(undo) - 1; i >= 0; i-- {
+		if err := undo[i](); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // displacement is a pod of an on-demand node that stays (from) that a
@@ -275,15 +293,8 @@ func (r *run) makeRoom(ctx context.Context, pod, orig *corev1.Pod, res fwk.PodRe
 		score float64
 	}
 	var options []option
-	for _, name := range c.onDemand {
-		if name == from || c.emptied[name] {
-			continue
-		}
-		ni := r.fit.nodeInfo(name)
-		if ni == nil {
-			continue
-		}
-		n := roomOf(ni)
+	for ni, n := range r.staying(from) {
+		name := ni.Node().Name
 		if n.fits(cpu, mem) == "" {
 			// Room enough: the Filter plugins refused the pod there.
 			continue
@@ -338,14 +349,7 @@ func (r *run) makeRoom(ctx context.Context, pod, orig *corev1.Pod, res fwk.PodRe
 func (r *run) tryRoom(ctx context.Context, pod, orig *corev1.Pod, res fwk.PodResource, name string, take []int32) (*roomMade, string, error) {
 	c := r.consolidating
 	made := &roomMade{}
-	rollback := func() error {
-		for i := len(made.undo) - 1; i >= 0; i-- {
-			if err := made.undo[i](); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
+	rollback := func() error { return undoAll(made.undo) }
 	for _, j := range take {
 		p, pres := r.pods[j], r.fit.resOf[j]
 		if err := r.fit.remove(p, name); err != nil {

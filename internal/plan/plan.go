@@ -704,14 +704,7 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, idx []int32) (needsWav
 
 	// The node's movable pods leave it; then each must find a spot node.
 	var undo []func() error
-	rollback := func() error {
-		for i := len(undo) - 1; i >= 0; i-- {
-			if err := undo[i](); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
+	rollback := func() error { return undoAll(undo) }
 	for _, j := range movable {
 		pod, res := r.pods[j], r.fit.resOf[j]
 		if err := r.fit.remove(pod, np.Name); err != nil {

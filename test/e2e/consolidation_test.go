@@ -23,36 +23,23 @@ import (
 // which stays, the others to the spot node, and od-1 is left empty for the
 // autoscaler to remove.
 func TestConsolidationEmptiesAnOnDemandNode(t *testing.T) {
-	env := testenv.StartLab(t)
-	ctx := testenv.Context(t, 5*time.Minute)
-	deploy := func(name string, replicas int32, opts ...tu.PodOption) {
-		t.Helper()
-		d := tu.Deployment(name, replicas, append([]tu.PodOption{tu.GracePeriod(1)}, opts...)...)
-		if _, err := env.Client.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		env.WaitForPodsRunning("default", "app="+name, int(replicas), time.Minute)
-	}
-	pinned := tu.RequireNodeLabel(lab.CapacityTypeLabel, string(lab.ClassOnDemand))
+	env, ctx, deploy := consolidationLab(t)
 
 	env.CreateNodes(lab.NodeSpec{Name: "od-1", Class: lab.ClassOnDemand, CPU: "2"})
 	env.WaitForNodeReady("od-1", time.Minute)
-	deploy("db", 1, tu.CPU("500m"), pinned)
+	deploy("db", 1, tu.CPU("500m"), pinnedToOnDemand)
 	deploy("web", 2, tu.CPU("300m"))
 	// ops does not fit beside them (1.1 of od-1's 2 CPUs are taken): od-2.
 	env.CreateNodes(lab.NodeSpec{Name: "od-2", Class: lab.ClassOnDemand, CPU: "2"})
 	env.WaitForNodeReady("od-2", time.Minute)
-	deploy("ops", 1, tu.CPU("1200m"), pinned)
+	deploy("ops", 1, tu.CPU("1200m"), pinnedToOnDemand)
 	env.CreateNodes(lab.NodeSpec{Name: "spot-1", Class: lab.ClassSpot, CPU: "2"})
 	env.WaitForNodeReady("spot-1", time.Minute)
 	if got := appsByNode(ctx, t, env); got["od-1"] != "db,web,web" || got["od-2"] != "ops" {
 		t.Fatalf("the setup placed pods otherwise: %v", got)
 	}
 
-	config := writeConfig(t, "pricing:\n  currency: USD\n  instanceTypes:\n    lab.large: {onDemand: 0.2, spot: 0.07}\n"+
-		"rescheduler:\n  interval: 10s\n  drainDelay: 0s\n")
-	testenv.StartSpotter(t, "controller", "controller", "--config", config, "--kubeconfig", env.Kubeconfig,
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--leader-elect=false")
+	startConsolidating(t, env)
 
 	testenv.Eventually(t, 2*time.Minute, "od-1 emptied: db on od-2, web on spot-1", func(ctx context.Context) (bool, string, error) {
 		got := appsByNode(ctx, t, env)
@@ -67,26 +54,16 @@ func TestConsolidationEmptiesAnOnDemandNode(t *testing.T) {
 // the controller's defaults (the labeler's PreferNoSchedule taint on
 // on-demand nodes steers the displaced pod's replacement to spot).
 func TestConsolidationMakesRoomOnTheNodeThatStays(t *testing.T) {
-	env := testenv.StartLab(t)
-	ctx := testenv.Context(t, 5*time.Minute)
-	deploy := func(name string, replicas int32, opts ...tu.PodOption) {
-		t.Helper()
-		d := tu.Deployment(name, replicas, append([]tu.PodOption{tu.GracePeriod(1)}, opts...)...)
-		if _, err := env.Client.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		env.WaitForPodsRunning("default", "app="+name, int(replicas), time.Minute)
-	}
-	pinned := tu.RequireNodeLabel(lab.CapacityTypeLabel, string(lab.ClassOnDemand))
+	env, ctx, deploy := consolidationLab(t)
 
 	env.CreateNodes(lab.NodeSpec{Name: "od-1", Class: lab.ClassOnDemand, CPU: "2"})
 	env.WaitForNodeReady("od-1", time.Minute)
-	deploy("db", 1, tu.CPU("700m"), pinned)
+	deploy("db", 1, tu.CPU("700m"), pinnedToOnDemand)
 	deploy("web", 2, tu.CPU("600m"))
 	// od-1 has 0.1 CPU left: ops and cache go to od-2, which keeps 0.2.
 	env.CreateNodes(lab.NodeSpec{Name: "od-2", Class: lab.ClassOnDemand, CPU: "2"})
 	env.WaitForNodeReady("od-2", time.Minute)
-	deploy("ops", 1, tu.CPU("800m"), pinned)
+	deploy("ops", 1, tu.CPU("800m"), pinnedToOnDemand)
 	deploy("cache", 2, tu.CPU("500m"))
 	env.CreateNodes(lab.NodeSpec{Name: "spot-1", Class: lab.ClassSpot, CPU: "2"})
 	env.WaitForNodeReady("spot-1", time.Minute)
@@ -94,16 +71,42 @@ func TestConsolidationMakesRoomOnTheNodeThatStays(t *testing.T) {
 		t.Fatalf("the setup placed pods otherwise: %v", got)
 	}
 
-	config := writeConfig(t, "pricing:\n  currency: USD\n  instanceTypes:\n    lab.large: {onDemand: 0.2, spot: 0.07}\n"+
-		"rescheduler:\n  interval: 10s\n  drainDelay: 0s\n")
-	testenv.StartSpotter(t, "controller", "controller", "--config", config, "--kubeconfig", env.Kubeconfig,
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--leader-elect=false")
+	startConsolidating(t, env)
 
 	testenv.Eventually(t, 2*time.Minute, "od-1 emptied: db on od-2 in a cache pod's place, web and that cache pod on spot-1", func(ctx context.Context) (bool, string, error) {
 		got := appsByNode(ctx, t, env)
 		return got["od-1"] == "" && got["od-2"] == "cache,db,ops" && got["spot-1"] == "cache,web,web", fmt.Sprint(got), nil
 	})
 	waitEventOn(t, env, "od-1", "SpotterDrainSucceeded")
+}
+
+// pinnedToOnDemand requires on-demand capacity.
+var pinnedToOnDemand = tu.RequireNodeLabel(lab.CapacityTypeLabel, string(lab.ClassOnDemand))
+
+// consolidationLab starts a lab and returns it, the test's context, and a
+// function that deploys a Deployment in the default namespace and waits for
+// its pods to run.
+func consolidationLab(t *testing.T) (*testenv.Env, context.Context, func(string, int32, ...tu.PodOption)) {
+	env := testenv.StartLab(t)
+	ctx := testenv.Context(t, 5*time.Minute)
+	return env, ctx, func(name string, replicas int32, opts ...tu.PodOption) {
+		t.Helper()
+		d := tu.Deployment(name, replicas, append([]tu.PodOption{tu.GracePeriod(1)}, opts...)...)
+		if _, err := env.Client.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		env.WaitForPodsRunning("default", "app="+name, int(replicas), time.Minute)
+	}
+}
+
+// startConsolidating starts spotter controller with the lab's prices (so
+// that consolidations are worth it) and a rescheduler that plans every 10 s
+// and does not pause between drains.
+func startConsolidating(t *testing.T, env *testenv.Env) {
+	config := writeConfig(t, "pricing:\n  currency: USD\n  instanceTypes:\n    lab.large: {onDemand: 0.2, spot: 0.07}\n"+
+		"rescheduler:\n  interval: 10s\n  drainDelay: 0s\n")
+	testenv.StartSpotter(t, "controller", "controller", "--config", config, "--kubeconfig", env.Kubeconfig,
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--leader-elect=false")
 }
 
 // appsByNode lists the running pods of the default namespace by node, as
