@@ -18,9 +18,10 @@ import (
 )
 
 // Consolidation configures plans that empty an on-demand node whose pods do
-// not all fit on spot: each pod goes to a spot node if one fits it, else to an
-// on-demand node that stays, so that pods that must stay on on-demand capacity
-// are packed onto fewer on-demand nodes.
+// not all fit on spot: each pod goes to a spot node if one fits it, else, if
+// no spot node would take it however empty (run.bound), to an on-demand node
+// that stays, so that pods that must stay on on-demand capacity are packed
+// onto fewer on-demand nodes.
 type Consolidation struct {
 	// Enabled turns such plans on.
 	Enabled bool
@@ -113,8 +114,9 @@ func (r *run) consolidate(ctx context.Context, candidates []*NodePlan, podsOf ma
 }
 
 // worthConsolidating reports whether a node's price justifies the evictions
-// that empty it, that none of its pods blocks it, and that one of them is
-// pinned to on-demand capacity (else the spot-only passes said it all): it
+// that empty it, that none of its pods blocks it, and that one of them may be
+// bound to on-demand capacity (mayBeBound; else the spot-only passes said it
+// all): it
 // returns how many pods of other nodes its plan may displace on top of its
 // own evictions (makeRoom), or -1 when the node is not worth consolidating.
 func (r *run) worthConsolidating(ctx context.Context, np *NodePlan, idx []int32) int {
@@ -132,7 +134,7 @@ func (r *run) worthConsolidating(ctx context.Context, np *NodePlan, idx []int32)
 		return -1
 	}
 	for _, j := range idx {
-		if r.facts[j].verdict.Action == Move && r.pinnedAt(ctx, j) {
+		if r.facts[j].verdict.Action == Move && r.mayBeBound(ctx, j) {
 			if least <= 0 {
 				return len(r.pods)
 			}
@@ -164,6 +166,60 @@ func (r *run) pinned(ctx context.Context, pod *corev1.Pod) bool {
 			continue
 		}
 		if r.fit.static.RunFilterPlugins(ctx, state, &replacement, r.spotInfo[i]).IsSuccess() {
+			return false
+		}
+	}
+	return true
+}
+
+// interPod reports whether pod has a required constraint on other pods: pod
+// affinity or anti-affinity, or a DoNotSchedule spread constraint. Whether a
+// spot node takes such a pod depends on the pods around, not on the node
+// alone.
+func interPod(pod *corev1.Pod) bool {
+	if a := pod.Spec.Affinity; a != nil {
+		if a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 ||
+			a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
+			return true
+		}
+	}
+	for _, c := range pod.Spec.TopologySpreadConstraints {
+		if c.WhenUnsatisfiable == corev1.DoNotSchedule {
+			return true
+		}
+	}
+	return false
+}
+
+// mayBeBound is what a consolidation asks of a pod before planning: whether
+// it may turn out bound (see bound) once placed.
+func (r *run) mayBeBound(ctx context.Context, j int32) bool {
+	return r.pinnedAt(ctx, j) || interPod(r.pods[j])
+}
+
+// bound reports whether pod (spec.nodeName empty, its original taken off its
+// node in the snapshot; orig is the original, of index j) may go to an
+// on-demand node that stays: it is pinned, or it has a required constraint
+// on other pods (interPod) and, as the snapshot stands, the plugins that say
+// where a pod may run (constraintPlugins) reject every spot node: no spot
+// node would take it however empty, as a zone spread constraint when the
+// pod's zone has no spot node. A pod kept off spot by room alone is never
+// bound: when spot is full, moving such pods between on-demand nodes only
+// moved them back and forth.
+func (r *run) bound(ctx context.Context, pod, orig *corev1.Pod, j int32) bool {
+	if r.pinnedAt(ctx, j) {
+		return true
+	}
+	if !interPod(pod) {
+		return false
+	}
+	cyc, status := r.fit.cycleFor(ctx, pod, r.templates.of(orig))
+	if status != nil {
+		// PreFilter rejects the pod on every node.
+		return true
+	}
+	for _, ni := range r.spotInfo {
+		if r.fit.admits(ctx, cyc, pod, ni) {
 			return false
 		}
 	}

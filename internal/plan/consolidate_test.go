@@ -267,3 +267,63 @@ func TestConsolidationDisplacesPodsThatMayRunOnSpot(t *testing.T) {
 		t.Errorf("with a budget of 1: %+v", od2)
 	}
 }
+
+// A pod kept off spot by its zone spread constraint (the spot node is in
+// another zone, and the spread allows no more pods there) goes to the
+// on-demand node that stays, in its zone, like a pinned pod; a pod kept off
+// spot by room alone does not.
+func TestConsolidationMovesPodsTheirSpreadKeepsOffSpot(t *testing.T) {
+	spread := []tu.PodOption{tu.WithLabels("app", "cache"), tu.Spread("cache", corev1.LabelTopologyZone, 1)}
+	base := func() *snapshot.Snapshot {
+		return &snapshot.Snapshot{
+			Nodes: []*corev1.Node{priced("od-b1", tu.OnDemand(), tu.Zone("b")), priced("od-b2", tu.OnDemand(), tu.Zone("b")),
+				priced("od-a", tu.OnDemand(), tu.Zone("a")), priced("spot-a", tu.Spot(), tu.Zone("a"))},
+			Pods: []*corev1.Pod{
+				// cache: one pod per zone; the one in b may not go to a.
+				pod("cache-1", "od-b1", "500m", spread...), pod("cache-2", "od-a", "500m", spread...),
+				pod("web-1", "od-b1", "500m"),
+				pinned("db-2", "od-b2", "1"), pinned("db-a", "od-a", "1"),
+			},
+		}
+	}
+	on := Consolidation{Enabled: true, MinHourlySavingPerEviction: 0.01}
+	p := planConsolidating(t, on, base())
+	b1 := node(p, "od-b1")
+	if !b1.Drainable || !b1.Consolidated {
+		t.Fatalf("od-b1: %+v", b1)
+	}
+	want := map[string]PodPlan{
+		"cache-1": {Destination: "od-b2", OnDemand: true},
+		"web-1":   {Destination: "spot-a"},
+	}
+	for _, pp := range b1.Pods {
+		if w := want[pp.Name]; pp.Destination != w.Destination || pp.OnDemand != w.OnDemand {
+			t.Errorf("%s: %+v, want %+v", pp.Name, pp, w)
+		}
+	}
+	ex := New(Options{Pricing: consolidationPrices, Consolidation: on})
+	ex.exhaustive = true
+	pe, err := ex.Plan(context.Background(), base())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(node(pe, "od-b1"), b1) {
+		t.Errorf("exhaustive plan differs: %+v", node(pe, "od-b1"))
+	}
+
+	// With room for it in a spot node of its own zone, cache-1 goes there.
+	s := base()
+	s.Nodes = append(s.Nodes, priced("spot-b", tu.Spot(), tu.Zone("b")))
+	if b1 := node(planConsolidating(t, on, s), "od-b1"); !b1.Drainable || b1.Consolidated {
+		t.Errorf("with spot in zone b, od-b1 drains onto spot alone: %+v", b1)
+	}
+	// Without the spread constraint, a cache pod that finds no room on spot
+	// (web-1 still fits) keeps its node: full spot nodes are no reason to
+	// move it between on-demand nodes.
+	s = base()
+	s.Pods[0] = pod("cache-1", "od-b1", "1", tu.WithLabels("app", "cache"))
+	s.Pods = append(s.Pods, pod("full", "spot-a", "3100m"))
+	if b1 := node(planConsolidating(t, on, s), "od-b1"); b1.Drainable {
+		t.Errorf("od-b1 drained with spot full: %+v", b1)
+	}
+}

@@ -46,13 +46,23 @@ var FilterPlugins = []string{
 	names.PodTopologySpread,
 }
 
+// constraintPlugins are the Filter plugins that say where a pod may run, as
+// opposed to whether a node has room for it: every one of FilterPlugins but
+// NodeResourcesFit, NodePorts, VolumeRestrictions and NodeVolumeLimits. A
+// node they reject would not take the pod however empty it were.
+var constraintPlugins = slices.DeleteFunc(slices.Clone(FilterPlugins), func(n string) bool {
+	return n == names.NodeResourcesFit || n == names.NodePorts || n == names.VolumeRestrictions || n == names.NodeVolumeLimits
+})
+
 // fitter runs the scheduler framework's PreFilter and Filter plugins against a
 // scheduler snapshot that the plan mutates as it commits placements.
 //
-// It holds three frameworks over the same snapshot: full, with every plugin of
+// It holds four frameworks over the same snapshot: full, with every plugin of
 // FilterPlugins; lean, without InterPodAffinity and PodTopologySpread, whose
-// PreFilter scans every pod of the cluster; and static, with the plugins whose
-// answer depends on the pod and the Node object only (see staticPlugins). A pod
+// PreFilter scans every pod of the cluster; static, with the plugins whose
+// answer depends on the pod and the Node object only (see staticPlugins); and
+// constraints, whose Filter runs on the PreFilter state of full (see
+// constraintPlugins and admits). A pod
 // goes through lean only when the two expensive plugins would skip it anyway
 // (see needsFull): it has no required pod (anti-)affinity and no DoNotSchedule
 // spread constraint, and no existing pod's required anti-affinity term matches
@@ -63,12 +73,12 @@ var FilterPlugins = []string{
 // brought up to date with the plugins' own AddPod and RemovePod extensions
 // instead of being computed again from every pod (see cycleFor).
 type fitter struct {
-	full, lean, static framework.Framework
-	snap               *cache.Snapshot
-	views              *viewLister
-	anti               *antiAffinityIndex
-	nsLister           corelisters.NamespaceLister
-	logger             klog.Logger
+	full, lean, static, constraints framework.Framework
+	snap                            *cache.Snapshot
+	views                           *viewLister
+	anti                            *antiAffinityIndex
+	nsLister                        corelisters.NamespaceLister
+	logger                          klog.Logger
 	// resources computes the scheduler's accounting of pods' requests.
 	resources *resourceMemo
 
@@ -196,6 +206,9 @@ func newFitter(ctx context.Context, s *snapshot.Snapshot, nodeOf []int32, destin
 		return nil, err
 	}
 	if f.static, err = build(staticPlugins...); err != nil {
+		return nil, err
+	}
+	if f.constraints, err = build(constraintPlugins...); err != nil {
 		return nil, err
 	}
 
@@ -455,6 +468,18 @@ func (f *fitter) filterOn(ctx context.Context, c *cycle, pod *corev1.Pod, node f
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node(s) didn't match PreFilter's node names")
 	}
 	return f.filter(ctx, c, pod, node)
+}
+
+// admits reports whether the plugins that say where a pod may run
+// (constraintPlugins) let pod run on node, with the PreFilter state of c, a
+// cycle of the full framework: whether node would take it however empty.
+// The state's keys are the plugins' own, so the constraints framework reads
+// what full's PreFilter wrote.
+func (f *fitter) admits(ctx context.Context, c *cycle, pod *corev1.Pod, node fwk.NodeInfo) bool {
+	if _, ok := c.only[node.Node().Name]; c.only != nil && !ok {
+		return false
+	}
+	return f.constraints.RunFilterPlugins(ctx, c.state, pod, node).IsSuccess()
 }
 
 // nodeInfo returns the snapshot's NodeInfo of a node.

@@ -694,7 +694,7 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, idx []int32) (needsWav
 	}
 	for i, j := range movable {
 		pod, res := r.pods[j], r.fit.resOf[j]
-		if !r.mayFit(ctx, pod, res) && (r.consolidating == nil || !r.pinnedAt(ctx, j)) {
+		if !r.mayFit(ctx, pod, res) && (r.consolidating == nil || !r.mayBeBound(ctx, j)) {
 			// place fails too, and says why.
 			_, reason, _ := r.place(ctx, replacement(pod), pod, res)
 			fail(i, reason)
@@ -725,7 +725,7 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, idx []int32) (needsWav
 	for i, j := range movable {
 		pod := r.pods[j]
 		dest, reason, moved := r.place(ctx, replacement(pod), pod, r.fit.resOf[j])
-		if dest == "" && r.consolidating != nil && r.pinnedAt(ctx, j) {
+		if dest == "" && r.consolidating != nil && r.bound(ctx, replacement(pod), pod, j) {
 			var why string
 			if dest, why, moved = r.placeOnDemand(ctx, replacement(pod), pod, r.fit.resOf[j], np.Name); dest == "" {
 				made, whyNot, err := r.makeRoom(ctx, replacement(pod), pod, r.fit.resOf[j], np.Name, len(displaced))
