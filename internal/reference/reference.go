@@ -99,7 +99,7 @@ var Reasons = []Reason{
 	{drain.ReasonDrainSucceeded, "Node", "Normal", "drain engine", "the node is empty"},
 	{drain.ReasonDrainFailed, "Node", "Warning", "drain engine", "a drain failed: why, and the pods that blocked it"},
 	{drain.ReasonDrainRolledBack, "Node", "Normal", "drain engine, rescheduler, preemptible", "the drain's taint, annotation and cordon were removed"},
-	{drain.ReasonEvicted, "Pod", "Normal", "drain engine", "the pod was evicted to drain its node"},
+	{drain.ReasonEvicted, "Pod", "Normal", "drain engine", "the pod was evicted to drain its node, or, displaced by a consolidation, to make room on its node for the pods of the node drained"},
 	{drain.ReasonDeleted, "Pod", "Warning", "drain engine (deadline mode)", "the pod was deleted because the interruption's deadline came"},
 	{drain.ReasonWouldDrain, "Node", "Normal", "drain engine, rescheduler, preemptible (dry run)", "what a drain would do"},
 	{"SpotterDrainable", "Node", "Normal", "rescheduler", "the plan found all the node's pods fit on spot"},
