@@ -80,6 +80,38 @@ func TestConsolidationMakesRoomOnTheNodeThatStays(t *testing.T) {
 	waitEventOn(t, env, "od-1", "SpotterDrainSucceeded")
 }
 
+// A pod its zone spread constraint keeps off spot (the only spot node is in
+// the other zone) goes, in a consolidation, to the on-demand node that stays
+// in its zone, while the node's other pod goes to spot: od-b1 is emptied.
+func TestConsolidationMovesAPodItsSpreadKeepsOffSpot(t *testing.T) {
+	env, ctx, deploy := consolidationLab(t)
+	onNode := func(name string) tu.PodOption { return tu.RequireNodeLabel(corev1.LabelHostname, name) }
+
+	env.CreateNodes(lab.NodeSpec{Name: "od-b1", Class: lab.ClassOnDemand, CPU: "2", Zone: "zone-b"})
+	env.WaitForNodeReady("od-b1", time.Minute)
+	deploy("web", 1, tu.CPU("500m"))
+	env.CreateNodes(lab.NodeSpec{Name: "od-a", Class: lab.ClassOnDemand, CPU: "2", Zone: "zone-a"})
+	env.WaitForNodeReady("od-a", time.Minute)
+	deploy("ops", 1, tu.CPU("500m"), onNode("od-a"))
+	// One cache pod per zone, and never two more in one zone than in the other.
+	deploy("cache", 2, tu.CPU("500m"), tu.Spread("cache", corev1.LabelTopologyZone, 1))
+	env.CreateNodes(lab.NodeSpec{Name: "od-b2", Class: lab.ClassOnDemand, CPU: "2", Zone: "zone-b"})
+	env.WaitForNodeReady("od-b2", time.Minute)
+	deploy("db", 1, tu.CPU("1"), onNode("od-b2"))
+	env.CreateNodes(lab.NodeSpec{Name: "spot-a", Class: lab.ClassSpot, CPU: "2", Zone: "zone-a"})
+	env.WaitForNodeReady("spot-a", time.Minute)
+	if got := appsByNode(ctx, t, env); got["od-b1"] != "cache,web" || got["od-a"] != "cache,ops" || got["od-b2"] != "db" {
+		t.Fatalf("the setup placed pods otherwise: %v", got)
+	}
+
+	startConsolidating(t, env)
+	testenv.Eventually(t, 2*time.Minute, "od-b1 emptied: its cache pod on od-b2, web on spot-a", func(ctx context.Context) (bool, string, error) {
+		got := appsByNode(ctx, t, env)
+		return got["od-b1"] == "" && got["od-b2"] == "cache,db" && got["spot-a"] == "web" && got["od-a"] == "cache,ops", fmt.Sprint(got), nil
+	})
+	waitEventOn(t, env, "od-b1", "SpotterDrainSucceeded")
+}
+
 // pinnedToOnDemand requires on-demand capacity.
 var pinnedToOnDemand = tu.RequireNodeLabel(lab.CapacityTypeLabel, string(lab.ClassOnDemand))
 
