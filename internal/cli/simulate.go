@@ -52,7 +52,8 @@ three zones, on-demand and spot node groups, 39 workloads with
 PodDisruptionBudgets and a daily load cycle, spot capacity and preemptions
 replayed from real AWS traces. It prints a table and writes report.json and
 report.html (self-contained, charts inline) into --out. Other built-in
-scenarios run by name: --scenario builtin:week-200 (200 nodes, 4,000 pods).
+scenarios run by name: --scenario builtin:week-200 (200 nodes, 4,000 pods),
+builtin:aws-1node and builtin:gcp-1node (the other preemption traces).
 
 --from-cluster starts from a real cluster's nodes and workloads instead, priced
 as spotter plan prices them: by the configured cloud provider (cloud.provider)
