@@ -43,7 +43,9 @@ strategies in the same world with the same seed:
   rescheduler  a model of k8s-spot-rescheduler, as its code behaves
   migrator     a model of cost-manager's spot-migrator
   spotter      this project's controllers and agent, run unchanged with --config
-               (the migrator only with migrator.enabled, as spotter controller)
+               (the migrator only with migrator.enabled, as spotter controller);
+               without --config, the recommended configuration: the defaults
+               with the migrator on (the simulated cluster has node groups)
 
 and an oracle row: the cheapest the market allowed, with hindsight.
 
@@ -90,7 +92,7 @@ func runSimulate(ctx context.Context, o *simulateOptions, out, errOut io.Writer)
 	if err != nil {
 		return err
 	}
-	cfg := v1alpha1.NewDefaults()
+	cfg := sim.RecommendedConfig()
 	if o.configFile != "" {
 		if cfg, err = v1alpha1.Load(o.configFile); err != nil {
 			return err

@@ -32,6 +32,42 @@ func TestSimulateCommand(t *testing.T) {
 	}
 }
 
+// Without --config the spotter row runs the recommended configuration (the
+// migrator on); with a file of the defaults, the migrator stays off and the
+// row differs.
+func TestSimulateRunsTheRecommendedConfiguration(t *testing.T) {
+	row := func(args ...string) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		args = append([]string{"simulate", "--duration", "24h", "--strategies", "spotter", "--out", t.TempDir()}, args...)
+		if code := Main(args, Streams{Out: &out, Err: &errOut}); code != 0 {
+			t.Fatalf("exit %d\n%s\n%s", code, out.String(), errOut.String())
+		}
+		for _, line := range strings.Split(out.String(), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "spotter ") {
+				return line
+			}
+		}
+		t.Fatalf("no spotter row:\n%s", out.String())
+		return ""
+	}
+	defaults := filepath.Join(t.TempDir(), "defaults.yaml")
+	if err := os.WriteFile(defaults, []byte("apiVersion: spotter.dev/v1alpha1\nkind: SpotterConfiguration\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	recommended := filepath.Join(t.TempDir(), "recommended.yaml")
+	if err := os.WriteFile(recommended, []byte("apiVersion: spotter.dev/v1alpha1\nkind: SpotterConfiguration\nmigrator:\n  enabled: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	without, withDefaults, withRecommended := row(), row("--config", defaults), row("--config", recommended)
+	if without != withRecommended {
+		t.Errorf("without --config:\n%s\nwith the recommended file:\n%s", without, withRecommended)
+	}
+	if without == withDefaults {
+		t.Errorf("the defaults gave the same row as the recommended configuration:\n%s", without)
+	}
+}
+
 func TestSimulateErrors(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	if err := os.WriteFile(bad, []byte("apiVersion: spotter.dev/v1alpha1\nkind: SimulationScenario\nzones: [{name: a, spotCapacity: {nodes: -1}}]\n"), 0o644); err != nil {

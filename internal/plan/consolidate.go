@@ -219,7 +219,13 @@ func (r *run) bound(ctx context.Context, pod, orig *corev1.Pod, j int32) bool {
 		return true
 	}
 	for _, ni := range r.spotInfo {
-		if r.fit.admits(ctx, cyc, pod, ni) {
+		ok, err := r.fit.admits(ctx, cyc, pod, ni)
+		if err != nil {
+			// Without the plugins' answer the pod is not known to be
+			// bound: it stays where it is.
+			return false
+		}
+		if ok {
 			return false
 		}
 	}

@@ -73,12 +73,15 @@ var constraintPlugins = slices.DeleteFunc(slices.Clone(FilterPlugins), func(n st
 // brought up to date with the plugins' own AddPod and RemovePod extensions
 // instead of being computed again from every pod (see cycleFor).
 type fitter struct {
-	full, lean, static, constraints framework.Framework
-	snap                            *cache.Snapshot
-	views                           *viewLister
-	anti                            *antiAffinityIndex
-	nsLister                        corelisters.NamespaceLister
-	logger                          klog.Logger
+	full, lean, static framework.Framework
+	// constraints is built by buildConstraints when first needed (admits).
+	constraints      framework.Framework
+	buildConstraints func() (framework.Framework, error)
+	snap             *cache.Snapshot
+	views            *viewLister
+	anti             *antiAffinityIndex
+	nsLister         corelisters.NamespaceLister
+	logger           klog.Logger
 	// resources computes the scheduler's accounting of pods' requests.
 	resources *resourceMemo
 
@@ -177,7 +180,7 @@ func newFitter(ctx context.Context, s *snapshot.Snapshot, nodeOf []int32, destin
 	// context once built: it ends when the frameworks are.
 	fwCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	build := func(plugins ...string) (framework.Framework, error) {
+	build := func(fwCtx context.Context, plugins ...string) (framework.Framework, error) {
 		profile := cfg.Profiles[0]
 		profile.Plugins = only(profile.Plugins, plugins)
 		fw, err := frameworkruntime.NewFramework(fwCtx, inTreeRegistry, &profile,
@@ -196,20 +199,25 @@ func newFitter(ctx context.Context, s *snapshot.Snapshot, nodeOf []int32, destin
 		}
 		return fw, nil
 	}
-	if f.full, err = build(FilterPlugins...); err != nil {
+	if f.full, err = build(fwCtx, FilterPlugins...); err != nil {
 		return nil, err
 	}
 	lean := slices.DeleteFunc(slices.Clone(FilterPlugins), func(n string) bool {
 		return n == names.InterPodAffinity || n == names.PodTopologySpread
 	})
-	if f.lean, err = build(lean...); err != nil {
+	if f.lean, err = build(fwCtx, lean...); err != nil {
 		return nil, err
 	}
-	if f.static, err = build(staticPlugins...); err != nil {
+	if f.static, err = build(fwCtx, staticPlugins...); err != nil {
 		return nil, err
 	}
-	if f.constraints, err = build(constraintPlugins...); err != nil {
-		return nil, err
+	// Few plans need the constraints framework (consolidations of pods with
+	// constraints on other pods): it is built on first use, in a context of
+	// its own that ends once it is built.
+	f.buildConstraints = func() (framework.Framework, error) {
+		bctx, stop := context.WithCancel(ctx)
+		defer stop()
+		return build(bctx, constraintPlugins...)
 	}
 
 	snap := cache.NewSnapshot(nil, s.Nodes)
@@ -475,11 +483,18 @@ func (f *fitter) filterOn(ctx context.Context, c *cycle, pod *corev1.Pod, node f
 // cycle of the full framework: whether node would take it however empty.
 // The state's keys are the plugins' own, so the constraints framework reads
 // what full's PreFilter wrote.
-func (f *fitter) admits(ctx context.Context, c *cycle, pod *corev1.Pod, node fwk.NodeInfo) bool {
+func (f *fitter) admits(ctx context.Context, c *cycle, pod *corev1.Pod, node fwk.NodeInfo) (bool, error) {
 	if _, ok := c.only[node.Node().Name]; c.only != nil && !ok {
-		return false
+		return false, nil
 	}
-	return f.constraints.RunFilterPlugins(ctx, c.state, pod, node).IsSuccess()
+	if f.constraints == nil {
+		fw, err := f.buildConstraints()
+		if err != nil {
+			return false, err
+		}
+		f.constraints = fw
+	}
+	return f.constraints.RunFilterPlugins(ctx, c.state, pod, node).IsSuccess(), nil
 }
 
 // nodeInfo returns the snapshot's NodeInfo of a node.

@@ -157,3 +157,15 @@ func (s *spotter) stop() {
 	s.cancel()
 	s.w.Clock.RunUntil(s.w.Now().Add(time.Hour))
 }
+
+// RecommendedConfig is the configuration the docs recommend for a cluster
+// whose node groups Spotter can reach through a cloud provider, and what
+// `spotter simulate` runs without --config: the defaults with the migrator
+// on. `spotter controller` leaves the migrator off by default, as it needs a
+// cloud provider; the simulated cluster has node groups.
+func RecommendedConfig() *v1alpha1.SpotterConfiguration {
+	cfg := v1alpha1.NewDefaults()
+	on := true
+	cfg.Migrator.Enabled = &on
+	return cfg
+}

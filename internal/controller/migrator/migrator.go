@@ -122,6 +122,12 @@ type Controller struct {
 	kube     kubernetes.Interface
 	provider cloud.Provider
 	planner  *plan.Planner
+	// groupPlans are the plans of the cluster against each group's
+	// templates, for the snapshot of one Revision (see planOnGroup).
+	groupPlans struct {
+		revision string
+		plans    map[string]*plan.Plan
+	}
 	drainer  *drain.Drainer
 	budget   *disruption.Budget
 	clock    clock.Clock
@@ -633,21 +639,16 @@ func (c *Controller) planWith(ctx context.Context, snap *snapshot.Snapshot, node
 	return last, nil
 }
 
-// planOnGroup plans the cluster with as many of g's template nodes as g can
-// still add, and returns node's verdict and how many new nodes its pods need.
-func (c *Controller) planOnGroup(ctx context.Context, snap *snapshot.Snapshot, node *corev1.Node, g cloud.NodeGroup) (*plan.NodePlan, int, error) {
-	target, err := g.TargetSize(ctx)
-	if err != nil {
-		return nil, 0, err
-	}
-	room := g.MaxSize() - target
+// planWithTemplates plans the cluster of snap with room more nodes like g's
+// template (at most as many as its pods need).
+func (c *Controller) planWithTemplates(ctx context.Context, snap *snapshot.Snapshot, g cloud.NodeGroup, room int) (*plan.Plan, error) {
 	withTemplates := *snap
 	withTemplates.Revision = "" // not the cluster's state: it has virtual nodes
 	withTemplates.Nodes = slices.Clone(snap.Nodes)
 	if room > 0 {
 		tmpl, err := g.TemplateNode(ctx)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		// A node needs at most as many new nodes as it has pods.
 		for i := range min(room, len(snap.Pods)+1, c.opts.MaxNodesPerRun*10) {
@@ -657,9 +658,30 @@ func (c *Controller) planOnGroup(ctx context.Context, snap *snapshot.Snapshot, n
 			withTemplates.Nodes = append(withTemplates.Nodes, n)
 		}
 	}
-	p, err := c.planner.Plan(ctx, &withTemplates)
+	return c.planner.Plan(ctx, &withTemplates)
+}
+
+// planOnGroup plans the cluster with as many of g's template nodes as g can
+// still add, and returns node's verdict and how many new nodes its pods need.
+func (c *Controller) planOnGroup(ctx context.Context, snap *snapshot.Snapshot, node *corev1.Node, g cloud.NodeGroup) (*plan.NodePlan, int, error) {
+	target, err := g.TargetSize(ctx)
 	if err != nil {
 		return nil, 0, err
+	}
+	// The plan is the whole cluster's: every candidate of a run, and every
+	// run until the cluster changes, reads the same one.
+	key := fmt.Sprintf("%s/%d", g.ID(), target)
+	if snap.Revision == "" || c.groupPlans.revision != snap.Revision {
+		c.groupPlans.revision, c.groupPlans.plans = snap.Revision, map[string]*plan.Plan{}
+	}
+	p := c.groupPlans.plans[key]
+	if p == nil {
+		if p, err = c.planWithTemplates(ctx, snap, g, g.MaxSize()-target); err != nil {
+			return nil, 0, err
+		}
+		if snap.Revision != "" {
+			c.groupPlans.plans[key] = p
+		}
 	}
 	np := find(p, node.Name)
 	if np == nil {
