@@ -92,8 +92,10 @@ func BenchmarkSimulateWeek200(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// As `spotter simulate --scenario builtin:week-200` runs it: the
+	// recommended configuration.
 	for b.Loop() {
-		if _, err := Run(context.Background(), sc, Options{}); err != nil {
+		if _, err := Run(context.Background(), sc, Options{Config: RecommendedConfig()}); err != nil {
 			b.Fatal(err)
 		}
 	}

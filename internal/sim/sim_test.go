@@ -230,8 +230,9 @@ func TestParseStrategies(t *testing.T) {
 
 func BenchmarkSimulateDefault(b *testing.B) {
 	sc := DefaultScenario()
+	// As `spotter simulate` runs it: the recommended configuration.
 	for b.Loop() {
-		if _, err := Run(context.Background(), sc, Options{}); err != nil {
+		if _, err := Run(context.Background(), sc, Options{Config: RecommendedConfig()}); err != nil {
 			b.Fatal(err)
 		}
 	}
