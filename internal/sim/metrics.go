@@ -51,6 +51,15 @@ type Result struct {
 	// lost nodes, pods still starting after a scale-up. What a user feels,
 	// where EvictionsRefused is what the budgets held back.
 	PDBBelowBudgetPodMinutes float64 `json:"pdbBelowBudgetPodMinutes"`
+	// PDBBelowBudgetVoluntaryPodMinutes is the part of
+	// PDBBelowBudgetPodMinutes during which the workload had pods evicted
+	// voluntarily (by the strategy, not the agent's drains before a node
+	// goes) whose replacements were not Ready yet: at most as many pods as
+	// those, minute by minute. The Eviction API refuses an eviction that
+	// would take a budget below what it demands; the budget can still fall
+	// below while a replacement starts, when something else (a preemption)
+	// takes a pod too. An upper bound on what voluntary evictions caused.
+	PDBBelowBudgetVoluntaryPodMinutes float64 `json:"pdbBelowBudgetVoluntaryPodMinutes"`
 	// PDBViolations counts voluntary evictions after which a
 	// PodDisruptionBudget had fewer healthy pods than it demands. The
 	// Eviction API refuses those, so it stays 0: a check of the model.
@@ -106,6 +115,7 @@ type recorder struct {
 	podSeconds, spotPodSeconds         float64
 	pendingSeconds, lostSeconds        float64
 	belowBudgetSeconds                 float64
+	belowBudgetVoluntarySeconds        float64
 	podCountSum, steps                 float64
 	episode                            time.Duration
 	inEpisode                          bool
@@ -125,10 +135,13 @@ func (m *recorder) evictionRefused() { m.refused++ }
 // voluntaryEviction counts an eviction; the agent's, made because the node is
 // being taken back anyway, are listed by component but not counted as
 // voluntary.
-func (m *recorder) voluntaryEviction(_ *Pod, by string) {
+func (m *recorder) voluntaryEviction(p *Pod, by string) {
 	m.evictBy[by]++
 	if by != componentAgent {
 		m.evict++
+		// Its replacement is on the way until the next pod of the
+		// workload becomes Ready (World.markReady).
+		p.App.evictedStarting++
 	}
 }
 
@@ -187,6 +200,7 @@ func (m *recorder) observe(step time.Duration) {
 		if a.PDB != nil {
 			if healthy, desired := w.pdbHealth(a); healthy < desired {
 				m.belowBudgetSeconds += float64(desired-healthy) * sec
+				m.belowBudgetVoluntarySeconds += float64(min(desired-healthy, a.evictedStarting)) * sec
 			}
 		}
 	}
@@ -237,6 +251,7 @@ func (m *recorder) result(strategy string, days float64) Result {
 	r.PendingPodMinutes = m.pendingSeconds / 60
 	r.LostPodMinutes = m.lostSeconds / 60
 	r.PDBBelowBudgetPodMinutes = m.belowBudgetSeconds / 60
+	r.PDBBelowBudgetVoluntaryPodMinutes = m.belowBudgetVoluntarySeconds / 60
 	r.Evictions, r.EvictionsRefused, r.WastedEvictions, r.PDBViolations = m.evict, m.refused, m.wasted, m.violations
 	if len(m.evictBy) > 0 {
 		r.EvictionsBy = m.evictBy

@@ -92,3 +92,104 @@ func TestPDBBelowBudgetTellsStrategiesApart(t *testing.T) {
 			m.PDBBelowBudgetPodMinutes, n.PDBBelowBudgetPodMinutes)
 	}
 }
+
+// The voluntary part of "PDB below budget": a pod evicted by the strategy
+// (the budget allows it), then one more taken around the Eviction API while
+// the first one's replacement starts: one pod below the budget, and it counts
+// as voluntary until a pod of the workload is Ready again. The agent's
+// evictions (its node is being taken back) are not voluntary.
+func TestPDBBelowBudgetVoluntaryPodMinutes(t *testing.T) {
+	w, err := newWorld(DefaultScenario(), 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched := &scheduler{w: w, e: mustEngine(t, w)}
+	for range 10 {
+		w.advance(0)
+		if err := sched.run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		w.Clock.Step(time.Minute)
+	}
+	w.advance(0)
+	var app *App
+	for _, a := range w.Apps {
+		if a.PDB != nil {
+			if healthy, desired := w.pdbHealth(a); desired >= 1 && healthy == desired+1 {
+				app = a
+				break
+			}
+		}
+	}
+	if app == nil {
+		t.Fatal("no healthy workload whose budget allows exactly one disruption")
+	}
+	healthyPods := func() []*Pod {
+		var out []*Pod
+		for _, p := range app.pods {
+			if p.Healthy(w.Now()) {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	if err := w.Evict(healthyPods()[0], componentAgent); err != nil {
+		t.Fatal(err)
+	}
+	if app.evictedStarting != 0 {
+		t.Fatalf("the agent's eviction counted as voluntary: %d", app.evictedStarting)
+	}
+	// The voluntary case, on another workload.
+	app = nil
+	for _, a := range w.Apps {
+		if a.PDB != nil {
+			if healthy, desired := w.pdbHealth(a); desired >= 1 && healthy == desired+1 {
+				app = a
+				break
+			}
+		}
+	}
+	if app == nil {
+		t.Fatal("no second healthy workload whose budget allows exactly one disruption")
+	}
+	if err := w.Evict(healthyPods()[0], "rescheduler"); err != nil {
+		t.Fatal(err)
+	}
+	w.DeletePod(healthyPods()[0]) // a preemption, around the Eviction API
+	if h, d := w.pdbHealth(app); d-h != 1 || app.evictedStarting != 1 {
+		t.Fatalf("%d healthy of %d desired, %d replacements starting; want one below, one starting", h, d, app.evictedStarting)
+	}
+	start, startVoluntary := w.m.belowBudgetSeconds, w.m.belowBudgetVoluntarySeconds
+	for range 2 {
+		w.m.observe(time.Minute)
+	}
+	if got := (w.m.belowBudgetVoluntarySeconds - startVoluntary) / 60; got != 2 {
+		t.Errorf("%v voluntary pod-minutes below budget, want 2", got)
+	}
+	if got := (w.m.belowBudgetSeconds - start) / 60; got < 2 {
+		t.Errorf("%v pod-minutes below budget in all, want at least 2", got)
+	}
+	// Room for the replacements (the test runs no autoscaler): a node in
+	// each on-demand group. They come and become Ready: nothing is starting
+	// any more.
+	for _, g := range w.Groups {
+		if !g.Spot {
+			w.addNode(g)
+		}
+	}
+	for range 10 {
+		w.advance(0)
+		if err := sched.run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		w.Clock.Step(time.Minute)
+	}
+	w.advance(0)
+	if h, d := w.pdbHealth(app); app.evictedStarting != 0 || h < d {
+		t.Errorf("%d replacements starting, %d healthy of %d desired, after ten minutes; want none starting, none below", app.evictedStarting, h, d)
+
+	}
+	if res := w.m.result("test", 1); res.PDBBelowBudgetVoluntaryPodMinutes != w.m.belowBudgetVoluntarySeconds/60 {
+		t.Errorf("result %v, recorder %v", res.PDBBelowBudgetVoluntaryPodMinutes, w.m.belowBudgetVoluntarySeconds/60)
+	}
+}

@@ -155,9 +155,12 @@ type App struct {
 	PDB          *policyv1.PodDisruptionBudget
 	pods         []*Pod
 	desired      int
-	seq          int
-	uid          types.UID
-	cpu, mem     int64
+	// evictedStarting counts the pods evicted voluntarily whose
+	// replacements are not Ready yet (PDBBelowBudgetVoluntaryPodMinutes).
+	evictedStarting int
+	seq             int
+	uid             types.UID
+	cpu, mem        int64
 }
 
 // Pods are the app's existing pods.
@@ -582,6 +585,9 @@ func (w *World) markReady(p *Pod) {
 		w.podChanged(old, p.Obj)
 	}
 	p.ready = true
+	if p.App.evictedStarting > 0 {
+		p.App.evictedStarting--
+	}
 	w.changed()
 }
 
