@@ -320,3 +320,27 @@ func TestConsolidationMovesPodsTheirSpreadKeepsOffSpot(t *testing.T) {
 		t.Errorf("od-b1 drained with spot full: %+v", b1)
 	}
 }
+
+// A second pinned pod placed in what is left of the room a displacement made
+// goes after the displaced pod too, though it needed no displacement of its
+// own.
+func TestConsolidationPodsToOnDemandFollowTheDisplaced(t *testing.T) {
+	s := &snapshot.Snapshot{
+		Nodes: []*corev1.Node{priced("od-1", tu.OnDemand()), priced("od-2", tu.OnDemand()), priced("spot", tu.Spot())},
+		Pods: []*corev1.Pod{
+			pinned("db-1", "od-1", "1500m"), pod("web-1a", "od-1", "2"), pod("web-1b", "od-1", "300m"),
+			// db-2a needs web-1a's room; db-2b fits in what is left of it.
+			pinned("db-2a", "od-2", "1"), pinned("db-2b", "od-2", "500m"), pod("web-2", "od-2", "1"),
+		},
+	}
+	p := planConsolidating(t, Consolidation{Enabled: true, MinHourlySavingPerEviction: 0.01}, s)
+	od2 := node(p, "od-2")
+	if !od2.Drainable || len(od2.Displaced) != 1 || od2.Displaced[0].Name != "web-1a" {
+		t.Fatalf("od-2: %+v", od2)
+	}
+	for _, pp := range od2.Pods {
+		if want := map[bool]int{true: 2, false: 1}[pp.OnDemand]; pp.Wave != want {
+			t.Errorf("%s (on-demand %v) in wave %d, want %d", pp.Name, pp.OnDemand, pp.Wave, want)
+		}
+	}
+}

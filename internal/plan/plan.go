@@ -756,7 +756,19 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, idx []int32) (needsWav
 	}
 	waves := d.waves
 	if len(displaced) > 0 {
-		// The displaced pods draw on their budgets too, and go first.
+		// The displaced pods draw on their budgets too, and go first. Every
+		// pod sent to a node they leave goes after them, not only those that
+		// made room: a later one may have been placed in what was left of
+		// that room (a lab replay of a simulated drain was rolled back when
+		// such a pod, in the first wave, was re-checked before the displaced
+		// pod had gone).
+		left := map[string]bool{}
+		for _, m := range displaced {
+			left[m.from] = true
+		}
+		for i := range plans {
+			follow[i] = follow[i] || plans[i].OnDemand && left[plans[i].Destination]
+		}
 		r.budgets.give(d.taken)
 		all := make([][]*budget, 0, len(displaced)+len(covers))
 		for _, m := range displaced {

@@ -37,8 +37,9 @@ type decision struct {
 // recordDecisions taps the API of a simulated spotter strategy and records
 // its rescheduler's first n drains: the world before the write that marks
 // the node (the controller planned on that world: nothing else runs between
-// its read and its write on the world's clock), and the evictions of that
-// node's pods at the same instant.
+// its read and its write on the world's clock), and the evictions of its
+// drain at the same instant (the node's pods, and those its consolidation
+// displaces from other nodes).
 func recordDecisions(n int, out *[]decision) func(*World, *api) {
 	return func(w *World, a *api) {
 		a.kube.PrependReactor("*", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
@@ -64,8 +65,11 @@ func recordDecisions(n int, out *[]decision) func(*World, *api) {
 				}
 			}
 			if evicted != nil && evicted.Node != nil && len(*out) > 0 {
+				// The rescheduler drains one node at a time: its evictions at
+				// the instant it marked the node are that drain's, the pods a
+				// consolidation displaces from other nodes included.
 				d := &(*out)[len(*out)-1]
-				if d.at.Equal(w.Now()) && d.node == evicted.Node.Name {
+				if d.at.Equal(w.Now()) {
 					d.evicted = append(d.evicted, evicted.Obj.Namespace+"/"+evicted.Obj.Name)
 					sort.Strings(d.evicted)
 				}
