@@ -10,19 +10,7 @@ import (
 // whatever took them: here pods killed around the Eviction API (as a
 // preemption does), two below the budget for three minutes.
 func TestPDBBelowBudgetPodMinutes(t *testing.T) {
-	w, err := newWorld(DefaultScenario(), 1, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sched := &scheduler{w: w, e: mustEngine(t, w)}
-	for range 10 {
-		w.advance(0)
-		if err := sched.run(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		w.Clock.Step(time.Minute)
-	}
-	w.advance(0)
+	w, _ := startedWorld(t, 10)
 	var app *App
 	for _, a := range w.Apps {
 		if a.PDB != nil {
@@ -99,31 +87,21 @@ func TestPDBBelowBudgetTellsStrategiesApart(t *testing.T) {
 // as voluntary until a pod of the workload is Ready again. The agent's
 // evictions (its node is being taken back) are not voluntary.
 func TestPDBBelowBudgetVoluntaryPodMinutes(t *testing.T) {
-	w, err := newWorld(DefaultScenario(), 1, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sched := &scheduler{w: w, e: mustEngine(t, w)}
-	for range 10 {
-		w.advance(0)
-		if err := sched.run(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		w.Clock.Step(time.Minute)
-	}
-	w.advance(0)
-	var app *App
-	for _, a := range w.Apps {
-		if a.PDB != nil {
-			if healthy, desired := w.pdbHealth(a); desired >= 1 && healthy == desired+1 {
-				app = a
-				break
+	w, sched := startedWorld(t, 10)
+	// A workload whose budget allows exactly one disruption.
+	oneAllowed := func() *App {
+		t.Helper()
+		for _, a := range w.Apps {
+			if a.PDB != nil {
+				if healthy, desired := w.pdbHealth(a); desired >= 1 && healthy == desired+1 {
+					return a
+				}
 			}
 		}
-	}
-	if app == nil {
 		t.Fatal("no healthy workload whose budget allows exactly one disruption")
+		return nil
 	}
+	app := oneAllowed()
 	healthyPods := func() []*Pod {
 		var out []*Pod
 		for _, p := range app.pods {
@@ -140,18 +118,7 @@ func TestPDBBelowBudgetVoluntaryPodMinutes(t *testing.T) {
 		t.Fatalf("the agent's eviction counted as voluntary: %d", app.evictedStarting)
 	}
 	// The voluntary case, on another workload.
-	app = nil
-	for _, a := range w.Apps {
-		if a.PDB != nil {
-			if healthy, desired := w.pdbHealth(a); desired >= 1 && healthy == desired+1 {
-				app = a
-				break
-			}
-		}
-	}
-	if app == nil {
-		t.Fatal("no second healthy workload whose budget allows exactly one disruption")
-	}
+	app = oneAllowed()
 	if err := w.Evict(healthyPods()[0], "rescheduler"); err != nil {
 		t.Fatal(err)
 	}
@@ -177,14 +144,7 @@ func TestPDBBelowBudgetVoluntaryPodMinutes(t *testing.T) {
 			w.addNode(g)
 		}
 	}
-	for range 10 {
-		w.advance(0)
-		if err := sched.run(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		w.Clock.Step(time.Minute)
-	}
-	w.advance(0)
+	runMinutes(t, w, sched, 10)
 	if h, d := w.pdbHealth(app); app.evictedStarting != 0 || h < d {
 		t.Errorf("%d replacements starting, %d healthy of %d desired, after ten minutes; want none starting, none below", app.evictedStarting, h, d)
 
@@ -192,4 +152,30 @@ func TestPDBBelowBudgetVoluntaryPodMinutes(t *testing.T) {
 	if res := w.m.result("test", 1); res.PDBBelowBudgetVoluntaryPodMinutes != w.m.belowBudgetVoluntarySeconds/60 {
 		t.Errorf("result %v, recorder %v", res.PDBBelowBudgetVoluntaryPodMinutes, w.m.belowBudgetVoluntarySeconds/60)
 	}
+}
+
+// startedWorld is the default scenario's world after minutes of its
+// scheduler (no autoscaler, no strategy), with that scheduler.
+func startedWorld(t *testing.T, minutes int) (*World, *scheduler) {
+	t.Helper()
+	w, err := newWorld(DefaultScenario(), 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched := &scheduler{w: w, e: mustEngine(t, w)}
+	runMinutes(t, w, sched, minutes)
+	return w, sched
+}
+
+// runMinutes runs the world's scheduler for minutes, one a step.
+func runMinutes(t *testing.T, w *World, sched *scheduler, minutes int) {
+	t.Helper()
+	for range minutes {
+		w.advance(0)
+		if err := sched.run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		w.Clock.Step(time.Minute)
+	}
+	w.advance(0)
 }

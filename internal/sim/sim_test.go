@@ -82,19 +82,7 @@ func TestPDBViolationsCheckedZeroForSpotter(t *testing.T) {
 		t.Errorf("spotter evicted nothing in two days: the check proves nothing")
 	}
 
-	w, err := newWorld(DefaultScenario(), 1, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sched := &scheduler{w: w, e: mustEngine(t, w)}
-	for range 5 {
-		w.advance(0)
-		if err := sched.run(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		w.Clock.Step(time.Minute)
-	}
-	w.advance(0)
+	w, _ := startedWorld(t, 5)
 	var app *App
 	for _, a := range w.Apps {
 		if a.PDB != nil && a.PDB.Spec.MinAvailable != nil {
