@@ -30,7 +30,7 @@ func Order(p *plan.Plan, coolingDown func(node string) bool, ownNode string, hol
 	var own *plan.NodePlan
 	for i := range p.Nodes {
 		n := &p.Nodes[i]
-		if !n.Drainable || n.Class != classify.OnDemand || countMoves(n) == 0 {
+		if !n.Drainable || n.Class != classify.OnDemand || n.Evictions() == 0 {
 			continue
 		}
 		if coolingDown != nil && coolingDown(n.Name) {

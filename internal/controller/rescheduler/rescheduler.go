@@ -335,7 +335,7 @@ func (c *Controller) resumable(ctx context.Context, p *plan.Plan, now time.Time,
 		n := &p.Nodes[i]
 		switch {
 		case !unfinished[n.Name] || n == target:
-		case n.Drainable && n.Class == classify.OnDemand && countMoves(n) == 0:
+		case n.Drainable && n.Class == classify.OnDemand && n.Evictions() == 0:
 			if err := c.drainer.Unmark(ctx, n.Name, !c.opts.CordonAfterDrain); err != nil {
 				klog.FromContext(ctx).Error(err, "Finishing an unfinished drain", "node", n.Name)
 			} else {
@@ -455,9 +455,9 @@ func (c *Controller) drainNode(ctx context.Context, target *plan.NodePlan, snap 
 	// A shutdown lets the drain finish within the grace period, else rolls it
 	// back: never a half-drained node.
 	dctx, cancel := drain.Outlive(ctx, c.clock, c.opts.ShutdownGracePeriod)
-	reason := fmt.Sprintf("all %d pods fit on spot nodes", countMoves(target))
+	reason := fmt.Sprintf("all %d pods fit on spot nodes", target.Evictions())
 	if len(onDemand) > 0 {
-		reason = fmt.Sprintf("consolidation: %d pods fit on spot nodes, %d on on-demand nodes that stay", countMoves(target)-len(onDemand)-len(displaced), len(onDemand))
+		reason = fmt.Sprintf("consolidation: %d pods fit on spot nodes, %d on on-demand nodes that stay", target.Evictions()-len(onDemand)-len(displaced), len(onDemand))
 		if len(displaced) > 0 {
 			reason += fmt.Sprintf(", after %d pods of those move to spot nodes to make room", len(displaced))
 		}
@@ -622,7 +622,7 @@ func workOf(p *plan.Plan) work {
 		if !n.Drainable || n.Class != classify.OnDemand {
 			continue
 		}
-		moves := countMoves(n)
+		moves := n.Evictions()
 		if moves == 0 {
 			w.empty++
 			continue
@@ -638,13 +638,7 @@ func workOf(p *plan.Plan) work {
 // when more than one.
 func podsAndWaves(n *plan.NodePlan) string {
 	if n.Waves > 1 {
-		return fmt.Sprintf("%d pods in %d waves", countMoves(n), n.Waves)
+		return fmt.Sprintf("%d pods in %d waves", n.Evictions(), n.Waves)
 	}
-	return fmt.Sprintf("%d pods", countMoves(n))
-}
-
-// countMoves is the number of pods a node's drain evicts, those its
-// consolidation displaces from other nodes included.
-func countMoves(n *plan.NodePlan) int {
-	return n.Evictions()
+	return fmt.Sprintf("%d pods", n.Evictions())
 }
