@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -485,26 +486,24 @@ func (d *Drainer) grace(p *corev1.Pod, deadline time.Time) *int64 {
 }
 
 // waitGone waits until every pod is gone: deleted, or replaced by a pod with
-// another UID.
+// another UID. All must go, so a round of reads stops at the first pod still
+// there and the next round starts with it: one read a PollInterval while a
+// pod terminates, not one per pod, and the same round ends the wait. When
+// time runs out, the pods left are read once more (briefly, past ctx) so
+// that the result names only those still there.
 func (d *Drainer) waitGone(ctx context.Context, pods []*corev1.Pod, res *Result) error {
-	pending := map[types.UID]*corev1.Pod{}
-	for _, p := range pods {
-		pending[p.UID] = p
-	}
-	for len(pending) > 0 {
-		for uid, p := range pending {
-			cur, err := d.client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
-			switch {
-			case apierrors.IsNotFound(err) || err == nil && cur.UID != uid:
-				delete(pending, uid)
-			case err != nil && ctx.Err() == nil:
-				klog.FromContext(ctx).V(1).Info("Checking an evicted pod", "pod", klog.KObj(p), "err", err.Error())
-			}
-		}
-		if len(pending) == 0 {
+	pending := slices.Clone(pods)
+	for {
+		if pending = d.stillThere(ctx, pending, true); len(pending) == 0 {
 			return nil
 		}
 		if coop.Sleep(ctx, d.clock, d.opts.PollInterval) != nil {
+			last, cancel := context.WithTimeout(context.WithoutCancel(ctx), lastReadTimeout)
+			pending = d.stillThere(last, pending, false)
+			cancel()
+			if len(pending) == 0 {
+				return nil
+			}
 			keys := make([]string, 0, len(pending))
 			for _, p := range pending {
 				keys = append(keys, key(p))
@@ -516,7 +515,30 @@ func (d *Drainer) waitGone(ctx context.Context, pods []*corev1.Pod, res *Result)
 			return fmt.Errorf("waiting for %d pods to terminate: %w", len(pending), context.Cause(ctx))
 		}
 	}
-	return nil
+}
+
+// lastReadTimeout bounds the reads of waitGone after its time ran out.
+const lastReadTimeout = 5 * time.Second
+
+// stillThere reads pods in order and returns those not gone (a pod that
+// cannot be read counts as there); with first, it stops at the first pod
+// still there and returns it with every pod after it, unread.
+func (d *Drainer) stillThere(ctx context.Context, pods []*corev1.Pod, first bool) []*corev1.Pod {
+	var left []*corev1.Pod
+	for i, p := range pods {
+		cur, err := d.client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || err == nil && cur.UID != p.UID {
+			continue
+		}
+		if err != nil && ctx.Err() == nil {
+			klog.FromContext(ctx).V(1).Info("Checking an evicted pod", "pod", klog.KObj(p), "err", err.Error())
+		}
+		if first {
+			return append(left, pods[i:]...)
+		}
+		left = append(left, p)
+	}
+	return left
 }
 
 func (d *Drainer) event(obj *corev1.ObjectReference, typ, reason, action, note string, args ...any) {

@@ -362,21 +362,31 @@ func (r *run) makeRoom(ctx context.Context, pod, orig *corev1.Pod, res fwk.PodRe
 			continue
 		}
 		var free []int32
+		all := n // the node without every pod that may move
 		for _, j := range c.podsOn[name] {
 			if r.facts[j].verdict.Action == Move && !c.displaced[j] && !r.pinnedAt(ctx, j) {
 				free = append(free, j)
+				all = all.without(r.fit.resOf[j].Resource)
 			}
 		}
-		r.sortIndexesBySize(free)
+		if all.fits(cpu, mem) != "" {
+			continue // no choice of them makes the room
+		}
 		var take []int32
 		for n.fits(cpu, mem) != "" && len(take) < most && len(free) > 0 {
-			// The smallest pod that makes the room, else the largest.
-			k := 0
-			for i := len(free) - 1; i >= 0; i-- {
-				if m := n.without(r.fit.resOf[free[i]].Resource); m.fits(cpu, mem) == "" {
+			// The smallest pod that makes the room, else the largest (in
+			// the order of sortIndexesBySize).
+			k, largest := -1, 0
+			for i, j := range free {
+				if m := n.without(r.fit.resOf[j].Resource); m.fits(cpu, mem) == "" && (k < 0 || compareSizes(r.sizeKey(j), r.sizeKey(free[k])) > 0) {
 					k = i
-					break
 				}
+				if compareSizes(r.sizeKey(j), r.sizeKey(free[largest])) < 0 {
+					largest = i
+				}
+			}
+			if k < 0 {
+				k = largest
 			}
 			n = n.without(r.fit.resOf[free[k]].Resource)
 			take = append(take, free[k])

@@ -1019,19 +1019,25 @@ type sortKey struct {
 	j               int32
 }
 
-func sortBySizeKeys(keys []sortKey) {
-	slices.SortFunc(keys, func(a, b sortKey) int {
-		return cmp.Or(cmp.Compare(b.cpu, a.cpu), cmp.Compare(b.mem, a.mem),
-			strings.Compare(a.namespace, b.namespace), strings.Compare(a.name, b.name))
-	})
+// compareSizes orders sort keys largest first.
+func compareSizes(a, b sortKey) int {
+	return cmp.Or(cmp.Compare(b.cpu, a.cpu), cmp.Compare(b.mem, a.mem),
+		strings.Compare(a.namespace, b.namespace), strings.Compare(a.name, b.name))
+}
+
+func sortBySizeKeys(keys []sortKey) { slices.SortFunc(keys, compareSizes) }
+
+// sizeKey is the sort key of pod j (an index into r.pods).
+func (r *run) sizeKey(j int32) sortKey {
+	res, p := r.fit.resOf[j].Resource, r.pods[j]
+	return sortKey{res.GetMilliCPU(), res.GetMemory(), p.Namespace, p.Name, j}
 }
 
 // sortIndexesBySize orders pods (indexes into r.pods) largest first.
 func (r *run) sortIndexesBySize(idx []int32) {
 	keys := r.sortKeys[:0]
 	for _, j := range idx {
-		res, p := r.fit.resOf[j].Resource, r.pods[j]
-		keys = append(keys, sortKey{res.GetMilliCPU(), res.GetMemory(), p.Namespace, p.Name, j})
+		keys = append(keys, r.sizeKey(j))
 	}
 	r.sortKeys = keys
 	sortBySizeKeys(keys)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"spotter.dev/spotter/internal/drain"
+	"spotter.dev/spotter/internal/snapshot"
 )
 
 // api is the Kubernetes API of a World as Spotter's controllers use it: a
@@ -75,6 +77,15 @@ func derefAll[T any](in []*T) []T {
 		out[i] = *p
 	}
 	return out
+}
+
+// Snapshot implements snapshot.Snapshotter: the objects the lists would
+// hold, in the same order, without copying every pod of the world into list
+// items for each change of it.
+func (a *api) Snapshot(context.Context) (*snapshot.Snapshot, error) {
+	w := a.w.Snapshot()
+	return &snapshot.Snapshot{Revision: a.Revision(), Nodes: slices.Clone(w.Nodes), Pods: slices.Clone(w.Pods),
+		PDBs: slices.Clone(w.PDBs), Namespaces: slices.Clone(w.Namespaces)}, nil
 }
 
 // Revision names the world's state (snapshot.Revisioner): the planner of a

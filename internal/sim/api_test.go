@@ -2,13 +2,16 @@ package sim
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"spotter.dev/spotter/internal/cloud"
 	"spotter.dev/spotter/internal/drain"
@@ -198,4 +201,58 @@ func TestProviderCapacity(t *testing.T) {
 		return
 	}
 	t.Skip("no spot group with room under its maximum")
+}
+
+// The world's snapshot (snapshot.Snapshotter) holds what the lists hold, in
+// their order, with the same Revision; the caller may reorder its slices
+// without reordering the next one.
+func TestAPISnapshotIsTheLists(t *testing.T) {
+	w, _ := worldAfter(t, 3*time.Hour)
+	a := newAPI(w)
+	ctx := context.Background()
+	got, err := snapshot.FromReader(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nodes corev1.NodeList
+	var pods corev1.PodList
+	var pdbs policyv1.PodDisruptionBudgetList
+	var nss corev1.NamespaceList
+	for _, l := range []client.ObjectList{&nodes, &pods, &pdbs, &nss} {
+		if err := a.List(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(got.Pods) == 0 || len(got.PDBs) == 0 {
+		t.Fatalf("%s: want pods and budgets", got.Counts())
+	}
+	same := func(what string, inSnapshot, listed int, eq func(i int) bool) {
+		t.Helper()
+		if inSnapshot != listed {
+			t.Errorf("%d %ss in the snapshot, %d listed", inSnapshot, what, listed)
+			return
+		}
+		for i := range listed {
+			if !eq(i) {
+				t.Errorf("%s %d differs from the list's", what, i)
+				return
+			}
+		}
+	}
+	same("node", len(got.Nodes), len(nodes.Items), func(i int) bool { return equality.Semantic.DeepEqual(got.Nodes[i], &nodes.Items[i]) })
+	same("pod", len(got.Pods), len(pods.Items), func(i int) bool { return equality.Semantic.DeepEqual(got.Pods[i], &pods.Items[i]) })
+	same("budget", len(got.PDBs), len(pdbs.Items), func(i int) bool { return equality.Semantic.DeepEqual(got.PDBs[i], &pdbs.Items[i]) })
+	same("namespace", len(got.Namespaces), len(nss.Items), func(i int) bool { return equality.Semantic.DeepEqual(got.Namespaces[i], &nss.Items[i]) })
+	if got.Revision == "" || got.Revision != a.Revision() {
+		t.Errorf("revision %q, want the api's %q", got.Revision, a.Revision())
+	}
+	first := got.Pods[0]
+	slices.Reverse(got.Pods)
+	again, err := snapshot.FromReader(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Pods[0] != first {
+		t.Error("reordering a snapshot's pods reordered the next snapshot's")
+	}
 }

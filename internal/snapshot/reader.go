@@ -18,11 +18,20 @@ type Revisioner interface {
 	Revision() string
 }
 
+// Snapshotter is a reader that takes snapshots of its objects itself, without
+// the lists (the simulator's world, whose lists would be copies of it). It
+// hands out what FromReader would build from its lists, Revision included,
+// in slices the caller may reorder.
+type Snapshotter interface {
+	Snapshot(ctx context.Context) (*Snapshot, error)
+}
+
 // FromReader builds a snapshot from a controller-runtime reader: the manager's
 // cache in the controller, so that after the initial sync a snapshot costs no
 // request to the apiserver.
 //
-// A reader that implements Revisioner gives the snapshot its Revision.
+// A reader that implements Revisioner gives the snapshot its Revision; one
+// that implements Snapshotter gives the whole snapshot.
 //
 // The snapshot holds the reader's own objects, not copies
 // (client.UnsafeDisableDeepCopy): a deep copy of every pod of a large
@@ -30,6 +39,9 @@ type Revisioner interface {
 // the cache. Whoever holds the snapshot
 // reads its objects and never changes them; the planner places copies.
 func FromReader(ctx context.Context, r client.Reader) (*Snapshot, error) {
+	if ss, ok := r.(Snapshotter); ok {
+		return ss.Snapshot(ctx)
+	}
 	s := &Snapshot{}
 	if rv, ok := r.(Revisioner); ok {
 		s.Revision = rv.Revision()
