@@ -2,6 +2,7 @@ package plan
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"fmt"
 	"iter"
@@ -40,8 +41,10 @@ type consolidation struct {
 	receivers map[string]bool
 	// emptied are the nodes the plan empties: they receive nothing.
 	emptied map[string]bool
-	// onDemand are the on-demand nodes, by name, and podsOn their pods.
+	// onDemand are the on-demand nodes, by name, infos their NodeInfos in
+	// the snapshot (nil: not there), and podsOn their pods.
 	onDemand []string
+	infos    []fwk.NodeInfo
 	podsOn   map[string][]int32
 	// displaced marks the pods of nodes that stay that the plan moves to
 	// spot to make room (makeRoom).
@@ -79,6 +82,7 @@ func (r *run) consolidate(ctx context.Context, candidates []*NodePlan, podsOf ma
 		return err
 	}
 	slices.Sort(c.onDemand)
+	c.infos = r.fit.nodeInfos(c.onDemand)
 	r.consolidating = c
 	defer func() { r.consolidating = nil }()
 	for _, np := range leftover {
@@ -268,14 +272,16 @@ func (r *run) placeOnDemand(ctx context.Context, pod, orig *corev1.Pod, res fwk.
 	if total == 0 {
 		return "", "no other on-demand node stays", nil
 	}
-	slices.SortFunc(cands, better)
 	if len(cands) > 0 {
 		cyc, status := r.fit.cycleFor(ctx, pod, r.templates.of(orig))
 		if status != nil {
 			return "", describe(status), nil
 		}
-		for _, cand := range cands {
-			ni := infos[cand.i]
+		// Best fit first; most pods take the first, so no full sort.
+		h := candidateHeap(cands)
+		heap.Init(&h)
+		for h.Len() > 0 {
+			ni := infos[heap.Pop(&h).(candidate).i]
 			name := ni.Node().Name
 			st := r.fit.filterOn(ctx, cyc, pod, ni)
 			if st.IsSuccess() {
@@ -292,11 +298,11 @@ func (r *run) placeOnDemand(ctx context.Context, pod, orig *corev1.Pod, res fwk.
 func (r *run) staying(from string) iter.Seq2[fwk.NodeInfo, room] {
 	c := r.consolidating
 	return func(yield func(fwk.NodeInfo, room) bool) {
-		for _, name := range c.onDemand {
+		for i, name := range c.onDemand {
 			if name == from || c.emptied[name] {
 				continue
 			}
-			if ni := r.fit.nodeInfo(name); ni != nil && !yield(ni, roomOf(ni)) {
+			if ni := c.infos[i]; ni != nil && !yield(ni, roomOf(ni)) {
 				return
 			}
 		}

@@ -511,6 +511,17 @@ func (f *fitter) nodeInfo(node string) fwk.NodeInfo {
 	return ni
 }
 
+// nodeInfos returns the NodeInfos of nodes (nil for those not in the
+// snapshot). The snapshot's mutations change a NodeInfo in place, so they
+// stay good while the fitter is used.
+func (f *fitter) nodeInfos(nodes []string) []fwk.NodeInfo {
+	out := make([]fwk.NodeInfo, len(nodes))
+	for i, name := range nodes {
+		out[i] = f.nodeInfo(name)
+	}
+	return out
+}
+
 // add places pod on node in the snapshot, with res as its resource requests
 // (see sizedPodInfo).
 func (f *fitter) add(pod *corev1.Pod, node string, res fwk.PodResource) error {
