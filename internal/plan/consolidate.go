@@ -361,41 +361,52 @@ func (r *run) makeRoom(ctx context.Context, pod, orig *corev1.Pod, res fwk.PodRe
 		score float64
 	}
 	var options []option
+	var buf []sortKey
 	for ni, n := range r.staying(from) {
 		name := ni.Node().Name
 		if n.fits(cpu, mem) == "" {
 			// Room enough: the Filter plugins refused the pod there.
 			continue
 		}
-		var free []int32
+		mayMove := func(j int32) bool {
+			return r.facts[j].verdict.Action == Move && !c.displaced[j] && !r.pinnedAt(ctx, j)
+		}
 		all := n // the node without every pod that may move
 		for _, j := range c.podsOn[name] {
-			if r.facts[j].verdict.Action == Move && !c.displaced[j] && !r.pinnedAt(ctx, j) {
-				free = append(free, j)
-				all = all.without(r.fit.resOf[j].Resource)
+			if mayMove(j) {
+				res := r.fit.resOf[j].Resource
+				all = all.minus(res.GetMilliCPU(), res.GetMemory())
 			}
 		}
 		if all.fits(cpu, mem) != "" {
 			continue // no choice of them makes the room
 		}
+		free := buf[:0]
+		for _, j := range c.podsOn[name] {
+			if mayMove(j) {
+				free = append(free, r.sizeKey(j))
+			}
+		}
+		buf = free
 		var take []int32
 		for n.fits(cpu, mem) != "" && len(take) < most && len(free) > 0 {
 			// The smallest pod that makes the room, else the largest (in
 			// the order of sortIndexesBySize).
 			k, largest := -1, 0
-			for i, j := range free {
-				if m := n.without(r.fit.resOf[j].Resource); m.fits(cpu, mem) == "" && (k < 0 || compareSizes(r.sizeKey(j), r.sizeKey(free[k])) > 0) {
+			for i := range free {
+				f := &free[i]
+				if m := n.minus(f.cpu, f.mem); m.fits(cpu, mem) == "" && (k < 0 || compareSizes(*f, free[k]) > 0) {
 					k = i
 				}
-				if compareSizes(r.sizeKey(j), r.sizeKey(free[largest])) < 0 {
+				if compareSizes(*f, free[largest]) < 0 {
 					largest = i
 				}
 			}
 			if k < 0 {
 				k = largest
 			}
-			n = n.without(r.fit.resOf[free[k]].Resource)
-			take = append(take, free[k])
+			n = n.minus(free[k].cpu, free[k].mem)
+			take = append(take, free[k].j)
 			free = slices.Delete(free, k, k+1)
 		}
 		if n.fits(cpu, mem) == "" {

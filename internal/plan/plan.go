@@ -854,10 +854,10 @@ func (n *room) fits(cpu, mem int64) string {
 	return ""
 }
 
-// without is the node's room once a pod of res has left it.
-func (n room) without(res fwk.Resource) room {
-	n.usedCPU -= res.GetMilliCPU()
-	n.usedMem -= res.GetMemory()
+// minus is the node's room once a pod that requests cpu and mem has left it.
+func (n room) minus(cpu, mem int64) room {
+	n.usedCPU -= cpu
+	n.usedMem -= mem
 	n.pods--
 	return n
 }
