@@ -35,9 +35,23 @@ func inListOrder(s *snapshot.Snapshot) {
 // returns at once when they are in that order already. The keys of a list
 // are unique, so the sort need not be stable.
 func byKey[T metav1.Object](objs []T) {
-	byKey := func(a, b T) int { return compareKeys(a.GetNamespace(), a.GetName(), b.GetNamespace(), b.GetName()) }
-	if !slices.IsSortedFunc(objs, byKey) {
-		slices.SortFunc(objs, byKey)
+	// The keys are read once: the sort compares strings, not objects
+	// through their interface.
+	type keyed struct {
+		namespace, name string
+		obj             T
+	}
+	keys := make([]keyed, len(objs))
+	for i, o := range objs {
+		keys[i] = keyed{o.GetNamespace(), o.GetName(), o}
+	}
+	byKey := func(a, b keyed) int { return compareKeys(a.namespace, a.name, b.namespace, b.name) }
+	if slices.IsSortedFunc(keys, byKey) {
+		return
+	}
+	slices.SortFunc(keys, byKey)
+	for i := range keys {
+		objs[i] = keys[i].obj
 	}
 }
 

@@ -2,7 +2,14 @@ package rescheduler
 
 import (
 	"cmp"
+	"math/rand/v2"
+	"slices"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"spotter.dev/spotter/internal/snapshot"
 )
 
 // compareKeys orders as the keys' strings do, without building them.
@@ -19,5 +26,31 @@ func TestCompareKeys(t *testing.T) {
 				t.Errorf("%q against %q: %d, want %d", key(a[0], a[1]), key(b[0], b[1]), got, want)
 			}
 		}
+	}
+}
+
+// inListOrder sorts every kind by its storage key, as a LIST returns it.
+func TestInListOrder(t *testing.T) {
+	var s snapshot.Snapshot
+	var want []string
+	for _, ns := range []string{"a", "a-b", "b"} {
+		for _, name := range []string{"x", "x-1", "y"} {
+			s.Pods = append(s.Pods, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
+			want = append(want, key(ns, name))
+		}
+	}
+	slices.Sort(want)
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(s.Pods), func(i, j int) { s.Pods[i], s.Pods[j] = s.Pods[j], s.Pods[i] })
+	s.Nodes = []*corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n2"}}, {ObjectMeta: metav1.ObjectMeta{Name: "n1"}}}
+	inListOrder(&s)
+	var got []string
+	for _, p := range s.Pods {
+		got = append(got, key(p.Namespace, p.Name))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("pods in the order %v, want %v", got, want)
+	}
+	if s.Nodes[0].Name != "n1" || s.Nodes[1].Name != "n2" {
+		t.Errorf("nodes in the order %s, %s", s.Nodes[0].Name, s.Nodes[1].Name)
 	}
 }
