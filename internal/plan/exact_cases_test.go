@@ -231,3 +231,37 @@ func TestSameOwnerOtherSpecIsAnotherTemplate(t *testing.T) {
 		}
 	}
 }
+
+// A plan takes the accounting of a pod's requests from the plan before it
+// only for the same version of the pod: a pod resized on a spot node (a new
+// resourceVersion) takes the room it requests now.
+func TestNewPodVersionIsAccountedAgain(t *testing.T) {
+	nodes := []*corev1.Node{tu.Node("od", tu.OnDemand()), tu.Node("s1", tu.Spot(), tu.Capacity("4", "16Gi"))}
+	web := tu.Pod("web-0", tu.WithUID(), tu.OnNode("od"), tu.OwnedBy("ReplicaSet", "web"), tu.CPU("2"), tu.Phase(corev1.PodRunning))
+	web.ResourceVersion = "1"
+	cache := func(cpu, version string) *corev1.Pod {
+		p := tu.Pod("cache-0", tu.OnNode("s1"), tu.OwnedBy("StatefulSet", "cache"), tu.CPU(cpu), tu.Phase(corev1.PodRunning))
+		p.UID, p.ResourceVersion = "uid-cache-0", version
+		return p
+	}
+	p := New(Options{})
+	for i, c := range []struct {
+		cache     *corev1.Pod
+		drainable bool
+	}{
+		{cache("1", "1"), true},
+		{cache("1", "1"), true},
+		{cache("3", "2"), false}, // resized: 1 CPU left on s1
+		{cache("1", "3"), true},
+	} {
+		out, err := p.Plan(context.Background(), &snapshot.Snapshot{Nodes: nodes, Pods: []*corev1.Pod{web, c.cache}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, np := range out.Nodes {
+			if np.Name == "od" && np.Drainable != c.drainable {
+				t.Errorf("plan %d: od drainable %v (%s), want %v", i, np.Drainable, np.Reason, c.drainable)
+			}
+		}
+	}
+}

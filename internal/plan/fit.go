@@ -82,8 +82,11 @@ type fitter struct {
 	anti             *antiAffinityIndex
 	nsLister         corelisters.NamespaceLister
 	logger           klog.Logger
-	// resources computes the scheduler's accounting of pods' requests.
+	// resources computes the scheduler's accounting of pods' requests;
+	// known holds this plan's accounting of the bound pods by version, for
+	// the next plan (see knownResources).
 	resources *resourceMemo
+	known     knownResources
 
 	// log holds every change made to the snapshot since it was built; byNS
 	// indexes it by the pod's namespace, and cross lists the changes of pods
@@ -166,7 +169,7 @@ var initMetrics sync.Once
 // nodes for which destination returns false are deferred (see
 // fitter.deferred). Pods bound to nodes that are not in s are left out, as the
 // plugins skip NodeInfos without a node.
-func newFitter(ctx context.Context, s *snapshot.Snapshot, nodeOf []int32, destination func(node string) bool) (*fitter, error) {
+func newFitter(ctx context.Context, s *snapshot.Snapshot, nodeOf []int32, destination func(node string) bool, known knownResources) (*fitter, error) {
 	initMetrics.Do(schedmetrics.InitMetrics)
 	logger := klog.FromContext(ctx)
 	factory, err := informerFactory(s)
@@ -239,10 +242,10 @@ func newFitter(ctx context.Context, s *snapshot.Snapshot, nodeOf []int32, destin
 	// Each pod's PodInfo (its affinity terms parsed) and requests, half of
 	// them on the other core.
 	infos := make([]*sizedPodInfo, len(s.Pods))
-	prepare := func(lo, hi int, memo *resourceMemo, pis *podInfoMemo, keys map[string]bool) {
+	prepare := func(lo, hi int, memo *resourceMemo, pis *podInfoMemo, keys map[string]bool, seen knownResources) {
 		for j := lo; j < hi; j++ {
 			if p := s.Pods[j]; nodeOf[j] >= 0 && inFitter(p) {
-				info := &sizedPodInfo{res: memo.get(p)}
+				info := &sizedPodInfo{res: known.get(p, memo, seen)}
 				pis.fill(&info.PodInfo, p)
 				infos[j] = info
 				selectedKeys(p, keys)
@@ -252,13 +255,16 @@ func newFitter(ctx context.Context, s *snapshot.Snapshot, nodeOf []int32, destin
 	half := len(s.Pods) / 2
 	done := make(chan struct{})
 	keys, otherKeys := map[string]bool{}, map[string]bool{}
+	f.known = make(knownResources, len(s.Pods))
+	otherKnown := make(knownResources, len(s.Pods)-half)
 	go func() {
-		prepare(half, len(s.Pods), newResourceMemo(), newPodInfoMemo(), otherKeys)
+		prepare(half, len(s.Pods), newResourceMemo(), newPodInfoMemo(), otherKeys, otherKnown)
 		close(done)
 	}()
-	prepare(0, half, f.resources, newPodInfoMemo(), keys)
+	prepare(0, half, f.resources, newPodInfoMemo(), keys, f.known)
 	<-done
 	maps.Copy(keys, otherKeys)
+	maps.Copy(f.known, otherKnown)
 	// The anti-affinity index on the other core, while the snapshot is
 	// filled.
 	indexed := make(chan struct{})

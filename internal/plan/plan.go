@@ -232,9 +232,11 @@ type Planner struct {
 		plan        *Plan
 	}
 	// shapes is what the last plan learnt of which pods share a template
-	// (see shapes). Plans only read it, and each publishes its own when it
-	// ends.
-	shapes *shapes
+	// (see shapes), and resources its accounting of pods' requests (see
+	// knownResources). Plans only read them, and each publishes its own
+	// when it ends.
+	shapes    *shapes
+	resources knownResources
 }
 
 // Classify returns a node's class as the planner sees it.
@@ -338,7 +340,7 @@ func (p *Planner) plan(ctx context.Context, s *snapshot.Snapshot) (*Plan, error)
 	}
 	defer func() {
 		p.mu.Lock()
-		p.shapes = r.templates.next
+		p.shapes, p.resources = r.templates.next, r.fit.known
 		p.mu.Unlock()
 	}()
 	pending := g.pending
@@ -538,7 +540,10 @@ func (p *Planner) newRun(ctx context.Context, s *snapshot.Snapshot, g grouped) (
 	}
 	facts := make(chan []podFacts, 1)
 	go func() { facts <- learn(p.opts.Rules, bud, s, g, candidate) }()
-	fit, err := newFitter(ctx, s, g.nodeOf, func(node string) bool { return classes[node].Class == classify.Spot })
+	p.mu.Lock()
+	known := p.resources
+	p.mu.Unlock()
+	fit, err := newFitter(ctx, s, g.nodeOf, func(node string) bool { return classes[node].Class == classify.Spot }, known)
 	learned := <-facts
 	if err != nil {
 		return nil, nil, err

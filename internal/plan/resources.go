@@ -45,6 +45,28 @@ func (m *resourceMemo) get(pod *corev1.Pod) fwk.PodResource {
 	return res
 }
 
+// knownResources are the scheduler's accountings of pods' requests in one
+// plan, by pod version (a UID and resourceVersion name one content): the next
+// plan takes a version's as it is instead of reading the pod's requests again.
+// Pods without both (built by hand, not read from an API) are computed in
+// every plan.
+type knownResources map[podVersion]fwk.PodResource
+
+// get returns pod's accounting from k (nil: nothing known), else from memo,
+// and records it in seen.
+func (k knownResources) get(pod *corev1.Pod, memo *resourceMemo, seen knownResources) fwk.PodResource {
+	v := podVersion{pod.UID, pod.ResourceVersion}
+	if v.uid == "" || v.resourceVersion == "" {
+		return memo.get(pod)
+	}
+	res, ok := k[v]
+	if !ok {
+		res = memo.get(pod)
+	}
+	seen[v] = res
+	return res
+}
+
 // key encodes the inputs of the accounting of a pod with plain requests: for
 // each container in order, its kind and every requested quantity in
 // millis, resources in name order; then the overhead. It reports false when a

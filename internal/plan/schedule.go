@@ -77,7 +77,7 @@ type engineInfo struct {
 func NewEngine(ctx context.Context, static *snapshot.Snapshot) (*Engine, error) {
 	base := *static
 	base.Pods = nil
-	fit, err := newFitter(ctx, &base, groupPods(&base).nodeOf, func(string) bool { return true })
+	fit, err := newFitter(ctx, &base, groupPods(&base).nodeOf, func(string) bool { return true }, nil)
 	if err != nil {
 		return nil, err
 	}
