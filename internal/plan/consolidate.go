@@ -360,6 +360,9 @@ func (r *run) makeRoom(ctx context.Context, pod, orig *corev1.Pod, res fwk.PodRe
 		pods  []int32
 		score float64
 	}
+	mayMove := func(j int32) bool {
+		return r.facts[j].verdict.Action == Move && !c.displaced[j] && !r.pinnedAt(ctx, j)
+	}
 	var options []option
 	var buf []sortKey
 	for ni, n := range r.staying(from) {
@@ -367,9 +370,6 @@ func (r *run) makeRoom(ctx context.Context, pod, orig *corev1.Pod, res fwk.PodRe
 		if n.fits(cpu, mem) == "" {
 			// Room enough: the Filter plugins refused the pod there.
 			continue
-		}
-		mayMove := func(j int32) bool {
-			return r.facts[j].verdict.Action == Move && !c.displaced[j] && !r.pinnedAt(ctx, j)
 		}
 		all := n // the node without every pod that may move
 		for _, j := range c.podsOn[name] {

@@ -3,7 +3,6 @@ package plan
 import (
 	"context"
 	"reflect"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,24 +27,10 @@ func pinned(name, node, cpu string) *corev1.Pod {
 }
 
 // planConsolidating plans s with consolidation c, and checks that the
-// exhaustive planner drains the same nodes, sends every pod to the same node
-// in the same wave and displaces the same pods (comparePlans).
+// exhaustive planner agrees (planBothWays).
 func planConsolidating(t *testing.T, c Consolidation, s *snapshot.Snapshot) *Plan {
 	t.Helper()
-	p, err := New(Options{Pricing: consolidationPrices, Consolidation: c}).Plan(context.Background(), s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ex := New(Options{Pricing: consolidationPrices, Consolidation: c})
-	ex.exhaustive = true
-	pe, err := ex.Plan(context.Background(), s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diffs := comparePlans(p, pe); len(diffs) > 0 {
-		t.Errorf("the planner and the exhaustive planner disagree:\n  %s", strings.Join(diffs, "\n  "))
-	}
-	return p
+	return planBothWays(t, Options{Pricing: consolidationPrices, Consolidation: c}, s)
 }
 
 // Two on-demand nodes, each with a pod pinned to on-demand and a pod that

@@ -19,11 +19,20 @@ import (
 // clusters of TestShortcutsChangeNoAnswer did not reach them.
 func comparePlansOnce(t *testing.T, s *snapshot.Snapshot) {
 	t.Helper()
-	fast, err := New(Options{}).Plan(context.Background(), s)
+	planBothWays(t, Options{}, s)
+}
+
+// planBothWays plans s with opts, with the shortcuts and exhaustively, fails
+// on any disagreement (comparePlans: the same drainable nodes, every pod to
+// the same node in the same wave, the same displaced pods), and returns the
+// plan with the shortcuts.
+func planBothWays(t *testing.T, opts Options, s *snapshot.Snapshot) *Plan {
+	t.Helper()
+	fast, err := New(opts).Plan(context.Background(), s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := New(Options{})
+	ref := New(opts)
 	ref.exhaustive = true
 	slow, err := ref.Plan(context.Background(), s)
 	if err != nil {
@@ -32,6 +41,7 @@ func comparePlansOnce(t *testing.T, s *snapshot.Snapshot) {
 	if diffs := comparePlans(fast, slow); len(diffs) > 0 {
 		t.Errorf("fast and exhaustive disagree:\n  %s", strings.Join(diffs, "\n  "))
 	}
+	return fast
 }
 
 // A kept full state in which InterPodAffinity's PreFilter returned Skip is

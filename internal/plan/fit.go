@@ -233,6 +233,7 @@ func newFitter(ctx context.Context, s *snapshot.Snapshot, nodeOf []int32, destin
 		return nil, err
 	}
 	f.resOf = make([]fwk.PodResource, len(s.Pods))
+	f.known = make(knownResources, len(s.Pods))
 	dest := make([]bool, len(s.Nodes))
 	for i, node := range s.Nodes {
 		dest[i] = destination(node.Name)
@@ -242,10 +243,10 @@ func newFitter(ctx context.Context, s *snapshot.Snapshot, nodeOf []int32, destin
 	// Each pod's PodInfo (its affinity terms parsed) and requests, half of
 	// them on the other core.
 	infos := make([]*sizedPodInfo, len(s.Pods))
-	prepare := func(lo, hi int, memo *resourceMemo, pis *podInfoMemo, keys map[string]bool, seen knownResources) {
+	prepare := func(lo, hi int, memo *resourceMemo, pis *podInfoMemo, keys map[string]bool) {
 		for j := lo; j < hi; j++ {
 			if p := s.Pods[j]; nodeOf[j] >= 0 && inFitter(p) {
-				info := &sizedPodInfo{res: known.get(p, memo, seen)}
+				info := &sizedPodInfo{res: known.get(p, memo)}
 				pis.fill(&info.PodInfo, p)
 				infos[j] = info
 				selectedKeys(p, keys)
@@ -255,16 +256,13 @@ func newFitter(ctx context.Context, s *snapshot.Snapshot, nodeOf []int32, destin
 	half := len(s.Pods) / 2
 	done := make(chan struct{})
 	keys, otherKeys := map[string]bool{}, map[string]bool{}
-	f.known = make(knownResources, len(s.Pods))
-	otherKnown := make(knownResources, len(s.Pods)-half)
 	go func() {
-		prepare(half, len(s.Pods), newResourceMemo(), newPodInfoMemo(), otherKeys, otherKnown)
+		prepare(half, len(s.Pods), newResourceMemo(), newPodInfoMemo(), otherKeys)
 		close(done)
 	}()
-	prepare(0, half, f.resources, newPodInfoMemo(), keys, f.known)
+	prepare(0, half, f.resources, newPodInfoMemo(), keys)
 	<-done
 	maps.Copy(keys, otherKeys)
-	maps.Copy(f.known, otherKnown)
 	// The anti-affinity index on the other core, while the snapshot is
 	// filled.
 	indexed := make(chan struct{})
@@ -288,6 +286,7 @@ func newFitter(ctx context.Context, s *snapshot.Snapshot, nodeOf []int32, destin
 		i := nodeOf[j]
 		node := s.Nodes[i]
 		f.resOf[j] = info.res
+		f.known.keep(p, info.res)
 		sizes[i].cpu += info.res.Resource.GetMilliCPU()
 		sizes[i].mem += info.res.Resource.GetMemory()
 		if dest[i] || hasClaims(p) {

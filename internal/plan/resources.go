@@ -52,19 +52,19 @@ func (m *resourceMemo) get(pod *corev1.Pod) fwk.PodResource {
 // every plan.
 type knownResources map[podVersion]fwk.PodResource
 
-// get returns pod's accounting from k (nil: nothing known), else from memo,
-// and records it in seen.
-func (k knownResources) get(pod *corev1.Pod, memo *resourceMemo, seen knownResources) fwk.PodResource {
-	v := podVersion{pod.UID, pod.ResourceVersion}
-	if v.uid == "" || v.resourceVersion == "" {
-		return memo.get(pod)
+// get returns pod's accounting from k (nil: nothing known), else from memo.
+func (k knownResources) get(pod *corev1.Pod, memo *resourceMemo) fwk.PodResource {
+	if res, ok := k[podVersion{pod.UID, pod.ResourceVersion}]; ok {
+		return res
 	}
-	res, ok := k[v]
-	if !ok {
-		res = memo.get(pod)
+	return memo.get(pod)
+}
+
+// keep records pod's accounting, when its version is named.
+func (k knownResources) keep(pod *corev1.Pod, res fwk.PodResource) {
+	if pod.UID != "" && pod.ResourceVersion != "" {
+		k[podVersion{pod.UID, pod.ResourceVersion}] = res
 	}
-	seen[v] = res
-	return res
 }
 
 // key encodes the inputs of the accounting of a pod with plain requests: for
