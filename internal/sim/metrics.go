@@ -198,7 +198,13 @@ func (m *recorder) observe(step time.Duration) {
 	}
 	for _, a := range w.Apps {
 		if a.PDB != nil {
-			if healthy, desired := w.pdbHealth(a); healthy < desired {
+			healthy, desired := w.pdbHealth(a)
+			// A replacement is on the way only while the workload has fewer
+			// healthy pods than its scale: when a scale-down took an evicted
+			// pod's place, none comes, and a later shortfall (a preemption)
+			// is not the eviction's.
+			a.evictedStarting = min(a.evictedStarting, max(a.desired-healthy, 0))
+			if healthy < desired {
 				m.belowBudgetSeconds += float64(desired-healthy) * sec
 				m.belowBudgetVoluntarySeconds += float64(min(desired-healthy, a.evictedStarting)) * sec
 			}

@@ -154,6 +154,60 @@ func TestPDBBelowBudgetVoluntaryPodMinutes(t *testing.T) {
 	}
 }
 
+// A voluntary eviction whose replacement a scale-down made unnecessary
+// causes nothing afterwards: a preemption of the same workload later is not
+// counted as voluntary (week-200 counted one: the shortfall came from a
+// preemption half an hour after the eviction, whose replacement never came).
+func TestPDBBelowBudgetVoluntaryEndsWithAScaleDown(t *testing.T) {
+	w, _ := startedWorld(t, 10)
+	var app *App
+	for _, a := range w.Apps {
+		if a.PDB != nil && a.Kind != StatefulSet {
+			if healthy, desired := w.pdbHealth(a); desired >= 1 && healthy == desired+1 && healthy == a.desired {
+				app = a
+				break
+			}
+		}
+	}
+	if app == nil {
+		t.Fatal("no healthy Deployment whose budget allows exactly one disruption")
+	}
+	healthy := func() *Pod {
+		for _, p := range app.pods {
+			if p.Healthy(w.Now()) {
+				return p
+			}
+		}
+		t.Fatal("no healthy pod")
+		return nil
+	}
+	if err := w.Evict(healthy(), "rescheduler"); err != nil {
+		t.Fatal(err)
+	}
+	// The workload scales down by one before its controller replaces the
+	// evicted pod: no replacement is created.
+	app.Low, app.Peak = int32(app.desired-1), int32(app.desired-1)
+	before := len(app.pods)
+	w.reconcile(app)
+	if len(app.pods) != before {
+		t.Fatalf("%d pods after the scale-down, want %d: no replacement", len(app.pods), before)
+	}
+	w.m.observe(time.Minute)
+	if app.evictedStarting != 0 {
+		t.Fatalf("%d replacements starting after a scale-down took the evicted pod's place, want 0", app.evictedStarting)
+	}
+	w.DeletePod(healthy()) // a preemption
+	w.DeletePod(healthy())
+	start, startVoluntary := w.m.belowBudgetSeconds, w.m.belowBudgetVoluntarySeconds
+	w.m.observe(time.Minute)
+	if got := (w.m.belowBudgetSeconds - start) / 60; got < 1 {
+		t.Fatalf("%v pod-minutes below budget after two preemptions, want at least 1", got)
+	}
+	if got := (w.m.belowBudgetVoluntarySeconds - startVoluntary) / 60; got != 0 {
+		t.Errorf("%v voluntary pod-minutes below budget, want 0: the eviction's place was taken by the scale-down", got)
+	}
+}
+
 // startedWorld is the default scenario's world after minutes of its
 // scheduler (no autoscaler, no strategy), with that scheduler.
 func startedWorld(t *testing.T, minutes int) (*World, *scheduler) {

@@ -156,7 +156,8 @@ type App struct {
 	pods         []*Pod
 	desired      int
 	// evictedStarting counts the pods evicted voluntarily whose
-	// replacements are not Ready yet (PDBBelowBudgetVoluntaryPodMinutes).
+	// replacements are not Ready yet (PDBBelowBudgetVoluntaryPodMinutes),
+	// at most the workload's healthy pods short of its scale (observe).
 	evictedStarting int
 	seq             int
 	uid             types.UID
