@@ -65,13 +65,21 @@ type Options struct {
 	OnEvictionRetry func()
 }
 
+// ErrNotNow holds an eviction when an error of Request.BeforeEvict wraps it
+// (instead of stopping the drain): the drain asks again after a backoff.
+var ErrNotNow = errors.New("not now")
+
 // Request asks for one node to be drained.
 type Request struct {
 	Node   string
 	Reason string
-	// BeforeEvict, when set, is called before each eviction; an error stops the
-	// drain, which is then rolled back. The rescheduler re-checks there that the
-	// pod still fits on spot.
+	// BeforeEvict, when set, is called before each attempt to evict a pod;
+	// an error stops the drain, which is then rolled back, except an error
+	// that wraps ErrNotNow: the drain then waits and asks again, as after a
+	// PodDisruptionBudget's refusal, until its time runs out. The
+	// rescheduler re-checks there that the pod still fits on spot, and holds
+	// an eviction while a pod under the same budget is on a node under an
+	// interruption notice.
 	BeforeEvict func(ctx context.Context, pod *corev1.Pod) error
 	// Deadline, when set, switches to deadline mode: pods go in priority tiers
 	// (ordinary, then system-cluster-critical and system-node-critical), each
@@ -414,14 +422,20 @@ func (d *Drainer) evictConcurrently(ctx context.Context, req Request, pods []*co
 // PodDisruptionBudget answers) and server errors with jittered exponential
 // backoff, on the injected clock, until ctx ends.
 func (d *Drainer) evictWithRetry(ctx context.Context, req Request, p *corev1.Pod, grace *int64, initial, maxBackoff time.Duration) error {
-	if req.BeforeEvict != nil {
-		if err := req.BeforeEvict(ctx, p); err != nil {
-			return fmt.Errorf("not evicted: %w", err)
-		}
-	}
 	retry := backoff.Backoff{Initial: initial, Max: maxBackoff, Jitter: 0.5, Seed: seedOf(p.UID)}
 	var refused error // the last refusal, reported if time runs out mid-request
 	for {
+		if req.BeforeEvict != nil {
+			if err := req.BeforeEvict(ctx, p); errors.Is(err, ErrNotNow) {
+				klog.FromContext(ctx).V(1).Info("Eviction held, asking again later", "pod", klog.KObj(p), "reason", err.Error())
+				if coop.Sleep(ctx, d.clock, retry.Next()) != nil {
+					return fmt.Errorf("eviction still held when time ran out: %w: %w", err, context.Cause(ctx))
+				}
+				continue
+			} else if err != nil {
+				return fmt.Errorf("not evicted: %w", err)
+			}
+		}
 		err := d.client.CoreV1().Pods(p.Namespace).EvictV1(ctx, &policyv1.Eviction{
 			ObjectMeta:    metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: map[string]string{EvictedByLabel: d.opts.Component}},
 			DeleteOptions: &metav1.DeleteOptions{GracePeriodSeconds: grace, Preconditions: &metav1.Preconditions{UID: &p.UID}},

@@ -21,8 +21,11 @@ import (
 	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"spotter.dev/spotter/internal/agent/interrupt"
 	"spotter.dev/spotter/internal/drain"
 	"spotter.dev/spotter/internal/lab"
+	"spotter.dev/spotter/internal/plan"
+	"spotter.dev/spotter/internal/snapshot"
 	"spotter.dev/spotter/internal/testenv"
 	tu "spotter.dev/spotter/internal/testutil"
 )
@@ -186,6 +189,78 @@ func TestDrain(t *testing.T) {
 			t.Errorf("displace-2 was marked: %+v", n.Spec)
 		}
 		waitEvent(t, env, ns, cache[0].Name, drain.ReasonEvicted)
+	})
+
+	t.Run("holds an eviction while a pod under the same budget is on a node under notice", func(t *testing.T) {
+		ns := namespace(ctx, t, env, "notice")
+		env.CreateNodes(lab.NodeSpec{Name: "notice-od", Class: lab.ClassOnDemand}, lab.NodeSpec{Name: "notice-spot", Class: lab.ClassSpot},
+			lab.NodeSpec{Name: "notice-spot-2", Class: lab.ClassSpot})
+		deploy(ctx, t, env, ns, "web", 2, "notice-od", tu.GracePeriod(1))
+		// A pod of the same budget on the node the notice is for, as the
+		// agent finds it before its own eviction.
+		sibling := tu.Pod("sibling", tu.WithLabels("app", "web"), tu.OnNode("notice-spot"), tu.CPU("100m"))
+		sibling.Namespace = ns
+		if _, err := env.Client.CoreV1().Pods(ns).Create(ctx, sibling, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		env.WaitForPodsRunning(ns, "app=web", 3, time.Minute)
+		pdb := tu.PDB("web", "web", tu.MinAvailable(1))
+		pdb.Namespace = ns
+		if _, err := env.Client.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitPDB(t, env, ns, "web", 2)
+		spot := getNode(ctx, t, env, "notice-spot")
+		spot.Spec.Taints = append(spot.Spec.Taints, corev1.Taint{Key: interrupt.TaintKey, Value: "termination", Effect: corev1.TaintEffectNoSchedule})
+		if _, err := env.Client.CoreV1().Nodes().Update(ctx, spot, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// The rescheduler's hook, reading the cluster for each question.
+		hold := plan.New(plan.Options{}).NewResident(func(ctx context.Context) (*snapshot.Snapshot, error) {
+			return snapshot.FromCluster(ctx, env.Client)
+		}).HoldForNotices()
+		var held atomic.Int32
+		d := newDrainer("rescheduler", drain.Options{Cordon: true, Timeout: 2 * time.Minute})
+		done := make(chan error, 1)
+		go func() {
+			_, err := d.Drain(ctx, drain.Request{Node: "notice-od", Reason: "test", BeforeEvict: func(ctx context.Context, p *corev1.Pod) error {
+				err := hold(ctx, p)
+				if errors.Is(err, drain.ErrNotNow) {
+					held.Add(1)
+				}
+				return err
+			}})
+			done <- err
+		}()
+		testenv.Eventually(t, 30*time.Second, "the evictions held", func(context.Context) (bool, string, error) {
+			return held.Load() >= 4, fmt.Sprint(held.Load(), " holds"), nil
+		})
+		for _, p := range podsOn(ctx, t, env, "notice-od") {
+			if p.DeletionTimestamp != nil {
+				t.Fatalf("%s evicted while a pod of its budget was on a node under notice", p.Name)
+			}
+		}
+		// The agent evicts the sibling: the drain goes on.
+		if err := env.Client.CoreV1().Pods(ns).Delete(ctx, "sibling", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("drain after the hold: %v", err)
+			}
+		case <-ctx.Done():
+			t.Fatal("the drain did not end after the hold")
+		}
+		var left []string
+		for _, p := range podsOn(ctx, t, env, "notice-od") {
+			if p.Labels["app"] == "web" {
+				left = append(left, p.Name)
+			}
+		}
+		if len(left) > 0 {
+			t.Errorf("pods of web still on notice-od after the drain: %v", left)
+		}
 	})
 
 	t.Run("a wave whose replacements never come is rolled back", func(t *testing.T) {

@@ -11,7 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 
+	"spotter.dev/spotter/internal/agent/interrupt"
 	"spotter.dev/spotter/internal/classify"
+	"spotter.dev/spotter/internal/drain"
 	"spotter.dev/spotter/internal/snapshot"
 )
 
@@ -60,6 +62,9 @@ type residentState struct {
 	onDemand []string // the on-demand nodes, sorted (FitsOnDemand's destinations)
 	// at holds every pod in the snapshot, with the node it is on.
 	at map[types.UID]placedPod
+	// noticed are the nodes under an interruption notice that keeps pods
+	// off them (HoldForNotices).
+	noticed map[string]bool
 	// changes counts the pod changes applied; limit is when to build again.
 	changes, limit int
 }
@@ -151,18 +156,90 @@ func (r *Resident) FitsOnDemand(ctx context.Context, pod *corev1.Pod) (string, s
 	return r.ask(ctx, pod, true)
 }
 
-// SpotRecheck returns a hook for drain.Request.BeforeEvict: it refuses to
-// evict a pod that no longer fits on a spot node. The rescheduler and the
-// migrator drain with it, because the cluster changes while a node drains.
+// SpotRecheck returns a hook for drain.Request.BeforeEvict: it holds an
+// eviction as HoldForNotices does, and refuses to evict a pod that no longer
+// fits on a spot node. The rescheduler and the migrator drain with it,
+// because the cluster changes while a node drains.
 func (r *Resident) SpotRecheck() func(context.Context, *corev1.Pod) error {
-	return refuseUnfit(r.FitsOnSpot, "spot")
+	return r.holdThen(refuseUnfit(r.FitsOnSpot, "spot"))
 }
 
 // OnDemandRecheck is SpotRecheck for the pods a consolidation sends to
 // on-demand nodes that stay: it refuses to evict a pod that no longer fits
 // on another on-demand node (FitsOnDemand).
 func (r *Resident) OnDemandRecheck() func(context.Context, *corev1.Pod) error {
-	return refuseUnfit(r.FitsOnDemand, "another on-demand node")
+	return r.holdThen(refuseUnfit(r.FitsOnDemand, "another on-demand node"))
+}
+
+// holdThen asks HoldForNotices first, then check.
+func (r *Resident) holdThen(check func(context.Context, *corev1.Pod) error) func(context.Context, *corev1.Pod) error {
+	hold := r.HoldForNotices()
+	return func(ctx context.Context, pod *corev1.Pod) error {
+		if err := hold(ctx, pod); err != nil {
+			return err
+		}
+		return check(ctx, pod)
+	}
+}
+
+// HoldForNotices returns a hook for drain.Request.BeforeEvict that holds a
+// voluntary eviction (an error wrapping drain.ErrNotNow: the drain asks
+// again later) while another pod under one of the pod's
+// PodDisruptionBudgets, not terminating, is on a node under an interruption
+// notice that keeps pods off it (the agent's interrupt.TaintKey, NoSchedule).
+// The agent must evict that pod before its node goes, within the notice's
+// deadline: a voluntary eviction now would take the disruption the budget
+// allows, the Eviction API would refuse the agent's, and the pod would go
+// down with its node, below the budget. The hold ends when the agent has
+// evicted it (or the notice ended); the Eviction API then judges the
+// voluntary eviction on the budget as it stands.
+func (r *Resident) HoldForNotices() func(context.Context, *corev1.Pod) error {
+	return func(ctx context.Context, pod *corev1.Pod) error {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if err := r.current(ctx); err != nil {
+			return err
+		}
+		st := r.st
+		if len(st.noticed) == 0 {
+			return nil
+		}
+		covers := st.r.budgets.covering(pod)
+		if len(covers) == 0 {
+			return nil
+		}
+		var held *placedPod // the first in namespace/name order, for a stable message
+		var under *budget
+		for uid, pp := range st.at {
+			if !st.noticed[pp.node] || uid == pod.UID || pp.pod.DeletionTimestamp != nil || pp.pod.Namespace != pod.Namespace {
+				continue
+			}
+			if held != nil && pp.pod.Name >= held.pod.Name {
+				continue
+			}
+			for _, b := range st.r.budgets.covering(pp.pod) {
+				if slices.Contains(covers, b) {
+					held, under = &pp, b
+					break
+				}
+			}
+		}
+		if held == nil {
+			return nil
+		}
+		return fmt.Errorf("%w: pod %s/%s, under the same PodDisruptionBudget %s, is on node %s under an interruption notice: "+
+			"its eviction before the node goes comes first", drain.ErrNotNow, held.pod.Namespace, held.pod.Name, under.pdb.Name, held.node)
+	}
+}
+
+// underNotice reports whether an interruption notice keeps pods off node.
+func underNotice(node *corev1.Node) bool {
+	for _, t := range node.Spec.Taints {
+		if t.Key == interrupt.TaintKey && t.Effect == corev1.TaintEffectNoSchedule {
+			return true
+		}
+	}
+	return false
 }
 
 // Recheck returns the hook for drain.Request.BeforeEvict of the drain np
@@ -248,10 +325,13 @@ func (r *Resident) current(ctx context.Context) error {
 	if err := run.fit.materialize(); err != nil {
 		return err
 	}
-	st := &residentState{r: run, at: make(map[types.UID]placedPod, len(s.Pods)), limit: max(1000, len(s.Pods))}
+	st := &residentState{r: run, at: make(map[types.UID]placedPod, len(s.Pods)), noticed: map[string]bool{}, limit: max(1000, len(s.Pods))}
 	for _, n := range s.Nodes {
 		if classes[n.Name].Class == classify.OnDemand {
 			st.onDemand = append(st.onDemand, n.Name)
+		}
+		if underNotice(n) {
+			st.noticed[n.Name] = true
 		}
 	}
 	slices.Sort(st.onDemand)

@@ -577,9 +577,10 @@ func (c *Controller) migrate(ctx context.Context, snap *snapshot.Snapshot, node 
 			return false, true
 		}
 		defer c.budget.Release(node.Name)
-		// No per-eviction re-check: in drain-first the pods wait for an
-		// autoscaler to bring the spot nodes the plan counted on.
-		return c.replaceOrReport(ctx, node, "drain-first: its pods fit on spot node groups", nil, np), false
+		// No re-check of the fit before each eviction: in drain-first the
+		// pods wait for an autoscaler to bring the spot nodes the plan
+		// counted on. Pods under a notice's budget still come first.
+		return c.replaceOrReport(ctx, node, "drain-first: its pods fit on spot node groups", c.resident.HoldForNotices(), np), false
 	}
 
 	var last *plan.NodePlan
