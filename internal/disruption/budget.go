@@ -104,10 +104,26 @@ func (b *Budget) Acquire(node, component string) error {
 		return fmt.Errorf("node %s is already being drained by the %s", node, holder)
 	}
 	if len(b.holders) >= b.max {
-		return fmt.Errorf("disruption budget spent: %d of %d concurrent drains in progress (%s)", len(b.holders), b.max, b.describe())
+		return b.spent()
 	}
 	b.holders[node] = component
 	return nil
+}
+
+// Spent returns why no slot is free now (the error Acquire would give a node
+// not draining), or nil when one is.
+func (b *Budget) Spent() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.holders) >= b.max {
+		return b.spent()
+	}
+	return nil
+}
+
+// spent is the error of a budget with no slot free; b.mu is held.
+func (b *Budget) spent() error {
+	return fmt.Errorf("disruption budget spent: %d of %d concurrent drains in progress (%s)", len(b.holders), b.max, b.describe())
 }
 
 // Release returns node's slot.
