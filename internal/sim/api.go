@@ -43,13 +43,28 @@ import (
 type api struct {
 	w    *World
 	kube *fake.Clientset
-	// Items of the lists the reader hands out, built once per world version.
-	listVersion uint64
-	listed      bool
-	nodes       []corev1.Node
-	pods        []corev1.Pod
-	pdbs        []policyv1.PodDisruptionBudget
-	namespaces  []corev1.Namespace
+	// Items of the lists the reader hands out, each kind built when listed,
+	// once per world version.
+	nodes      listed[corev1.Node]
+	pods       listed[corev1.Pod]
+	pdbs       listed[policyv1.PodDisruptionBudget]
+	namespaces listed[corev1.Namespace]
+}
+
+// listed holds the items of one kind's list as of a world version.
+type listed[T any] struct {
+	version uint64
+	built   bool
+	items   []T
+}
+
+// of returns the items of the world's objects at version, built from objs
+// (called only when they are not) when the world changed since the last.
+func (l *listed[T]) of(version uint64, objs func() []*T) []T {
+	if !l.built || l.version != version {
+		l.items, l.version, l.built = derefAll(objs()), version, true
+	}
+	return l.items
 }
 
 func newAPI(w *World) *api {
@@ -58,17 +73,21 @@ func newAPI(w *World) *api {
 	return a
 }
 
-// items refreshes the list items after a change of the world.
-func (a *api) items() {
-	if a.listed && a.listVersion == a.w.version {
-		return
-	}
-	snap := a.w.Snapshot()
-	a.nodes = derefAll(snap.Nodes)
-	a.pods = derefAll(snap.Pods)
-	a.pdbs = derefAll(snap.PDBs)
-	a.namespaces = derefAll(snap.Namespaces)
-	a.listVersion, a.listed = a.w.version, true
+// The list items of each kind, as the world is now.
+func (a *api) nodeItems() []corev1.Node {
+	return a.nodes.of(a.w.version, func() []*corev1.Node { return a.w.Snapshot().Nodes })
+}
+
+func (a *api) podItems() []corev1.Pod {
+	return a.pods.of(a.w.version, func() []*corev1.Pod { return a.w.Snapshot().Pods })
+}
+
+func (a *api) pdbItems() []policyv1.PodDisruptionBudget {
+	return a.pdbs.of(a.w.version, func() []*policyv1.PodDisruptionBudget { return a.w.Snapshot().PDBs })
+}
+
+func (a *api) namespaceItems() []corev1.Namespace {
+	return a.namespaces.of(a.w.version, func() []*corev1.Namespace { return a.w.Snapshot().Namespaces })
 }
 
 func derefAll[T any](in []*T) []T {
@@ -119,17 +138,16 @@ func (a *api) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ 
 // they are read, never written.
 func (a *api) List(_ context.Context, list client.ObjectList, opts ...client.ListOption) error {
 	lo := (&client.ListOptions{}).ApplyOptions(opts)
-	a.items()
 	var err error
 	switch l := list.(type) {
 	case *corev1.NodeList:
-		l.Items, err = filter(a.nodes, lo, func(n *corev1.Node) fields.Set { return fields.Set{"metadata.name": n.Name} })
+		l.Items, err = filter(a.nodeItems(), lo, func(n *corev1.Node) fields.Set { return fields.Set{"metadata.name": n.Name} })
 	case *corev1.PodList:
-		l.Items, err = filter(a.pods, lo, podFields)
+		l.Items, err = filter(a.podItems(), lo, podFields)
 	case *policyv1.PodDisruptionBudgetList:
-		l.Items, err = filter(a.pdbs, lo, nil)
+		l.Items, err = filter(a.pdbItems(), lo, nil)
 	case *corev1.NamespaceList:
-		l.Items, err = filter(a.namespaces, lo, nil)
+		l.Items, err = filter(a.namespaceItems(), lo, nil)
 	}
 	return err
 }
@@ -195,8 +213,7 @@ func (a *api) react(action k8stesting.Action) (bool, runtime.Object, error) {
 		obj, err := a.podCall(action)
 		return true, obj, err
 	case res == "poddisruptionbudgets" && action.GetVerb() == "list":
-		a.items()
-		items, err := filter(a.pdbs, &client.ListOptions{Namespace: action.GetNamespace()}, nil)
+		items, err := filter(a.pdbItems(), &client.ListOptions{Namespace: action.GetNamespace()}, nil)
 		list := &policyv1.PodDisruptionBudgetList{}
 		for i := range items {
 			list.Items = append(list.Items, *items[i].DeepCopy())
