@@ -207,7 +207,12 @@ func TestProviderCapacity(t *testing.T) {
 // their order, with the same Revision; the caller may reorder its slices
 // without reordering the next one.
 func TestAPISnapshotIsTheLists(t *testing.T) {
-	w, _ := worldAfter(t, 3*time.Hour)
+	w, run := worldAfter(t, 3*time.Hour)
+	// Pods go (and their replacements come, with new names).
+	for _, p := range slices.Clone(w.pods[:5]) {
+		w.DeletePod(p)
+	}
+	run(10 * time.Minute)
 	a := newAPI(w)
 	ctx := context.Background()
 	got, err := snapshot.FromReader(ctx, a)
@@ -245,6 +250,20 @@ func TestAPISnapshotIsTheLists(t *testing.T) {
 	same("namespace", len(got.Namespaces), len(nss.Items), func(i int) bool { return equality.Semantic.DeepEqual(got.Namespaces[i], &nss.Items[i]) })
 	if got.Revision == "" || got.Revision != a.Revision() {
 		t.Errorf("revision %q, want the api's %q", got.Revision, a.Revision())
+	}
+	// Pods in the order a LIST gives them, after pods came and went: every
+	// pod of the world not lost, once.
+	if !slices.IsSortedFunc(got.Pods, func(x, y *corev1.Pod) int { return snapshot.CompareKeys(x.Namespace, x.Name, y.Namespace, y.Name) }) {
+		t.Error("the snapshot's pods are not in the order of their keys")
+	}
+	inWorld := 0
+	for _, p := range w.pods {
+		if !p.lost {
+			inWorld++
+		}
+	}
+	if len(got.Pods) != inWorld || len(w.byKey) != len(w.pods) {
+		t.Errorf("%d pods in the snapshot, %d kept in key order, of %d pods (%d not lost) in the world", len(got.Pods), len(w.byKey), len(w.pods), inWorld)
 	}
 	first := got.Pods[0]
 	slices.Reverse(got.Pods)

@@ -192,6 +192,11 @@ type World struct {
 	// podByName indexes pods by namespace and name (unique in the world: a
 	// StatefulSet recreates an ordinal only once its pod is gone).
 	podByName map[types.NamespacedName]*Pod
+	// byKey holds the pods in the order a LIST returns them (namespace/name,
+	// snapshot.CompareKeys), kept as pods come and go: the snapshot the
+	// controllers read is in that order, and the rescheduler, which sorts
+	// it so, finds it sorted.
+	byKey []*Pod
 	// podObjects counts the Pod objects built: their resourceVersion. As in
 	// the API, a pod's UID and resourceVersion name one content (the
 	// planner remembers templates by them).
@@ -541,6 +546,8 @@ func (w *World) createPod(wl *App, ordinal int) *Pod {
 	wl.pods = append(wl.pods, p)
 	w.pods = append(w.pods, p)
 	w.podByName[types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}] = p
+	i, _ := slices.BinarySearchFunc(w.byKey, obj, byKey)
+	w.byKey = slices.Insert(w.byKey, i, p)
 	w.podChanged(nil, obj)
 	w.changed()
 	return p
@@ -618,6 +625,11 @@ func (w *World) terminatePod(p *Pod, grace time.Duration) {
 	w.changed()
 }
 
+// byKey orders a pod against an object by their keys.
+func byKey(p *Pod, obj *corev1.Pod) int {
+	return snapshot.CompareKeys(p.Obj.Namespace, p.Obj.Name, obj.Namespace, obj.Name)
+}
+
 // removePod deletes a pod from the world.
 func (w *World) removePod(p *Pod) {
 	if n := p.Node; n != nil {
@@ -627,6 +639,11 @@ func (w *World) removePod(p *Pod) {
 	p.App.pods = slices.DeleteFunc(p.App.pods, func(x *Pod) bool { return x == p })
 	w.pods = slices.DeleteFunc(w.pods, func(x *Pod) bool { return x == p })
 	delete(w.podByName, types.NamespacedName{Namespace: p.Obj.Namespace, Name: p.Obj.Name})
+	if i, found := slices.BinarySearchFunc(w.byKey, p.Obj, byKey); found && w.byKey[i] == p {
+		w.byKey = slices.Delete(w.byKey, i, i+1)
+	} else {
+		w.byKey = slices.DeleteFunc(w.byKey, func(x *Pod) bool { return x == p })
+	}
 	if !p.lost {
 		w.podChanged(p.Obj, nil)
 	}
@@ -709,7 +726,8 @@ func (w *World) PDBAllows(wl *App) int {
 }
 
 // Snapshot is the world as the planner reads it: the registered nodes, the
-// pods (pending and terminating included), the PodDisruptionBudgets with the
+// pods (pending and terminating included; in the order a LIST returns
+// them), the PodDisruptionBudgets with the
 // status the disruption controller would give them, and the namespaces. It is
 // cached until the world changes.
 func (w *World) Snapshot() *snapshot.Snapshot {
@@ -722,7 +740,7 @@ func (w *World) Snapshot() *snapshot.Snapshot {
 			s.Nodes = append(s.Nodes, n.Obj)
 		}
 	}
-	for _, p := range w.pods {
+	for _, p := range w.byKey {
 		if !p.lost {
 			s.Pods = append(s.Pods, p.Obj)
 		}

@@ -226,7 +226,7 @@ func (c *Controller) Cycle(ctx context.Context) time.Duration {
 		planErrors.WithLabelValues("read").Inc()
 		return c.opts.Interval
 	}
-	inListOrder(snap)
+	snapshot.InListOrder(snap)
 	start := c.clock.Now()
 	p, err := c.planner.Plan(ctx, snap)
 	planDuration.Observe(c.clock.Since(start).Seconds())

@@ -1,21 +1,20 @@
-package rescheduler
+package snapshot
 
 import (
 	"cmp"
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"spotter.dev/spotter/internal/snapshot"
 )
 
-// inListOrder sorts the objects of s in the order a LIST from the apiserver
+// InListOrder sorts the objects of s in the order a LIST from the apiserver
 // returns them, the order `spotter plan` reads them in: by their key in
 // storage, namespace/name. An informer's cache lists in no particular order,
 // and where the planner meets several reasons (the first pod that blocks a
 // node, say) it gives the first: without this, the reason a node is not
-// drainable changed with the cache's order.
-func inListOrder(s *snapshot.Snapshot) {
+// drainable changed with the cache's order. The rescheduler sorts its
+// snapshots with it; a kind already in order costs one pass.
+func InListOrder(s *Snapshot) {
 	byKey(s.Nodes)
 	byKey(s.Pods)
 	byKey(s.PDBs)
@@ -45,7 +44,7 @@ func byKey[T metav1.Object](objs []T) {
 	for i, o := range objs {
 		keys[i] = keyed{o.GetNamespace(), o.GetName(), o}
 	}
-	byKey := func(a, b keyed) int { return compareKeys(a.namespace, a.name, b.namespace, b.name) }
+	byKey := func(a, b keyed) int { return CompareKeys(a.namespace, a.name, b.namespace, b.name) }
 	if slices.IsSortedFunc(keys, byKey) {
 		return
 	}
@@ -55,9 +54,9 @@ func byKey[T metav1.Object](objs []T) {
 	}
 }
 
-// compareKeys compares the storage keys of two objects, namespace + "/" +
-// name (the name alone without a namespace), as strings.
-func compareKeys(ns1, name1, ns2, name2 string) int {
+// CompareKeys compares the storage keys of two objects, namespace + "/" +
+// name (the name alone without a namespace), as strings: the order of a LIST.
+func CompareKeys(ns1, name1, ns2, name2 string) int {
 	if ns1 == ns2 {
 		return cmp.Compare(name1, name2)
 	}

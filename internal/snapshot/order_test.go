@@ -1,4 +1,4 @@
-package rescheduler
+package snapshot
 
 import (
 	"cmp"
@@ -8,11 +8,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"spotter.dev/spotter/internal/snapshot"
 )
 
-// compareKeys orders as the keys' strings do, without building them.
+// CompareKeys orders as the keys' strings do, without building them.
 func TestCompareKeys(t *testing.T) {
 	names := [][2]string{
 		{"", "a"}, {"", "a-b"}, {"", "b"},
@@ -22,16 +20,16 @@ func TestCompareKeys(t *testing.T) {
 	for _, a := range names {
 		for _, b := range names {
 			want := cmp.Compare(key(a[0], a[1]), key(b[0], b[1]))
-			if got := compareKeys(a[0], a[1], b[0], b[1]); got != want {
+			if got := CompareKeys(a[0], a[1], b[0], b[1]); got != want {
 				t.Errorf("%q against %q: %d, want %d", key(a[0], a[1]), key(b[0], b[1]), got, want)
 			}
 		}
 	}
 }
 
-// inListOrder sorts every kind by its storage key, as a LIST returns it.
+// InListOrder sorts every kind by its storage key, as a LIST returns it.
 func TestInListOrder(t *testing.T) {
-	var s snapshot.Snapshot
+	var s Snapshot
 	var want []string
 	for _, ns := range []string{"a", "a-b", "b"} {
 		for _, name := range []string{"x", "x-1", "y"} {
@@ -42,7 +40,7 @@ func TestInListOrder(t *testing.T) {
 	slices.Sort(want)
 	rand.New(rand.NewPCG(1, 2)).Shuffle(len(s.Pods), func(i, j int) { s.Pods[i], s.Pods[j] = s.Pods[j], s.Pods[i] })
 	s.Nodes = []*corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n2"}}, {ObjectMeta: metav1.ObjectMeta{Name: "n1"}}}
-	inListOrder(&s)
+	InListOrder(&s)
 	var got []string
 	for _, p := range s.Pods {
 		got = append(got, key(p.Namespace, p.Name))
