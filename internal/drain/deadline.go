@@ -18,9 +18,16 @@ const (
 	criticalPriority = 2000000000
 )
 
-// deadlineRetry is the backoff of refused evictions in deadline mode: short,
-// because the notice is short.
-const deadlineRetry = 200 * time.Millisecond
+// deadlineRetry is the first wait after a refused eviction in deadline mode,
+// short because the notice is short; it doubles up to deadlineMaxRetry
+// (jittered as every drain's retries). A fixed 200 ms made each refused pod
+// five requests a second to the apiserver for half its tier's time: in
+// spotter simulate, 19,580 refusals in the week of week-200, all in
+// preemption waves.
+const (
+	deadlineRetry    = 200 * time.Millisecond
+	deadlineMaxRetry = 2 * time.Second
+)
 
 // critical reports whether p belongs to the last tier.
 func critical(p *corev1.Pod) bool {
@@ -75,7 +82,7 @@ func (d *Drainer) evictByDeadline(ctx context.Context, req Request, pods []*core
 // evictOrDelete evicts p until evictUntil, then deletes it.
 func (d *Drainer) evictOrDelete(ctx context.Context, req Request, p *corev1.Pod, evictUntil, tierEnd time.Time) (bool, error) {
 	ectx, cancel := WithClockDeadline(ctx, d.clock, evictUntil)
-	err := d.evictWithRetry(ectx, req, p, d.grace(p, tierEnd), deadlineRetry, deadlineRetry)
+	err := d.evictWithRetry(ectx, req, p, d.grace(p, tierEnd), deadlineRetry, deadlineMaxRetry)
 	cancel()
 	if err == nil {
 		return false, nil
