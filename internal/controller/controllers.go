@@ -11,7 +11,9 @@ import (
 	"github.com/robfig/cron/v3"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
@@ -176,9 +178,11 @@ func watchNodes(ctx context.Context, mgr ctrl.Manager, name string, h toolscache
 // feedResidents keeps the snapshots the residents answer the drains'
 // re-checks from current with the cache (see plan.Resident): every pod
 // change, and for the rest a rebuild when a node changes in a way that can
-// change a fit, or a namespace or anything of volumes changes. Services,
-// workloads and budgets change no fit: the scheduler spreads by their
-// selectors only when it scores.
+// change a fit, a namespace or anything of volumes changes, or a
+// PodDisruptionBudget is added, deleted or given another spec (the hold for
+// nodes under notice reads which pods they cover; their status changes no
+// answer). Services and workloads change no fit: the scheduler spreads by
+// their selectors only when it scores.
 func feedResidents(ctx context.Context, mgr ctrl.Manager, residents plan.Residents) error {
 	if len(residents) == 0 {
 		return nil
@@ -224,6 +228,17 @@ func feedResidents(ctx context.Context, mgr ctrl.Manager, residents plan.Residen
 			DeleteFunc: func(any) { residents.Invalidate() },
 		}},
 	}
+	handlers = append(handlers, watch{&policyv1.PodDisruptionBudget{}, toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { residents.Invalidate() },
+		UpdateFunc: func(oldObj, newObj any) {
+			o, _ := oldObj.(*policyv1.PodDisruptionBudget)
+			n, _ := newObj.(*policyv1.PodDisruptionBudget)
+			if o == nil || n == nil || !equality.Semantic.DeepEqual(o.Spec, n.Spec) {
+				residents.Invalidate()
+			}
+		},
+		DeleteFunc: func(any) { residents.Invalidate() },
+	}})
 	anyChange := toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { residents.Invalidate() },
 		UpdateFunc: func(any, any) { residents.Invalidate() },

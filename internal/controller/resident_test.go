@@ -6,9 +6,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"spotter.dev/spotter/internal/plan"
@@ -101,6 +103,33 @@ func TestResidentFollowsTheCache(t *testing.T) {
 	cordoned := ask("")
 	if cordoned.Builds == freed.Builds {
 		t.Errorf("a cordon did not build the snapshot again: before %+v, after %+v", freed, cordoned)
+	}
+
+	// A new budget builds it again (the hold for nodes under notice reads
+	// which pods budgets cover); a change of a budget's status does not.
+	budget := tu.PDB("web", "web", tu.MaxUnavailable(1))
+	budget.Namespace = "default"
+	if budget, err = env.Client.PolicyV1().PodDisruptionBudgets("default").Create(ctx, budget, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var budgeted plan.ResidentStats
+	testenv.Eventually(t, 30*time.Second, "a build after the budget's creation", func(ctx context.Context) (bool, string, error) {
+		_, _, err := res.FitsOnSpot(ctx, web)
+		budgeted = res.Stats()
+		return budgeted.Builds > cordoned.Builds, "", err
+	})
+	budget.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: budget.Generation, CurrentHealthy: 1, ExpectedPods: 1}
+	if _, err := env.Client.PolicyV1().PodDisruptionBudgets("default").UpdateStatus(ctx, budget, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "the budget's status in the cache", func(ctx context.Context) (bool, string, error) {
+		var got policyv1.PodDisruptionBudget
+		err := mgr.GetCache().Get(ctx, client.ObjectKeyFromObject(budget), &got)
+		return err == nil && got.Status.ExpectedPods == 1, "", nil
+	})
+	time.Sleep(time.Second) // for the informer's handlers, which run after its store is updated
+	if after := ask(""); after.Builds != budgeted.Builds {
+		t.Errorf("a change of a budget's status built the snapshot again: before %+v, after %+v", budgeted, after)
 	}
 }
 

@@ -67,7 +67,7 @@ type Options struct {
 
 // ErrNotNow holds an eviction when an error of Request.BeforeEvict wraps it
 // (instead of stopping the drain): the drain asks again after a backoff.
-var ErrNotNow = errors.New("not now")
+var ErrNotNow = errors.New("eviction held")
 
 // Request asks for one node to be drained.
 type Request struct {
@@ -78,8 +78,8 @@ type Request struct {
 	// that wraps ErrNotNow: the drain then waits and asks again, as after a
 	// PodDisruptionBudget's refusal, until its time runs out. The
 	// rescheduler re-checks there that the pod still fits on spot, and holds
-	// an eviction while a pod under the same budget is on a node under an
-	// interruption notice.
+	// an eviction while a pod under the same budget is on a node under a
+	// termination notice.
 	BeforeEvict func(ctx context.Context, pod *corev1.Pod) error
 	// Deadline, when set, switches to deadline mode: pods go in priority tiers
 	// (ordinary, then system-cluster-critical and system-node-critical), each
@@ -419,20 +419,26 @@ func (d *Drainer) evictConcurrently(ctx context.Context, req Request, pods []*co
 }
 
 // evictWithRetry evicts one pod, retrying refusals (HTTP 429, as a
-// PodDisruptionBudget answers) and server errors with jittered exponential
-// backoff, on the injected clock, until ctx ends.
+// PodDisruptionBudget answers), server errors and holds (req.BeforeEvict's
+// ErrNotNow) with jittered exponential backoff, on the injected clock, until
+// ctx ends. req.BeforeEvict is asked before each attempt.
 func (d *Drainer) evictWithRetry(ctx context.Context, req Request, p *corev1.Pod, grace *int64, initial, maxBackoff time.Duration) error {
 	retry := backoff.Backoff{Initial: initial, Max: maxBackoff, Jitter: 0.5, Seed: seedOf(p.UID)}
 	var refused error // the last refusal, reported if time runs out mid-request
 	for {
 		if req.BeforeEvict != nil {
-			if err := req.BeforeEvict(ctx, p); errors.Is(err, ErrNotNow) {
+			err := req.BeforeEvict(ctx, p)
+			switch {
+			case err != nil && ctx.Err() != nil && refused != nil:
+				// Time ran out during the check: what kept the pod is the refusal.
+				return fmt.Errorf("eviction still refused when time ran out: %w: %w", refused, context.Cause(ctx))
+			case errors.Is(err, ErrNotNow):
 				klog.FromContext(ctx).V(1).Info("Eviction held, asking again later", "pod", klog.KObj(p), "reason", err.Error())
 				if coop.Sleep(ctx, d.clock, retry.Next()) != nil {
-					return fmt.Errorf("eviction still held when time ran out: %w: %w", err, context.Cause(ctx))
+					return fmt.Errorf("still held when time ran out: %w: %w", err, context.Cause(ctx))
 				}
 				continue
-			} else if err != nil {
+			case err != nil:
 				return fmt.Errorf("not evicted: %w", err)
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"spotter.dev/spotter/internal/agent/interrupt"
+	"spotter.dev/spotter/internal/agent/notice"
 	"spotter.dev/spotter/internal/classify"
 	"spotter.dev/spotter/internal/drain"
 	"spotter.dev/spotter/internal/snapshot"
@@ -20,11 +21,14 @@ import (
 // Resident answers the question a drain asks before each eviction, "does
 // this pod still fit where its plan sends it?" (FitsOnSpot, FitsOnDemand),
 // from a scheduler snapshot it keeps between questions instead of building
-// one from the whole cluster for each evicted pod.
+// one from the whole cluster for each evicted pod. From the same snapshot it
+// holds evictions while a pod of the same budget is on a node under a
+// termination notice (HoldForNotices).
 //
 // It learns what changed from its feed: PodChanged for every pod added,
 // changed or deleted, and Invalidate for every other change that can alter an
-// answer (nodes, namespaces, volumes). Before a question it applies the pods
+// answer (nodes, namespaces, volumes, the specs of PodDisruptionBudgets).
+// Before a question it applies the pods
 // changed since the last one to its snapshot, as the plan applies its own
 // placements (each change is a removal and an addition, O(pod)), and it
 // builds the snapshot again from read only when something other than a pod
@@ -62,8 +66,7 @@ type residentState struct {
 	onDemand []string // the on-demand nodes, sorted (FitsOnDemand's destinations)
 	// at holds every pod in the snapshot, with the node it is on.
 	at map[types.UID]placedPod
-	// noticed are the nodes under an interruption notice that keeps pods
-	// off them (HoldForNotices).
+	// noticed are the nodes under a termination notice (HoldForNotices).
 	noticed map[string]bool
 	// changes counts the pod changes applied; limit is when to build again.
 	changes, limit int
@@ -185,14 +188,16 @@ func (r *Resident) holdThen(check func(context.Context, *corev1.Pod) error) func
 // HoldForNotices returns a hook for drain.Request.BeforeEvict that holds a
 // voluntary eviction (an error wrapping drain.ErrNotNow: the drain asks
 // again later) while another pod under one of the pod's
-// PodDisruptionBudgets, not terminating, is on a node under an interruption
-// notice that keeps pods off it (the agent's interrupt.TaintKey, NoSchedule).
-// The agent must evict that pod before its node goes, within the notice's
-// deadline: a voluntary eviction now would take the disruption the budget
-// allows, the Eviction API would refuse the agent's, and the pod would go
-// down with its node, below the budget. The hold ends when the agent has
-// evicted it (or the notice ended); the Eviction API then judges the
-// voluntary eviction on the budget as it stands.
+// PodDisruptionBudgets, not terminating, is on a node under a termination
+// notice that keeps pods off it (the agent's interrupt.TaintKey with the
+// value termination, NoSchedule). That pod goes with its node within the
+// notice's deadline, evicted by the agent first when it drains: a voluntary
+// eviction now would take the disruption the budget allows, the Eviction API
+// would refuse the agent's, and the pod would go down with its node, below
+// the budget. The hold ends when the pod is terminating (the agent evicted
+// it) or gone, or the notice ended; the Eviction API then judges the
+// voluntary eviction on the budget as it stands. Rebalance and maintenance
+// notices hold nothing: their nodes may stay for hours.
 func (r *Resident) HoldForNotices() func(context.Context, *corev1.Pod) error {
 	return func(ctx context.Context, pod *corev1.Pod) error {
 		r.mu.Lock()
@@ -227,15 +232,16 @@ func (r *Resident) HoldForNotices() func(context.Context, *corev1.Pod) error {
 		if held == nil {
 			return nil
 		}
-		return fmt.Errorf("%w: pod %s/%s, under the same PodDisruptionBudget %s, is on node %s under an interruption notice: "+
-			"its eviction before the node goes comes first", drain.ErrNotNow, held.pod.Namespace, held.pod.Name, under.pdb.Name, held.node)
+		return fmt.Errorf("%w: pod %s/%s, under the same PodDisruptionBudget %s/%s, is on node %s under a termination notice: "+
+			"its eviction before the node goes comes first", drain.ErrNotNow, held.pod.Namespace, held.pod.Name, under.pdb.Namespace, under.pdb.Name, held.node)
 	}
 }
 
-// underNotice reports whether an interruption notice keeps pods off node.
+// underNotice reports whether node is under a termination notice that keeps
+// pods off it: it goes within the notice's deadline.
 func underNotice(node *corev1.Node) bool {
 	for _, t := range node.Spec.Taints {
-		if t.Key == interrupt.TaintKey && t.Effect == corev1.TaintEffectNoSchedule {
+		if t.Key == interrupt.TaintKey && t.Value == string(notice.Termination) && t.Effect == corev1.TaintEffectNoSchedule {
 			return true
 		}
 	}

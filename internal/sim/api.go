@@ -346,7 +346,7 @@ func (a *api) podCall(action k8stesting.Action) (runtime.Object, error) {
 	case k8stesting.ListActionImpl:
 		list := &corev1.PodList{}
 		sel := act.GetListRestrictions()
-		for _, p := range w.pods {
+		for _, p := range w.byKey {
 			if p.lost || act.GetNamespace() != "" && p.Obj.Namespace != act.GetNamespace() {
 				continue
 			}
