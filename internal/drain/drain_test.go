@@ -13,6 +13,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
@@ -53,11 +54,7 @@ func TestDrain(t *testing.T) {
 		env.CreateNodes(lab.NodeSpec{Name: "evict-1", Class: lab.ClassOnDemand})
 		deploy(ctx, t, env, ns, "web", 3, "evict-1", tu.GracePeriod(2))
 		daemonSet(ctx, t, env, ns, "logs", "evict-1")
-		pdb := tu.PDB("web", "web", tu.MaxUnavailable(1))
-		pdb.Namespace = ns
-		if _, err := env.Client.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		createPDB(ctx, t, env, ns, tu.PDB("web", "web", tu.MaxUnavailable(1)))
 		waitPDB(t, env, ns, "web", 1)
 		before := podsOn(ctx, t, env, "evict-1")
 
@@ -106,11 +103,7 @@ func TestDrain(t *testing.T) {
 		env.CreateNodes(lab.NodeSpec{Name: "waves-1", Class: lab.ClassOnDemand}, lab.NodeSpec{Name: "waves-2", Class: lab.ClassSpot})
 		deploy(ctx, t, env, ns, "web", 3, "waves-1", tu.GracePeriod(1))
 		deploy(ctx, t, env, ns, "free", 1, "waves-1")
-		pdb := tu.PDB("web", "web", tu.MaxUnavailable(1))
-		pdb.Namespace = ns
-		if _, err := env.Client.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		createPDB(ctx, t, env, ns, tu.PDB("web", "web", tu.MaxUnavailable(1)))
 		waitPDB(t, env, ns, "web", 1)
 		// The plan's waves: one web pod each; the free pod is not listed (it
 		// came after the plan) and goes in the last wave.
@@ -204,11 +197,7 @@ func TestDrain(t *testing.T) {
 			t.Fatal(err)
 		}
 		env.WaitForPodsRunning(ns, "app=web", 3, time.Minute)
-		pdb := tu.PDB("web", "web", tu.MinAvailable(1))
-		pdb.Namespace = ns
-		if _, err := env.Client.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		createPDB(ctx, t, env, ns, tu.PDB("web", "web", tu.MinAvailable(1)))
 		waitPDB(t, env, ns, "web", 2)
 		spot := getNode(ctx, t, env, "notice-spot")
 		spot.Spec.Taints = append(spot.Spec.Taints, corev1.Taint{Key: interrupt.TaintKey, Value: "termination", Effect: corev1.TaintEffectNoSchedule})
@@ -268,11 +257,7 @@ func TestDrain(t *testing.T) {
 		env.CreateNodes(lab.NodeSpec{Name: "stuck-1", Class: lab.ClassOnDemand})
 		// Replacements need a node label no node has: they stay Pending.
 		deploy(ctx, t, env, ns, "web", 2, "stuck-1", tu.GracePeriod(1), tu.RequireNodeLabel("spotter.dev/test", "nowhere"))
-		pdb := tu.PDB("web", "web", tu.MaxUnavailable(1))
-		pdb.Namespace = ns
-		if _, err := env.Client.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		createPDB(ctx, t, env, ns, tu.PDB("web", "web", tu.MaxUnavailable(1)))
 		waitPDB(t, env, ns, "web", 1)
 		before := podsOn(ctx, t, env, "stuck-1")
 		waves := map[string]int{ns + "/" + before[0].Name: 1, ns + "/" + before[1].Name: 2}
@@ -303,11 +288,7 @@ func TestDrain(t *testing.T) {
 		ns := namespace(ctx, t, env, "blocked")
 		env.CreateNodes(lab.NodeSpec{Name: "blocked-1", Class: lab.ClassOnDemand})
 		deploy(ctx, t, env, ns, "db", 1, "blocked-1")
-		pdb := tu.PDB("db", "db", tu.MinAvailable(1))
-		pdb.Namespace = ns
-		if _, err := env.Client.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		createPDB(ctx, t, env, ns, tu.PDB("db", "db", tu.MinAvailable(1)))
 		waitPDB(t, env, ns, "db", 0)
 
 		d := newDrainer("rescheduler", drain.Options{Cordon: true, Timeout: 3 * time.Second})
@@ -372,11 +353,7 @@ func TestDrain(t *testing.T) {
 		ns := namespace(ctx, t, env, "clock")
 		env.CreateNodes(lab.NodeSpec{Name: "clock-1", Class: lab.ClassOnDemand})
 		deploy(ctx, t, env, ns, "db", 1, "clock-1")
-		pdb := tu.PDB("db", "db", tu.MinAvailable(1))
-		pdb.Namespace = ns
-		if _, err := env.Client.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		createPDB(ctx, t, env, ns, tu.PDB("db", "db", tu.MinAvailable(1)))
 		waitPDB(t, env, ns, "db", 0)
 
 		start := time.Now()
@@ -427,11 +404,7 @@ func TestDrain(t *testing.T) {
 		env.CreateNodes(lab.NodeSpec{Name: "deadline-1", Class: lab.ClassSpot})
 		deploy(ctx, t, env, ns, "db", 1, "deadline-1", tu.GracePeriod(30))
 		deploy(ctx, t, env, ns, "dns", 1, "deadline-1", func(p *corev1.Pod) { p.Spec.PriorityClassName = "system-cluster-critical" })
-		pdb := tu.PDB("db", "db", tu.MinAvailable(1))
-		pdb.Namespace = ns
-		if _, err := env.Client.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		createPDB(ctx, t, env, ns, tu.PDB("db", "db", tu.MinAvailable(1)))
 		waitPDB(t, env, ns, "db", 0)
 
 		d := newDrainer("agent", drain.Options{Cordon: true})
@@ -527,11 +500,7 @@ func TestDrain(t *testing.T) {
 		ns := namespace(ctx, t, env, "shutdown")
 		env.CreateNodes(lab.NodeSpec{Name: "shutdown-1", Class: lab.ClassOnDemand})
 		deploy(ctx, t, env, ns, "db", 1, "shutdown-1")
-		pdb := tu.PDB("db", "db", tu.MinAvailable(1))
-		pdb.Namespace = ns
-		if _, err := env.Client.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		createPDB(ctx, t, env, ns, tu.PDB("db", "db", tu.MinAvailable(1)))
 		waitPDB(t, env, ns, "db", 0)
 		process, stop := context.WithCancel(ctx)
 		defer stop()
@@ -631,6 +600,15 @@ func daemonSet(ctx context.Context, t *testing.T, env *testenv.Env, ns, name, no
 		t.Fatal(err)
 	}
 	env.WaitForPodsRunning(ns, "app="+name, 1, time.Minute)
+}
+
+// createPDB creates pdb in namespace ns.
+func createPDB(ctx context.Context, t *testing.T, env *testenv.Env, ns string, pdb *policyv1.PodDisruptionBudget) {
+	t.Helper()
+	pdb.Namespace = ns
+	if _, err := env.Client.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func waitPDB(t *testing.T, env *testenv.Env, ns, name string, allowed int32) {
