@@ -2,8 +2,8 @@ package plan
 
 import (
 	"cmp"
-	"container/heap"
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"math"
@@ -42,9 +42,14 @@ type consolidation struct {
 	// emptied are the nodes the plan empties: they receive nothing.
 	emptied map[string]bool
 	// onDemand are the on-demand nodes, by name, infos their NodeInfos in
-	// the snapshot (nil: not there), and podsOn their pods.
+	// the snapshot (nil: not there), room their room (deferred pods
+	// counted; the fitter's change hook keeps it in step), at the index of
+	// each in them, and podsOn their pods.
 	onDemand []string
 	infos    []fwk.NodeInfo
+	room     []room
+	at       map[string]int
+	rooms    *roomIndex
 	podsOn   map[string][]int32
 	// displaced marks the pods of nodes that stay that the plan moves to
 	// spot to make room (makeRoom).
@@ -76,13 +81,8 @@ func (r *run) consolidate(ctx context.Context, candidates []*NodePlan, podsOf ma
 	if len(leftover) == 0 || len(c.onDemand) < 2 || len(r.spot) == 0 {
 		return nil
 	}
-	// Pods of on-demand nodes are left out of the snapshot until a plugin
-	// needs them (fitter.deferred); as destinations, their nodes need them.
-	if err := r.fit.materialize(); err != nil {
-		return err
-	}
 	slices.Sort(c.onDemand)
-	c.infos = r.fit.nodeInfos(c.onDemand)
+	r.destinations(c)
 	r.consolidating = c
 	defer func() { r.consolidating = nil }()
 	for _, np := range leftover {
@@ -129,6 +129,13 @@ func (r *run) worthConsolidating(ctx context.Context, np *NodePlan, idx []int32)
 		switch r.facts[j].verdict.Action {
 		case Move:
 			moves++
+			// A budget that allows nothing more refuses the node before
+			// any pod is placed (budgets.take), consolidation or not.
+			for _, bud := range r.facts[j].covers {
+				if bud.allowed-bud.used <= 0 {
+					return -1
+				}
+			}
 		case Block:
 			return -1
 		}
@@ -248,61 +255,93 @@ func (r *run) pinnedAt(ctx context.Context, j int32) bool {
 	return memo[j] == 2
 }
 
+// onlyClass is the one class of a consolidation's room index: every
+// on-demand node.
+var onlyClass = []int{0}
+
+// destinations sets the NodeInfos, rooms and indexes of c's on-demand nodes
+// (c.onDemand, sorted).
+func (r *run) destinations(c *consolidation) {
+	c.infos = r.fit.nodeInfos(c.onDemand)
+	c.room = make([]room, len(c.onDemand))
+	c.at = make(map[string]int, len(c.onDemand))
+	var members []int
+	for i, ni := range c.infos {
+		if ni != nil {
+			c.room[i] = r.fit.room(ni)
+			c.at[c.onDemand[i]] = i
+			members = append(members, i)
+		}
+	}
+	c.rooms = newRoomIndex(&c.room, [][]int{members})
+}
+
 // placeOnDemand finds the best-fitting on-demand node for pod (spec.nodeName
 // empty) among those that stay: not from, not emptied by the plan. It
 // commits a copy bound to it and returns the node and the copy, or "" and why
 // none fits, as place does for spot nodes.
 func (r *run) placeOnDemand(ctx context.Context, pod, orig *corev1.Pod, res fwk.PodResource, from string) (string, string, *corev1.Pod) {
+	c := r.consolidating
 	cpu, mem := res.Resource.GetMilliCPU(), res.Resource.GetMemory()
-	rejected := map[string]int{}
-	var cands []candidate
-	var infos []fwk.NodeInfo
-	for ni, n := range r.staying(from) {
-		if reason := n.fits(cpu, mem); reason != "" {
-			rejected[reason]++
+	var cyc *cycle
+	var rejected map[string]int
+	tried := 0
+	reject := func(why string) {
+		if rejected == nil {
+			rejected = map[string]int{}
+		}
+		rejected[why]++
+	}
+	// Best fit first, through the room index: most pods take the first.
+	for it := c.rooms.bestFirst(onlyClass, cpu, mem); ; {
+		cand, ok := it.pop()
+		if !ok {
+			break
+		}
+		name := c.onDemand[cand.i]
+		if name == from || c.emptied[name] {
 			continue
 		}
-		cands = append(cands, candidate{len(infos), n.score(cpu, mem)})
-		infos = append(infos, ni)
+		if cyc == nil {
+			var status *fwk.Status
+			if cyc, status = r.fit.cycleFor(ctx, pod, r.templates.of(orig)); status != nil {
+				return "", describe(status), nil
+			}
+		}
+		tried++
+		// Deferred pods join the snapshot when their node is asked.
+		if err := r.fit.materializeNode(name); err != nil {
+			reject(err.Error())
+		} else if st := r.fit.filterOn(ctx, cyc, pod, c.infos[cand.i]); st.IsSuccess() {
+			return r.commit(pod, name, res)
+		} else {
+			reject(describe(st))
+		}
 	}
-	total := len(infos)
-	for _, n := range rejected {
-		total += n
+	// Why none fits: the plugins' reasons, and the arithmetic's.
+	total := tried
+	for _, n := range r.staying(from) {
+		if reason := n.fits(cpu, mem); reason != "" {
+			reject(reason)
+			total++
+		}
 	}
 	if total == 0 {
 		return "", "no other on-demand node stays", nil
-	}
-	if len(cands) > 0 {
-		cyc, status := r.fit.cycleFor(ctx, pod, r.templates.of(orig))
-		if status != nil {
-			return "", describe(status), nil
-		}
-		// Best fit first; most pods take the first, so no full sort.
-		h := candidateHeap(cands)
-		heap.Init(&h)
-		for h.Len() > 0 {
-			ni := infos[heap.Pop(&h).(candidate).i]
-			name := ni.Node().Name
-			st := r.fit.filterOn(ctx, cyc, pod, ni)
-			if st.IsSuccess() {
-				return r.commit(pod, name, res)
-			}
-			rejected[describe(st)]++
-		}
 	}
 	return "", summarize(rejected, total, "other on-demand nodes"), nil
 }
 
 // staying yields the on-demand nodes that stay, but from (not emptied by the
-// plan), in name order, with their room.
-func (r *run) staying(from string) iter.Seq2[fwk.NodeInfo, room] {
+// plan), in name order: each one's index in consolidation.onDemand and room.
+func (r *run) staying(from string) iter.Seq2[int, room] {
 	c := r.consolidating
-	return func(yield func(fwk.NodeInfo, room) bool) {
+	return func(yield func(int, room) bool) {
 		for i, name := range c.onDemand {
-			if name == from || c.emptied[name] {
+			if name == from || c.emptied[name] || c.infos[i] == nil {
 				continue
 			}
-			if ni := c.infos[i]; ni != nil && !yield(ni, roomOf(ni)) {
+			if !yield(i, c.room[i]) {
 				return
 			}
 		}
@@ -365,8 +404,8 @@ func (r *run) makeRoom(ctx context.Context, pod, orig *corev1.Pod, res fwk.PodRe
 	}
 	var options []option
 	var buf []sortKey
-	for ni, n := range r.staying(from) {
-		name := ni.Node().Name
+	for i, n := range r.staying(from) {
+		name := c.onDemand[i]
 		if n.fits(cpu, mem) == "" {
 			// Room enough: the Filter plugins refused the pod there.
 			continue
@@ -460,6 +499,9 @@ func (r *run) tryRoom(ctx context.Context, pod, orig *corev1.Pod, res fwk.PodRes
 		}
 		made.undo = append(made.undo, func() error { return r.fit.remove(placed, to) })
 		made.displaced = append(made.displaced, displacement{j: j, from: name, to: to})
+	}
+	if err := r.fit.materializeNode(name); err != nil {
+		return nil, "", errors.Join(err, rollback())
 	}
 	ni := r.fit.nodeInfo(name)
 	cyc, status := r.fit.cycleFor(ctx, pod, r.templates.of(orig))

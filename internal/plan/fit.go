@@ -321,6 +321,34 @@ func (f *fitter) materialize() error {
 	return nil
 }
 
+// materializeNode adds node's deferred pods to the snapshot (see
+// fitter.deferred): a Filter plugin is about to run on node.
+func (f *fitter) materializeNode(node string) error {
+	pods, ok := f.deferred[node]
+	if !ok {
+		return nil
+	}
+	delete(f.deferred, node)
+	for _, pi := range pods {
+		if err := f.snap.AddPod(pi, node); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// room is the room of ni's node, its deferred pods counted.
+func (f *fitter) room(ni fwk.NodeInfo) room {
+	n := roomOf(ni)
+	for _, pi := range f.deferred[ni.Node().Name] {
+		res := pi.CalculateResource().Resource
+		n.usedCPU += res.GetMilliCPU()
+		n.usedMem += res.GetMemory()
+		n.pods++
+	}
+	return n
+}
+
 // reset points the fitter at a new snapshot holding the pods bound (each to
 // the node of the same index in nodes): it drops the views, the mutation log
 // and the anti-affinity index of the previous one.

@@ -583,6 +583,11 @@ func (p *Planner) newRun(ctx context.Context, s *snapshot.Snapshot, g grouped) (
 		if i, ok := r.spotAt[node]; ok {
 			r.room[i] = roomOf(r.spotInfo[i])
 			r.rooms.update(i)
+		} else if c := r.consolidating; c != nil {
+			if i, ok := c.at[node]; ok {
+				c.room[i] = fit.room(c.infos[i])
+				c.rooms.update(i)
+			}
 		}
 	}
 	return r, classes, nil
@@ -728,12 +733,13 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, idx []int32) (needsWav
 		}
 	}
 	for i, j := range movable {
-		pod := r.pods[j]
-		dest, reason, moved := r.place(ctx, replacement(pod), pod, r.fit.resOf[j])
-		if dest == "" && r.consolidating != nil && r.bound(ctx, replacement(pod), pod, j) {
+		// One copy for every question: none of them modifies it.
+		pod, rep := r.pods[j], replacement(r.pods[j])
+		dest, reason, moved := r.place(ctx, rep, pod, r.fit.resOf[j])
+		if dest == "" && r.consolidating != nil && r.bound(ctx, rep, pod, j) {
 			var why string
-			if dest, why, moved = r.placeOnDemand(ctx, replacement(pod), pod, r.fit.resOf[j], np.Name); dest == "" {
-				made, whyNot, err := r.makeRoom(ctx, replacement(pod), pod, r.fit.resOf[j], np.Name, len(displaced))
+			if dest, why, moved = r.placeOnDemand(ctx, rep, pod, r.fit.resOf[j], np.Name); dest == "" {
+				made, whyNot, err := r.makeRoom(ctx, rep, pod, r.fit.resOf[j], np.Name, len(displaced))
 				if err != nil {
 					return false, err
 				}

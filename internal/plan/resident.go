@@ -287,7 +287,9 @@ func (r *Resident) ask(ctx context.Context, pod *corev1.Pod, onDemand bool) (str
 	var dest, reason string
 	var placed *corev1.Pod
 	if onDemand {
-		run.consolidating = &consolidation{emptied: map[string]bool{}, onDemand: st.onDemand, infos: run.fit.nodeInfos(st.onDemand)}
+		c := &consolidation{emptied: map[string]bool{}, onDemand: st.onDemand}
+		run.destinations(c)
+		run.consolidating = c
 		dest, reason, placed = run.placeOnDemand(ctx, &replacement, pod, run.resource(pod), pod.Spec.NodeName)
 		run.consolidating = nil
 	} else {
