@@ -54,6 +54,9 @@ type consolidation struct {
 	// displaced marks the pods of nodes that stay that the plan moves to
 	// spot to make room (makeRoom).
 	displaced map[int32]bool
+	// movable is, by index in onDemand, what makeRoom found of the node's
+	// pods that may move to spot.
+	movable []movableOn
 	// mayDisplace is how many pods the plan of the node at hand may
 	// displace: what the saving per eviction leaves after its own pods.
 	mayDisplace int
@@ -264,6 +267,7 @@ var onlyClass = []int{0}
 func (r *run) destinations(c *consolidation) {
 	c.infos = r.fit.nodeInfos(c.onDemand)
 	c.room = make([]room, len(c.onDemand))
+	c.movable = make([]movableOn, len(c.onDemand))
 	c.at = make(map[string]int, len(c.onDemand))
 	var members []int
 	for i, ni := range c.infos {
@@ -374,6 +378,34 @@ type roomMade struct {
 	undo      []func() error
 }
 
+// movableOn is what makeRoom needs of the pods of an on-demand node that may
+// move to spot (see makeRoom): their sizes and their total, while valid (a
+// displacement from the node or its undoing makes it invalid).
+type movableOn struct {
+	valid    bool
+	keys     []sortKey
+	cpu, mem int64
+}
+
+// movableOf returns what makeRoom needs of the pods of the on-demand node of
+// index i that may move to spot.
+func (r *run) movableOf(ctx context.Context, i int) *movableOn {
+	c := r.consolidating
+	m := &c.movable[i]
+	if m.valid {
+		return m
+	}
+	m.valid, m.keys, m.cpu, m.mem = true, m.keys[:0], 0, 0
+	for _, j := range c.podsOn[c.onDemand[i]] {
+		if r.facts[j].verdict.Action == Move && !c.displaced[j] && !r.pinnedAt(ctx, j) {
+			k := r.sizeKey(j)
+			m.keys = append(m.keys, k)
+			m.cpu, m.mem = m.cpu+k.cpu, m.mem+k.mem
+		}
+	}
+	return m
+}
+
 // maxRoomTries bounds the on-demand nodes makeRoom tries for one pod.
 const maxRoomTries = 8
 
@@ -399,9 +431,6 @@ func (r *run) makeRoom(ctx context.Context, pod, orig *corev1.Pod, res fwk.PodRe
 		pods  []int32
 		score float64
 	}
-	mayMove := func(j int32) bool {
-		return r.facts[j].verdict.Action == Move && !c.displaced[j] && !r.pinnedAt(ctx, j)
-	}
 	var options []option
 	var buf []sortKey
 	for i, n := range r.staying(from) {
@@ -410,22 +439,14 @@ func (r *run) makeRoom(ctx context.Context, pod, orig *corev1.Pod, res fwk.PodRe
 			// Room enough: the Filter plugins refused the pod there.
 			continue
 		}
-		all := n // the node without every pod that may move
-		for _, j := range c.podsOn[name] {
-			if mayMove(j) {
-				res := r.fit.resOf[j].Resource
-				all = all.minus(res.GetMilliCPU(), res.GetMemory())
-			}
-		}
+		m := r.movableOf(ctx, i)
+		// The node without every pod that may move.
+		all := n
+		all.usedCPU, all.usedMem, all.pods = all.usedCPU-m.cpu, all.usedMem-m.mem, all.pods-int64(len(m.keys))
 		if all.fits(cpu, mem) != "" {
 			continue // no choice of them makes the room
 		}
-		free := buf[:0]
-		for _, j := range c.podsOn[name] {
-			if mayMove(j) {
-				free = append(free, r.sizeKey(j))
-			}
-		}
+		free := append(buf[:0], m.keys...)
 		buf = free
 		var take []int32
 		for n.fits(cpu, mem) != "" && len(take) < most && len(free) > 0 {
@@ -478,14 +499,17 @@ func (r *run) tryRoom(ctx context.Context, pod, orig *corev1.Pod, res fwk.PodRes
 	c := r.consolidating
 	made := &roomMade{}
 	rollback := func() error { return undoAll(made.undo) }
+	moved := &c.movable[c.at[name]] // what makeRoom knows of name's pods
 	for _, j := range take {
 		p, pres := r.pods[j], r.fit.resOf[j]
 		if err := r.fit.remove(p, name); err != nil {
 			return nil, "", fmt.Errorf("removing %s/%s from %s in the snapshot: %w", p.Namespace, p.Name, name, err)
 		}
 		c.displaced[j] = true
+		moved.valid = false
 		made.undo = append(made.undo, func() error {
 			delete(c.displaced, j)
+			moved.valid = false
 			return r.fit.add(p, name, pres)
 		})
 	}
