@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -81,11 +83,52 @@ docs/simulate.md.`,
 }
 
 // simulateGCPercent is the collector's GOGC while a simulation runs. The
-// simulated worlds keep little (about 75 MB live in the 200-node week) and
-// make much short-lived garbage (a scheduler snapshot per question): at 200
-// the collector runs half as often, and the 200-node week takes about 15 %
-// less time for about 100 MB more (BENCHMARKS.md, "The 200-node week").
-const simulateGCPercent = 200
+// simulated worlds keep little (about 100 MB live in the 200-node week, all
+// strategies) and make much short-lived garbage (a scheduler snapshot per
+// question, a plan per cycle): at 400 the collector runs half as often as at
+// 200, and the 200-node week takes about a tenth less time for about 180 MB
+// more (800 measured no faster, for 400 MB more; BENCHMARKS.md, "The 200-node
+// week"). The soft memory limit (simulateMemoryShare) makes it collect more
+// often instead of growing past a share of the machine's memory.
+const simulateGCPercent = 400
+
+// simulateMemoryShare is the share of the machine's memory (MemTotal of
+// /proc/meminfo) a simulation's heap is kept under, unless GOMEMLIMIT is set.
+const simulateMemoryShare = 4 // a quarter
+
+// softMemoryLimit sets the runtime's soft memory limit to a share of the
+// machine's memory while a simulation runs, unless one is set (GOMEMLIMIT) or
+// the machine's memory is unknown, and returns what restores the previous one.
+func softMemoryLimit() (restore func()) {
+	const none = math.MaxInt64
+	if debug.SetMemoryLimit(-1) != none {
+		return func() {}
+	}
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return func() {}
+	}
+	defer f.Close()
+	total, ok := memTotal(f)
+	if !ok {
+		return func() {}
+	}
+	debug.SetMemoryLimit(total / simulateMemoryShare)
+	return func() { debug.SetMemoryLimit(none) }
+}
+
+// memTotal reads MemTotal, in bytes, from the text of /proc/meminfo.
+func memTotal(r io.Reader) (int64, bool) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 3 && fields[0] == "MemTotal:" && fields[2] == "kB" {
+			kb, err := strconv.ParseInt(fields[1], 10, 64)
+			return kb * 1024, err == nil && kb > 0
+		}
+	}
+	return 0, false
+}
 
 func runSimulate(ctx context.Context, o *simulateOptions, out, errOut io.Writer) error {
 	strategies, err := sim.ParseStrategies(o.strategies)
@@ -156,8 +199,9 @@ func runSimulate(ctx context.Context, o *simulateOptions, out, errOut io.Writer)
 	opts.Strategies, opts.Config = strategies, cfg
 	bar := newProgressBar(errOut)
 	opts.Progress = bar.update
-	restoreGC := lessGC(simulateGCPercent)
+	restoreGC, restoreLimit := lessGC(simulateGCPercent), softMemoryLimit()
 	rep, err := sim.Run(ctx, sc, opts)
+	restoreLimit()
 	restoreGC()
 	bar.finish()
 	if err != nil {

@@ -105,3 +105,22 @@ func TestSimulatedTime(t *testing.T) {
 		}
 	}
 }
+
+func TestMemTotal(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"MemTotal:       24609876 kB\nMemFree:         1234 kB\n", 24609876 * 1024, true},
+		{"MemFree:         1234 kB\nMemTotal: 2048 kB\n", 2048 * 1024, true},
+		{"MemFree:         1234 kB\n", 0, false},
+		{"MemTotal: lots kB\n", 0, false},
+		{"MemTotal: 0 kB\n", 0, false},
+	} {
+		got, ok := memTotal(strings.NewReader(c.in))
+		if ok != c.ok || (ok && got != c.want) {
+			t.Errorf("memTotal(%q) = %d, %v; want %d, %v", c.in, got, ok, c.want, c.ok)
+		}
+	}
+}

@@ -1,6 +1,9 @@
 package plan
 
 import (
+	"maps"
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -48,6 +51,8 @@ type podIndex struct {
 	byNS    map[string]*[]int32
 	byLabel map[labelKey]*[]int32
 	keys    map[string]bool
+	// keyList holds keys, for add (a slice is faster to range over).
+	keyList []string
 	dead    map[fwk.PodInfo]bool
 	// lastNS and lastKey remember where add put the previous pod: the pods of
 	// a workload usually come one after another.
@@ -64,7 +69,8 @@ type viewPod struct {
 
 // newPodIndex returns an index of the labels with keys, for about pods pods.
 func newPodIndex(keys map[string]bool, pods int) *podIndex {
-	return &podIndex{pods: make([]viewPod, 0, pods), byNS: map[string]*[]int32{}, byLabel: map[labelKey]*[]int32{}, keys: keys, dead: map[fwk.PodInfo]bool{}}
+	return &podIndex{pods: make([]viewPod, 0, pods), byNS: map[string]*[]int32{}, byLabel: map[labelKey]*[]int32{}, keys: keys,
+		keyList: slices.Collect(maps.Keys(keys)), dead: map[fwk.PodInfo]bool{}}
 }
 
 func (x *podIndex) add(pi fwk.PodInfo, node *corev1.Node) {
@@ -75,7 +81,7 @@ func (x *podIndex) add(pi fwk.PodInfo, node *corev1.Node) {
 		x.lastNS, x.lastNSName = listOf(x.byNS, p.Namespace), p.Namespace
 	}
 	*x.lastNS = append(*x.lastNS, at)
-	for k := range x.keys {
+	for _, k := range x.keyList {
 		if v, ok := p.Labels[k]; ok {
 			if key := (labelKey{p.Namespace, k, v}); x.lastKey == nil || key != x.lastKeyName {
 				x.lastKey, x.lastKeyName = listOf(x.byLabel, key), key
