@@ -341,7 +341,7 @@ func Build(cfg *v1alpha1.SpotterConfiguration, d Deps) (*Built, error) {
 		}
 		dryRun := run.Migrator.DryRun
 		rec := recorder("spotter-migrator")
-		b.Migrator = migrator.New(d.Reader, d.Kube, provider, newPlanner(cfg, classifier), newDrainer(d.Kube, d.Clock, rec, cfg, migrator.Component, dryRun, nil),
+		b.Migrator = migrator.New(d.Reader, d.Kube, provider, newPlanner(cfg, classifier), newDrainer(d.Kube, d.Clock, rec, cfg, migrator.Component, dryRun, migrator.CountEvictionRetry, migrator.CountEvictionHeld),
 			budget, d.Clock, rec, migrator.Options{
 				Schedule:               inZone{schedule, loc},
 				Mode:                   cfg.Migrator.Mode,
@@ -362,7 +362,7 @@ func Build(cfg *v1alpha1.SpotterConfiguration, d Deps) (*Built, error) {
 	if run.Rescheduler.Enabled {
 		dryRun := run.Rescheduler.DryRun
 		rec := recorder("spotter-rescheduler")
-		drainer := newDrainer(d.Kube, d.Clock, rec, cfg, rescheduler.Component, dryRun, rescheduler.CountEvictionRetry)
+		drainer := newDrainer(d.Kube, d.Clock, rec, cfg, rescheduler.Component, dryRun, rescheduler.CountEvictionRetry, rescheduler.CountEvictionHeld)
 		b.Rescheduler = rescheduler.New(d.Reader, newPlanner(cfg, classifier), drainer, budget, d.Clock, rec, rescheduler.Options{
 			Interval:            cfg.Rescheduler.Interval.Duration,
 			DrainDelay:          cfg.Rescheduler.DrainDelay.Duration,
@@ -402,7 +402,7 @@ func newPreemptible(cfg *v1alpha1.SpotterConfiguration, d Deps, classifier *clas
 	// before the end of its run must stay empty until its VM goes.
 	drainCfg := *cfg
 	drainCfg.Drain.Cordon = true
-	drainer := newDrainer(d.Kube, d.Clock, rec, &drainCfg, preemptible.Component, dryRun, preemptible.CountEvictionRetry)
+	drainer := newDrainer(d.Kube, d.Clock, rec, &drainCfg, preemptible.Component, dryRun, preemptible.CountEvictionRetry, nil)
 	return preemptible.New(d.Reader, d.Kube, classifier, drainer, budget, d.Clock, rec, preemptible.Options{
 		Selectors:           selectors,
 		Timing:              preemptible.Timing{MaxRunTime: pc.MaxRunTime.Duration, DrainBefore: pc.DrainBefore.Duration},
@@ -418,7 +418,9 @@ func newPlanner(cfg *v1alpha1.SpotterConfiguration, classifier *classify.Classif
 	return plan.New(plan.ConfigOptions(cfg, classifier))
 }
 
-func newDrainer(kube kubernetes.Interface, clk clock.Clock, recorder events.EventRecorder, cfg *v1alpha1.SpotterConfiguration, component string, dryRun bool, onRetry func()) *drain.Drainer {
+// newDrainer builds a controller's drain engine; onRetry and onHeld count its
+// refused and held evictions (nil: not counted).
+func newDrainer(kube kubernetes.Interface, clk clock.Clock, recorder events.EventRecorder, cfg *v1alpha1.SpotterConfiguration, component string, dryRun bool, onRetry, onHeld func()) *drain.Drainer {
 	return drain.New(kube, clk, recorder, drain.Options{
 		Component:              component,
 		Cordon:                 cfg.Drain.Cordon,
@@ -429,6 +431,7 @@ func newDrainer(kube kubernetes.Interface, clk clock.Clock, recorder events.Even
 		MaxBackoff:             cfg.Drain.MaxEvictionBackoff.Duration,
 		DryRun:                 dryRun,
 		OnEvictionRetry:        onRetry,
+		OnEvictionHeld:         onHeld,
 	})
 }
 

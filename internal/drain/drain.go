@@ -63,6 +63,9 @@ type Options struct {
 	// OnEvictionRetry, when set, is called for each eviction a
 	// PodDisruptionBudget refused (the controller counts them).
 	OnEvictionRetry func()
+	// OnEvictionHeld, when set, is called for each eviction
+	// Request.BeforeEvict held (ErrNotNow; the controller counts them).
+	OnEvictionHeld func()
 }
 
 // ErrNotNow holds an eviction when an error of Request.BeforeEvict wraps it
@@ -434,6 +437,9 @@ func (d *Drainer) evictWithRetry(ctx context.Context, req Request, p *corev1.Pod
 				return fmt.Errorf("eviction still refused when time ran out: %w: %w", refused, context.Cause(ctx))
 			case errors.Is(err, ErrNotNow):
 				klog.FromContext(ctx).V(1).Info("Eviction held, asking again later", "pod", klog.KObj(p), "reason", err.Error())
+				if d.opts.OnEvictionHeld != nil {
+					d.opts.OnEvictionHeld()
+				}
 				if coop.Sleep(ctx, d.clock, retry.Next()) != nil {
 					return fmt.Errorf("still held when time ran out: %w: %w", err, context.Cause(ctx))
 				}

@@ -208,8 +208,8 @@ func TestDrain(t *testing.T) {
 		hold := plan.New(plan.Options{}).NewResident(func(ctx context.Context) (*snapshot.Snapshot, error) {
 			return snapshot.FromCluster(ctx, env.Client)
 		}).HoldForNotices()
-		var held atomic.Int32
-		d := newDrainer("rescheduler", drain.Options{Cordon: true, Timeout: 2 * time.Minute})
+		var held, counted atomic.Int32
+		d := newDrainer("rescheduler", drain.Options{Cordon: true, Timeout: 2 * time.Minute, OnEvictionHeld: func() { counted.Add(1) }})
 		done := make(chan error, 1)
 		go func() {
 			_, err := d.Drain(ctx, drain.Request{Node: "notice-od", Reason: "test", BeforeEvict: func(ctx context.Context, p *corev1.Pod) error {
@@ -249,6 +249,10 @@ func TestDrain(t *testing.T) {
 		}
 		if len(left) > 0 {
 			t.Errorf("pods of web still on notice-od after the drain: %v", left)
+		}
+		// Each hold is counted once (the controllers' metric).
+		if counted.Load() != held.Load() {
+			t.Errorf("OnEvictionHeld called %d times for %d holds", counted.Load(), held.Load())
 		}
 	})
 

@@ -27,6 +27,14 @@ var (
 		Help: "Node groups, and control planes outside them (a Cluster API KubeadmControlPlane), refused because they would put the control plane on spot, " +
 			"by kind: node_group, control_plane, or unchecked when the check itself failed (counted per run).",
 	}, []string{LabelKind})
+	evictionRetries = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "spotter", Subsystem: "migrator", Name: "eviction_retries_total",
+		Help: "Evictions from replaced nodes refused by a PodDisruptionBudget (HTTP 429) and retried.",
+	})
+	evictionsHeld = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "spotter", Subsystem: "migrator", Name: "evictions_held_total",
+		Help: "Evictions from replaced nodes held back and asked again later because another pod under the same PodDisruptionBudget is on a node under a termination notice.",
+	})
 )
 
 // LabelKind is the label of spotter_migrator_refused_node_groups_total.
@@ -52,5 +60,13 @@ func refusedKind(err error) string {
 }
 
 func init() {
-	metrics.Registry.MustRegister(runs, nodesMigrated, spotUnavailable, refusedGroups)
+	metrics.Registry.MustRegister(runs, nodesMigrated, spotUnavailable, refusedGroups, evictionRetries, evictionsHeld)
 }
+
+// CountEvictionRetry counts one eviction refused by a PodDisruptionBudget;
+// give it to the drain engine as drain.Options.OnEvictionRetry.
+func CountEvictionRetry() { evictionRetries.Inc() }
+
+// CountEvictionHeld counts one eviction held back (drain.ErrNotNow); give it
+// to the drain engine as drain.Options.OnEvictionHeld.
+func CountEvictionHeld() { evictionsHeld.Inc() }

@@ -19,6 +19,10 @@ var (
 		Namespace: "spotter", Subsystem: "rescheduler", Name: "eviction_retries_total",
 		Help: "Evictions refused by a PodDisruptionBudget (HTTP 429) and retried.",
 	})
+	evictionsHeld = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "spotter", Subsystem: "rescheduler", Name: "evictions_held_total",
+		Help: "Evictions held back and asked again later because another pod under the same PodDisruptionBudget is on a node under a termination notice.",
+	})
 	planDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: "spotter", Subsystem: "rescheduler", Name: "plan_duration_seconds",
 		Help:    "Time to compute one plan.",
@@ -52,8 +56,12 @@ const (
 )
 
 func init() {
-	metrics.Registry.MustRegister(drains, podsEvicted, evictionRetries, planDuration, planErrors, drainableNodes, hourlySavings)
+	metrics.Registry.MustRegister(drains, podsEvicted, evictionRetries, evictionsHeld, planDuration, planErrors, drainableNodes, hourlySavings)
 }
+
+// CountEvictionHeld counts one eviction held back (drain.ErrNotNow); give it
+// to the drain engine as drain.Options.OnEvictionHeld.
+func CountEvictionHeld() { evictionsHeld.Inc() }
 
 // CountEvictionRetry counts one eviction refused by a PodDisruptionBudget; give
 // it to the drain engine as drain.Options.OnEvictionRetry.
