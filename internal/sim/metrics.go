@@ -30,8 +30,11 @@ type Result struct {
 	Evictions          int            `json:"evictions"`
 	EvictionsBy        map[string]int `json:"evictionsBy,omitempty"`
 	EvictionsPerPodDay float64        `json:"evictionsPerPodDay"`
-	// EvictionsRefused counts evictions a PodDisruptionBudget refused (429).
-	EvictionsRefused int `json:"evictionsRefused"`
+	// EvictionsRefused counts evictions a PodDisruptionBudget refused (429),
+	// EvictionsRefusedBy by strategy component (the agent's drains of nodes
+	// being taken back included).
+	EvictionsRefused   int            `json:"evictionsRefused"`
+	EvictionsRefusedBy map[string]int `json:"evictionsRefusedBy,omitempty"`
 	// WastedEvictions counts pods evicted by drains that were then abandoned,
 	// leaving their node in place.
 	WastedEvictions int `json:"wastedEvictions"`
@@ -123,14 +126,19 @@ type recorder struct {
 	nextSample                         time.Duration
 	launched                           int
 	refused, wasted, violations, evict int
-	evictBy                            map[string]int
+	evictBy, refusedBy                 map[string]int
 }
 
-func newRecorder(w *World) *recorder { return &recorder{w: w, evictBy: map[string]int{}} }
+func newRecorder(w *World) *recorder {
+	return &recorder{w: w, evictBy: map[string]int{}, refusedBy: map[string]int{}}
+}
 
 func (m *recorder) nodeEnded(*Node) {}
 
-func (m *recorder) evictionRefused() { m.refused++ }
+func (m *recorder) evictionRefused(by string) {
+	m.refused++
+	m.refusedBy[by]++
+}
 
 // voluntaryEviction counts an eviction; the agent's, made because the node is
 // being taken back anyway, are listed by component but not counted as
@@ -261,6 +269,9 @@ func (m *recorder) result(strategy string, days float64) Result {
 	r.Evictions, r.EvictionsRefused, r.WastedEvictions, r.PDBViolations = m.evict, m.refused, m.wasted, m.violations
 	if len(m.evictBy) > 0 {
 		r.EvictionsBy = m.evictBy
+	}
+	if len(m.refusedBy) > 0 {
+		r.EvictionsRefusedBy = m.refusedBy
 	}
 	if avg := m.podCountSum / max(m.steps, 1); avg > 0 && days > 0 {
 		r.EvictionsPerPodDay = float64(m.evict) / avg / days

@@ -64,8 +64,9 @@ func (r *Report) WriteTable(out io.Writer) error {
 		"cheapest capacity of each moment, migrations free (a packing heuristic: an achievable upper bound on the hindsight\n"+
 		"optimum); share of oracle: saving / oracle's saving. PDB below budget: pods missing below what PodDisruptionBudgets\n"+
 		"demand, any cause, times minutes (in parentheses: while voluntarily evicted pods' replacements were starting);\n"+
-		"evictions refused: what the budgets held back (429). Back to spot: mean (max) time spot capacity sat unused while\n"+
-		"spot-eligible pods ran on on-demand nodes of the same zone. docs/simulate.md defines each column.\n")
+		"evictions refused: what the budgets held back (429) of the strategy's voluntary evictions (in parentheses: of the\n"+
+		"agent's drains of nodes being taken back). Back to spot: mean (max) time spot capacity sat unused while spot-eligible\n"+
+		"pods ran on on-demand nodes of the same zone. docs/simulate.md defines each column.\n")
 	if len(r.Traces) > 0 {
 		fmt.Fprintf(out, "Spot markets replay traces of \"Can't Be Late\" (NSDI '24), skypilot-org/spot-traces.\n")
 	}
@@ -100,7 +101,20 @@ func (r *Report) cells(res *Result) []string {
 		return append(out, "-", "-", fmt.Sprintf("%.0f", res.PendingPodMinutes), "-", "-", "-")
 	}
 	return append(out, fmt.Sprintf("%.3f", res.EvictionsPerPodDay), fmt.Sprint(res.PreemptedPods), fmt.Sprintf("%.0f", res.PendingPodMinutes),
-		fmt.Sprintf("%.0f (%.0f)", res.PDBBelowBudgetPodMinutes, res.PDBBelowBudgetVoluntaryPodMinutes), fmt.Sprint(res.EvictionsRefused), backToSpot(*res))
+		fmt.Sprintf("%.0f (%.0f)", res.PDBBelowBudgetPodMinutes, res.PDBBelowBudgetVoluntaryPodMinutes), refused(*res), backToSpot(*res))
+}
+
+// refused is the evictions-refused cell: the strategy's voluntary evictions
+// refused, then, when the agent ran, its own in parentheses.
+func refused(res Result) string {
+	agent, ran := res.EvictionsRefusedBy[componentAgent]
+	if !ran {
+		_, ran = res.EvictionsBy[componentAgent]
+	}
+	if !ran {
+		return fmt.Sprint(res.EvictionsRefused)
+	}
+	return fmt.Sprintf("%d (%d)", res.EvictionsRefused-agent, agent)
 }
 
 func backToSpot(res Result) string {
@@ -168,10 +182,10 @@ func (r *Report) Summary() string {
 		if res.OracleShare != nil {
 			share = fmt.Sprintf("%.4f", *res.OracleShare)
 		}
-		fmt.Fprintf(&b, "%s: cost %.4f saving %.4f oracleShare %s spotShare %.4f evictions %d by %v refused %d wasted %d evictionsPerPodDay %.4f "+
+		fmt.Fprintf(&b, "%s: cost %.4f saving %.4f oracleShare %s spotShare %.4f evictions %d by %v refused %d by %v wasted %d evictionsPerPodDay %.4f "+
 			"preemptedNodes %d preemptedPods %d pendingPodMinutes %.1f lostPodMinutes %.1f pdbBelowBudgetPodMinutes %.1f (voluntary %.1f) pdbViolations %d "+
 			"backToSpot %+v nodesLaunched %d\n",
-			res.Strategy, res.Cost, res.Saving, share, res.SpotShare, res.Evictions, res.EvictionsBy, res.EvictionsRefused, res.WastedEvictions,
+			res.Strategy, res.Cost, res.Saving, share, res.SpotShare, res.Evictions, res.EvictionsBy, res.EvictionsRefused, res.EvictionsRefusedBy, res.WastedEvictions,
 			res.EvictionsPerPodDay, res.PreemptedNodes, res.PreemptedPods, res.PendingPodMinutes, res.LostPodMinutes,
 			res.PDBBelowBudgetPodMinutes, res.PDBBelowBudgetVoluntaryPodMinutes, res.PDBViolations, res.BackToSpot, res.NodesLaunched)
 	}

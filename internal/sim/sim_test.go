@@ -234,3 +234,21 @@ func mustEngine(t testing.TB, w *World) *plan.Engine {
 	}
 	return e
 }
+
+// The evictions-refused cell sets the agent's refusals, made by drains of
+// nodes being taken back, apart from the strategy's voluntary ones.
+func TestRefusedCell(t *testing.T) {
+	for _, c := range []struct {
+		res  Result
+		want string
+	}{
+		{Result{EvictionsRefused: 7, EvictionsRefusedBy: map[string]int{"migrator": 7}}, "7"},
+		{Result{}, "0"},
+		{Result{EvictionsRefused: 30, EvictionsRefusedBy: map[string]int{componentAgent: 25, "spotter-rescheduler": 5}}, "5 (25)"},
+		{Result{EvictionsRefused: 3, EvictionsRefusedBy: map[string]int{"spotter-migrator": 3}, EvictionsBy: map[string]int{componentAgent: 9}}, "3 (0)"},
+	} {
+		if got := refused(c.res); got != c.want {
+			t.Errorf("refused(%+v) = %q, want %q", c.res, got, c.want)
+		}
+	}
+}

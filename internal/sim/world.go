@@ -669,7 +669,7 @@ func (w *World) evict(p *Pod, by string, grace time.Duration) error {
 		healthy, desired := w.pdbHealth(p.App)
 		switch {
 		case p.Healthy(now) && healthy-desired <= 0, !p.Healthy(now) && healthy < desired:
-			w.m.evictionRefused()
+			w.m.evictionRefused(by)
 			return ErrPDB
 		}
 	}
