@@ -89,32 +89,55 @@ docs/simulate.md.`,
 // 200, and the 200-node week takes about a tenth less time for about 180 MB
 // more (800 measured no faster, for 400 MB more; BENCHMARKS.md, "The 200-node
 // week"). The soft memory limit (simulateMemoryShare) makes it collect more
-// often instead of growing past a share of the machine's memory.
+// often instead of growing past a share of the memory available.
 const simulateGCPercent = 400
 
-// simulateMemoryShare is the share of the machine's memory (MemTotal of
-// /proc/meminfo) a simulation's heap is kept under, unless GOMEMLIMIT is set.
-const simulateMemoryShare = 4 // a quarter
+// simulateMemoryShare is the share of the memory available (the machine's,
+// or the container's when its cgroup has a lower limit) a simulation's heap
+// is kept under, unless GOMEMLIMIT is set.
+const simulateMemoryShare = 2 // a half
 
 // softMemoryLimit sets the runtime's soft memory limit to a share of the
-// machine's memory while a simulation runs, unless one is set (GOMEMLIMIT) or
-// the machine's memory is unknown, and returns what restores the previous one.
+// memory available while a simulation runs, unless GOMEMLIMIT is set (off
+// included) or the memory is unknown, and returns what restores the previous
+// one.
 func softMemoryLimit() (restore func()) {
-	const none = math.MaxInt64
-	if debug.SetMemoryLimit(-1) != none {
+	if _, set := os.LookupEnv("GOMEMLIMIT"); set {
 		return func() {}
 	}
+	total, ok := availableMemory()
+	if !ok {
+		return func() {}
+	}
+	old := debug.SetMemoryLimit(total / simulateMemoryShare)
+	return func() { debug.SetMemoryLimit(old) }
+}
+
+// availableMemory is MemTotal of /proc/meminfo, or the cgroup's memory.max
+// (cgroup v2) when it is lower.
+func availableMemory() (int64, bool) {
 	f, err := os.Open("/proc/meminfo")
 	if err != nil {
-		return func() {}
+		return 0, false
 	}
 	defer f.Close()
 	total, ok := memTotal(f)
 	if !ok {
-		return func() {}
+		return 0, false
 	}
-	debug.SetMemoryLimit(total / simulateMemoryShare)
-	return func() { debug.SetMemoryLimit(none) }
+	if b, err := os.ReadFile("/sys/fs/cgroup/memory.max"); err == nil {
+		if limit, ok := cgroupLimit(string(b)); ok && limit < total {
+			total = limit
+		}
+	}
+	return total, true
+}
+
+// cgroupLimit reads a cgroup v2 memory.max: a number of bytes, or "max" (no
+// limit: false).
+func cgroupLimit(s string) (int64, bool) {
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	return n, err == nil && n > 0
 }
 
 // memTotal reads MemTotal, in bytes, from the text of /proc/meminfo.

@@ -124,3 +124,21 @@ func TestMemTotal(t *testing.T) {
 		}
 	}
 }
+
+func TestCgroupLimit(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"2147483648\n", 2147483648, true},
+		{"max\n", 0, false},
+		{"", 0, false},
+		{"0\n", 0, false},
+	} {
+		got, ok := cgroupLimit(c.in)
+		if ok != c.ok || (ok && got != c.want) {
+			t.Errorf("cgroupLimit(%q) = %d, %v; want %d, %v", c.in, got, ok, c.want, c.ok)
+		}
+	}
+}

@@ -284,7 +284,7 @@ func (r *run) destinations(c *consolidation) {
 // empty) among those that stay: not from, not emptied by the plan. It
 // commits a copy bound to it and returns the node and the copy, or "" and why
 // none fits, as place does for spot nodes.
-func (r *run) placeOnDemand(ctx context.Context, pod, orig *corev1.Pod, res fwk.PodResource, from string) (string, string, *corev1.Pod) {
+func (r *run) placeOnDemand(ctx context.Context, pod, orig *corev1.Pod, res fwk.PodResource, from string) (string, string, *corev1.Pod, error) {
 	c := r.consolidating
 	cpu, mem := res.Resource.GetMilliCPU(), res.Resource.GetMemory()
 	var cyc *cycle
@@ -296,31 +296,30 @@ func (r *run) placeOnDemand(ctx context.Context, pod, orig *corev1.Pod, res fwk.
 		}
 		rejected[why]++
 	}
-	// Best fit first, through the room index: most pods take the first.
-	for it := c.rooms.bestFirst(onlyClass, cpu, mem); ; {
-		cand, ok := it.pop()
+	// Best fit first: most pods take the first.
+	for next := r.onDemandCandidates(from, cpu, mem); ; {
+		cand, ok := next()
 		if !ok {
 			break
 		}
 		name := c.onDemand[cand.i]
-		if name == from || c.emptied[name] {
-			continue
-		}
 		if cyc == nil {
 			var status *fwk.Status
 			if cyc, status = r.fit.cycleFor(ctx, pod, r.templates.of(orig)); status != nil {
-				return "", describe(status), nil
+				return "", describe(status), nil, nil
 			}
 		}
 		tried++
 		// Deferred pods join the snapshot when their node is asked.
 		if err := r.fit.materializeNode(name); err != nil {
-			reject(err.Error())
-		} else if st := r.fit.filterOn(ctx, cyc, pod, c.infos[cand.i]); st.IsSuccess() {
-			return r.commit(pod, name, res)
-		} else {
-			reject(describe(st))
+			return "", "", nil, err
 		}
+		if st := r.fit.filterOn(ctx, cyc, pod, c.infos[cand.i]); !st.IsSuccess() {
+			reject(describe(st))
+			continue
+		}
+		dest, why, placed := r.commit(pod, name, res)
+		return dest, why, placed, nil
 	}
 	// Why none fits: the plugins' reasons, and the arithmetic's.
 	total := tried
@@ -331,9 +330,45 @@ func (r *run) placeOnDemand(ctx context.Context, pod, orig *corev1.Pod, res fwk.
 		}
 	}
 	if total == 0 {
-		return "", "no other on-demand node stays", nil
+		return "", "no other on-demand node stays", nil, nil
 	}
-	return "", summarize(rejected, total, "other on-demand nodes"), nil
+	return "", summarize(rejected, total, "other on-demand nodes"), nil, nil
+}
+
+// onDemandCandidates returns the on-demand nodes that stay, but from, with
+// room for cpu and mem, one at a time, best fit first (see better): from the
+// room index, or, in exhaustive mode, by scoring every one and sorting them.
+func (r *run) onDemandCandidates(from string, cpu, mem int64) func() (candidate, bool) {
+	c := r.consolidating
+	if r.exhaustive {
+		var all []candidate
+		for i, n := range r.staying(from) {
+			if n.fits(cpu, mem) == "" {
+				all = append(all, candidate{i, n.score(cpu, mem)})
+			}
+		}
+		slices.SortFunc(all, better)
+		return func() (candidate, bool) {
+			if len(all) == 0 {
+				return candidate{}, false
+			}
+			next := all[0]
+			all = all[1:]
+			return next, true
+		}
+	}
+	it := c.rooms.bestFirst(onlyClass, cpu, mem)
+	return func() (candidate, bool) {
+		for {
+			cand, ok := it.pop()
+			if !ok {
+				return candidate{}, false
+			}
+			if name := c.onDemand[cand.i]; name != from && !c.emptied[name] {
+				return cand, true
+			}
+		}
+	}
 }
 
 // staying yields the on-demand nodes that stay, but from (not emptied by the

@@ -328,12 +328,13 @@ func (f *fitter) materializeNode(node string) error {
 	if !ok {
 		return nil
 	}
-	delete(f.deferred, node)
-	for _, pi := range pods {
+	for i, pi := range pods {
 		if err := f.snap.AddPod(pi, node); err != nil {
+			f.deferred[node] = pods[i:] // the pods added stay added
 			return err
 		}
 	}
+	delete(f.deferred, node)
 	return nil
 }
 

@@ -34,6 +34,7 @@ package plan
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -738,7 +739,11 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, idx []int32) (needsWav
 		dest, reason, moved := r.place(ctx, rep, pod, r.fit.resOf[j])
 		if dest == "" && r.consolidating != nil && r.bound(ctx, rep, pod, j) {
 			var why string
-			if dest, why, moved = r.placeOnDemand(ctx, rep, pod, r.fit.resOf[j], np.Name); dest == "" {
+			var err error
+			if dest, why, moved, err = r.placeOnDemand(ctx, rep, pod, r.fit.resOf[j], np.Name); err != nil {
+				return false, errors.Join(err, rollback())
+			}
+			if dest == "" {
 				made, whyNot, err := r.makeRoom(ctx, rep, pod, r.fit.resOf[j], np.Name, len(displaced))
 				if err != nil {
 					return false, err

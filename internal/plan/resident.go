@@ -290,8 +290,13 @@ func (r *Resident) ask(ctx context.Context, pod *corev1.Pod, onDemand bool) (str
 		c := &consolidation{emptied: map[string]bool{}, onDemand: st.onDemand}
 		run.destinations(c)
 		run.consolidating = c
-		dest, reason, placed = run.placeOnDemand(ctx, &replacement, pod, run.resource(pod), pod.Spec.NodeName)
+		var err error
+		dest, reason, placed, err = run.placeOnDemand(ctx, &replacement, pod, run.resource(pod), pod.Spec.NodeName)
 		run.consolidating = nil
+		if err != nil {
+			r.st = nil // built again at the next question
+			return "", "", err
+		}
 	} else {
 		dest, reason, placed = run.place(ctx, &replacement, pod, run.resource(pod))
 	}

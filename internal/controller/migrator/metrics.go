@@ -33,7 +33,7 @@ var (
 	})
 	evictionsHeld = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "spotter", Subsystem: "migrator", Name: "evictions_held_total",
-		Help: "Evictions from replaced nodes held back and asked again later because another pod under the same PodDisruptionBudget is on a node under a termination notice.",
+		Help: "Eviction attempts from replaced nodes held back, each asked again after a backoff, because another pod under the same PodDisruptionBudget is on a node under a termination notice.",
 	})
 )
 

@@ -21,7 +21,7 @@ var (
 	})
 	evictionsHeld = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "spotter", Subsystem: "rescheduler", Name: "evictions_held_total",
-		Help: "Evictions held back and asked again later because another pod under the same PodDisruptionBudget is on a node under a termination notice.",
+		Help: "Eviction attempts held back, each asked again after a backoff, because another pod under the same PodDisruptionBudget is on a node under a termination notice.",
 	})
 	planDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: "spotter", Subsystem: "rescheduler", Name: "plan_duration_seconds",
