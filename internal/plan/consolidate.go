@@ -347,15 +347,7 @@ func (r *run) onDemandCandidates(from string, cpu, mem int64) func() (candidate,
 				all = append(all, candidate{i, n.score(cpu, mem)})
 			}
 		}
-		slices.SortFunc(all, better)
-		return func() (candidate, bool) {
-			if len(all) == 0 {
-				return candidate{}, false
-			}
-			next := all[0]
-			all = all[1:]
-			return next, true
-		}
+		return sortedBestFirst(all)
 	}
 	it := c.rooms.bestFirst(onlyClass, cpu, mem)
 	return func() (candidate, bool) {

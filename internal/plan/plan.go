@@ -988,6 +988,12 @@ func (r *run) candidates(st *staticFit, cpu, mem int64) func() (candidate, bool)
 		}
 	}
 	r.cands = cands
+	return sortedBestFirst(cands)
+}
+
+// sortedBestFirst sorts cands best first (see better) and returns them one at
+// a time.
+func sortedBestFirst(cands []candidate) func() (candidate, bool) {
 	slices.SortFunc(cands, better)
 	return func() (candidate, bool) {
 		if len(cands) == 0 {
