@@ -125,9 +125,12 @@ func Start(ctx context.Context, opts Options) (l *Lab, err error) {
 	}
 
 	l = &Lab{Dir: dir, Kubeconfig: filepath.Join(dir, "admin.kubeconfig"), progress: opts.Progress, opts: opts}
+	// Every failure below returns a nil *Lab, so the cleanup keeps its own
+	// reference to what was started.
+	started := l
 	defer func() {
 		if err != nil {
-			l.Stop()
+			started.Stop()
 		}
 	}()
 

@@ -209,3 +209,64 @@ func readPIDs(t *testing.T, dir string) map[string]int {
 	}
 	return pids
 }
+
+// A component that fails to start makes Start return an error with its log,
+// and stops what was already running: here the real etcd, when the apiserver
+// exits at once (as it does on a full disk).
+func TestFailedStartStopsWhatItStarted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the Kubernetes binaries; skipped with -short")
+	}
+	real, err := lab.FindBinaries(os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bins := t.TempDir()
+	for _, name := range []string{lab.Etcd, lab.Scheduler, lab.ControllerManager, lab.Kwok, lab.Kubectl} {
+		if err := os.Symlink(filepath.Join(real, name), filepath.Join(bins, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	failing := "#!/bin/sh\necho 'write /var/run/apiserver: no space left on device' >&2\nexit 1\n"
+	if err := os.WriteFile(filepath.Join(bins, lab.APIServer), []byte(failing), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+
+	_, err = lab.Start(testenv.Context(t, time.Minute), lab.Options{BinDir: bins, Dir: dir, StartTimeout: 20 * time.Second})
+	if err == nil {
+		t.Fatal("Start succeeded with an apiserver that exits at once")
+	}
+	for _, want := range []string{lab.APIServer + " did not become ready", "no space left on device"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not say %q:\n%v", want, err)
+		}
+	}
+	if pids := readPIDs(t, dir); len(pids) != 0 {
+		t.Errorf("PID files left after a failed start: %v", pids)
+	}
+	if left := processesUnder(t, dir); len(left) != 0 {
+		t.Errorf("processes of the failed lab still running: %v", left)
+	}
+}
+
+// processesUnder lists the live processes whose command line names dir.
+func processesUnder(t *testing.T, dir string) []string {
+	t.Helper()
+	cmdlines, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []string
+	for _, f := range cmdlines {
+		data, err := os.ReadFile(f)
+		if err != nil || !strings.Contains(string(data), dir) {
+			continue
+		}
+		pid := 0
+		if _, err := fmt.Sscan(filepath.Base(filepath.Dir(f)), &pid); err == nil && !zombie(pid) {
+			found = append(found, strings.ReplaceAll(string(data), "\x00", " "))
+		}
+	}
+	return found
+}
