@@ -16,7 +16,6 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/latest"
-	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/interpodaffinity"
@@ -77,7 +76,7 @@ type fitter struct {
 	// constraints is built by buildConstraints when first needed (admits).
 	constraints      framework.Framework
 	buildConstraints func() (framework.Framework, error)
-	snap             *cache.Snapshot
+	snap             *nodeSet
 	views            *viewLister
 	anti             *antiAffinityIndex
 	nsLister         corelisters.NamespaceLister
@@ -228,10 +227,7 @@ func newFitter(ctx context.Context, s *snapshot.Snapshot, nodeOf []int32, destin
 		return build(bctx, constraintPlugins...)
 	}
 
-	snap := cache.NewSnapshot(nil, s.Nodes)
-	if err := snap.StartMutations(); err != nil {
-		return nil, err
-	}
+	snap := newNodeSet(s.Nodes)
 	f.resOf = make([]fwk.PodResource, len(s.Pods))
 	f.known = make(knownResources, len(s.Pods))
 	dest := make([]bool, len(s.Nodes))
@@ -353,7 +349,7 @@ func (f *fitter) room(ni fwk.NodeInfo) room {
 // reset points the fitter at a new snapshot holding the pods bound (each to
 // the node of the same index in nodes): it drops the views, the mutation log
 // and the anti-affinity index of the previous one.
-func (f *fitter) reset(snap *cache.Snapshot, bound []fwk.PodInfo, nodes []*corev1.Node) error {
+func (f *fitter) reset(snap *nodeSet, bound []fwk.PodInfo, nodes []*corev1.Node) error {
 	keys := map[string]bool{}
 	for _, pi := range bound {
 		selectedKeys(pi.GetPod(), keys)
@@ -370,7 +366,7 @@ func (f *fitter) reset(snap *cache.Snapshot, bound []fwk.PodInfo, nodes []*corev
 
 // install points the fitter at snap, whose pods are indexed in pods and
 // anti, with no change logged and no pod deferred.
-func (f *fitter) install(snap *cache.Snapshot, pods *podIndex, anti *antiAffinityIndex) {
+func (f *fitter) install(snap *nodeSet, pods *podIndex, anti *antiAffinityIndex) {
 	f.snap, f.anti, f.deferred = snap, anti, nil
 	f.views.reset(snap, pods)
 	f.log, f.byNS, f.cross = nil, map[string][]int{}, nil

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"spotter.dev/spotter/internal/snapshot"
@@ -203,10 +202,7 @@ func (e *Engine) Schedule(ctx context.Context, req ScheduleRequest) ([]Placement
 
 // reset gives the frameworks a fresh scheduler snapshot of nodes and pods.
 func (e *Engine) reset(nodes []*corev1.Node, pods []*corev1.Pod) error {
-	snap := cache.NewSnapshot(nil, nodes)
-	if err := snap.StartMutations(); err != nil {
-		return err
-	}
+	snap := newNodeSet(nodes)
 	known := make(map[string]*corev1.Node, len(nodes))
 	for _, n := range nodes {
 		known[n.Name] = n
@@ -234,39 +230,22 @@ func (e *Engine) reset(nodes []*corev1.Node, pods []*corev1.Pod) error {
 	return nil
 }
 
-// update brings the kept snapshot to nodes and pods: it sets the node
-// objects that changed, takes back the last call's placements, removes the
-// pods that are no longer in pods and adds the new ones, the same fitter
-// operations a plan commits with. It returns false when the snapshot must be
-// built again instead: other nodes, a node whose labels or allocatable
-// changed, a pod without a UID or two with one, a pod whose selectors name a
-// label key the pod index lacks, or too many changes since the last build.
+// update brings the kept snapshot to nodes and pods: it takes back the last
+// call's placements, removes the nodes that are gone (their pods first) and
+// adds the new ones, sets the node objects that changed, removes the pods
+// that are no longer in pods and adds the new ones: the same fitter
+// operations a plan commits with. A node whose labels or allocatable changed
+// is removed and added again (the pod index and the resource accounting read
+// them). It returns false when the snapshot must be built again instead: a
+// pod without a UID or two with one, a pod whose selectors name a label key
+// the pod index lacks, two nodes with one name, or too many changes since the
+// last build.
 func (e *Engine) update(nodes []*corev1.Node, pods []*corev1.Pod) bool {
 	k := e.kept
-	if k == nil || len(nodes) != len(k.nodes) {
+	if k == nil {
 		return false
 	}
-	// A node object that changed in what the pod index and the resource
-	// accounting do not read (taints, unschedulable, annotations,
-	// conditions) is set on its NodeInfo; other changes build again.
-	var renewed []int
-	for i, n := range nodes {
-		if o := k.nodes[i]; n != o {
-			if n.Name != o.Name || !maps.Equal(n.Labels, o.Labels) || !equality.Semantic.DeepEqual(n.Status.Allocatable, o.Status.Allocatable) {
-				return false
-			}
-			renewed = append(renewed, i)
-		}
-	}
 	e.kept = nil // until it is whole again
-	for _, i := range renewed {
-		ni := e.fit.nodeInfo(nodes[i].Name)
-		if ni == nil {
-			return false
-		}
-		ni.SetNode(nodes[i])
-		k.nodes[i] = nodes[i]
-	}
 	// A placement and its removal are two changes in the fitter's log.
 	k.changes += 2 * len(k.placed)
 	for _, p := range k.placed {
@@ -275,6 +254,9 @@ func (e *Engine) update(nodes []*corev1.Node, pods []*corev1.Pod) bool {
 		}
 	}
 	k.placed = k.placed[:0]
+	if !e.updateNodes(k, nodes) {
+		return false
+	}
 	uids := make(map[types.UID]struct{}, len(pods))
 	seen := make(map[*corev1.Pod]struct{}, len(k.at))
 	var added []*corev1.Pod
@@ -317,6 +299,72 @@ func (e *Engine) update(nodes []*corev1.Node, pods []*corev1.Pod) bool {
 		k.at[p] = p.Spec.NodeName
 	}
 	e.kept = k
+	return true
+}
+
+// updateNodes brings the kept snapshot's nodes to nodes (see update).
+func (e *Engine) updateNodes(k *keptSnapshot, nodes []*corev1.Node) bool {
+	now := make(map[string]*corev1.Node, len(nodes))
+	for _, n := range nodes {
+		if _, dup := now[n.Name]; dup {
+			return false
+		}
+		now[n.Name] = n
+	}
+	was := make(map[string]*corev1.Node, len(k.nodes))
+	var gone, renewed []*corev1.Node
+	for _, o := range k.nodes {
+		was[o.Name] = o
+		switch n := now[o.Name]; {
+		case n == o:
+		case n == nil || !maps.Equal(n.Labels, o.Labels) || !equality.Semantic.DeepEqual(n.Status.Allocatable, o.Status.Allocatable):
+			gone = append(gone, o)
+		default:
+			// Taints, unschedulable, annotations, conditions: what the pod
+			// index and the resource accounting do not read.
+			renewed = append(renewed, n)
+		}
+	}
+	if len(gone) == 0 && len(renewed) == 0 && len(nodes) == len(k.nodes) {
+		return true
+	}
+	if len(gone) > 0 {
+		leaving := make(map[string]bool, len(gone))
+		for _, o := range gone {
+			leaving[o.Name] = true
+		}
+		for p, node := range k.at {
+			if !leaving[node] {
+				continue
+			}
+			if e.fit.remove(p, node) != nil {
+				return false
+			}
+			delete(k.at, p)
+			k.changes++
+		}
+		for _, o := range gone {
+			if e.fit.snap.removeNode(o.Name) != nil {
+				return false
+			}
+		}
+	}
+	for _, n := range nodes {
+		if o, ok := was[n.Name]; !ok || slices.Contains(gone, o) {
+			if e.fit.snap.addNode(n) != nil {
+				return false
+			}
+		}
+	}
+	for _, n := range renewed {
+		ni := e.fit.nodeInfo(n.Name)
+		if ni == nil {
+			return false
+		}
+		ni.SetNode(n)
+	}
+	k.nodes = append(k.nodes[:0], nodes...)
+	e.fit.views.nodesChanged()
 	return true
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -142,7 +143,7 @@ func TestEngineKeptAnswersAsNew(t *testing.T) {
 		seeds = 10
 	}
 	ctx := context.Background()
-	var questions, placed, kept int
+	var questions, placed, kept, nodeCalls int
 	for seed := range seeds {
 		r := rand.New(rand.NewPCG(uint64(seed), 13))
 		s := randomCluster(uint64(seed), 1+seed%3)
@@ -153,18 +154,26 @@ func TestEngineKeptAnswersAsNew(t *testing.T) {
 		}
 		ch := newChanger(s, fmt.Sprintf("seed%d", seed))
 		last := func(_ *corev1.Pod, f []fwk.NodeInfo) int { return len(f) - 1 }
+		added := 0
 		for step := range 30 {
 			if step > 0 {
 				for range 1 + r.IntN(3) {
 					ch.change(r)
 				}
+				if r.IntN(3) == 0 {
+					nodeChange(s, r, &added)
+				}
 			}
 			var bound, queue []*corev1.Pod
+			names := map[string]bool{}
+			for _, n := range s.Nodes {
+				names[n.Name] = true
+			}
 			for _, p := range s.Pods {
 				switch {
-				case p.Spec.NodeName != "":
+				case names[p.Spec.NodeName]:
 					bound = append(bound, p)
-				case !terminal(p):
+				case p.Spec.NodeName == "" && !terminal(p):
 					queue = append(queue, p)
 				}
 			}
@@ -178,12 +187,16 @@ func TestEngineKeptAnswersAsNew(t *testing.T) {
 				req.Pick = last
 			}
 			before := e.kept
+			nodesChanged := before != nil && !slices.Equal(before.nodes, s.Nodes)
 			got, err := e.Schedule(ctx, req)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if before != nil && e.kept == before {
 				kept++
+				if nodesChanged {
+					nodeCalls++
+				}
 			}
 			fresh, err := NewEngine(ctx, s)
 			if err != nil {
@@ -205,10 +218,32 @@ func TestEngineKeptAnswersAsNew(t *testing.T) {
 			}
 		}
 	}
-	// Most calls must be answered from a kept snapshot, and pods must be
-	// placed and refused, or the test shows little.
-	if kept < seeds*20 || placed < questions/5 || placed > questions*9/10 {
-		t.Errorf("%d questions (%d placed), %d calls on a kept snapshot: the test shows too little", questions, placed, kept)
+	// Most calls must be answered from a kept snapshot, nodes must come and
+	// go, and pods must be placed and refused, or the test shows little.
+	if kept < seeds*20 || nodeCalls < seeds*5 || placed < questions/5 || placed > questions*9/10 {
+		t.Errorf("%d questions (%d placed), %d calls on a kept snapshot (%d after nodes changed): the test shows too little", questions, placed, kept, nodeCalls)
 	}
-	t.Logf("%d questions (%d placed), %d of %d calls on a kept snapshot", questions, placed, kept, seeds*30)
+	t.Logf("%d questions (%d placed), %d of %d calls on a kept snapshot, %d of them after nodes were added, removed or relabelled", questions, placed, kept, seeds*30, nodeCalls)
+}
+
+// nodeChange removes a node (its pods stay bound to it, as pods of a deleted
+// node are until the garbage collector comes), adds a copy of one under a new
+// name, or relabels one; the snapshot's slices are replaced, not modified.
+func nodeChange(s *snapshot.Snapshot, r *rand.Rand, added *int) {
+	i := r.IntN(len(s.Nodes))
+	switch op := r.IntN(3); {
+	case op == 0 && len(s.Nodes) > 2:
+		s.Nodes = slices.Delete(slices.Clone(s.Nodes), i, i+1)
+	case op <= 1:
+		n := s.Nodes[i].DeepCopy()
+		*added++
+		n.Name = fmt.Sprintf("added-%d", *added)
+		n.Labels[corev1.LabelHostname] = n.Name
+		s.Nodes = append(slices.Clone(s.Nodes), n)
+	default:
+		n := s.Nodes[i].DeepCopy()
+		n.Labels["relabelled"] = fmt.Sprint(r.IntN(2))
+		s.Nodes = slices.Clone(s.Nodes)
+		s.Nodes[i] = n
+	}
 }

@@ -31,7 +31,11 @@ import (
 // aside), which is all the plugins need to find every topology domain; every
 // node when the pod's spread or node affinity reads the hostname.
 type viewLister struct {
+	// Snapshot is empty: it answers the pod-group listers of
+	// fwk.SharedLister, which the filter plugins do not read.
 	*cache.Snapshot
+	// set is the snapshot of nodes and pods.
+	set     *nodeSet
 	current *podView
 	pods    *podIndex
 	// empty holds a NodeInfo without pods for every node, in the snapshot's
@@ -161,17 +165,28 @@ func selectedKeys(pod *corev1.Pod, keys map[string]bool) {
 }
 
 // reset points the lister at a new snapshot whose pods are indexed in pods.
-func (v *viewLister) reset(snap *cache.Snapshot, pods *podIndex) {
-	v.Snapshot, v.current, v.pods, v.empty, v.classes = snap, nil, pods, nil, nil
+func (v *viewLister) reset(snap *nodeSet, pods *podIndex) {
+	if v.Snapshot == nil {
+		v.Snapshot = cache.NewEmptySnapshot()
+	}
+	v.set, v.current, v.pods = snap, nil, pods
+	v.nodesChanged()
 }
+
+// nodesChanged drops the empty NodeInfos and class representatives (see
+// nodes): the snapshot's nodes were added, removed or renewed.
+func (v *viewLister) nodesChanged() { v.empty, v.classes = nil, nil }
 
 // NodeInfos returns the selected view, or the whole snapshot.
 func (v *viewLister) NodeInfos() fwk.NodeInfoLister {
 	if v.current != nil {
 		return v.current
 	}
-	return v.Snapshot
+	return v.set
 }
+
+// StorageInfos returns the snapshot's count of volume claims in use.
+func (v *viewLister) StorageInfos() fwk.StorageInfoLister { return v.set }
 
 // changed keeps the index in step with the snapshot.
 func (v *viewLister) changed(pi fwk.PodInfo, node *corev1.Node, delta int) {
@@ -255,7 +270,7 @@ func (v *viewLister) use(pod *corev1.Pod, pi fwk.PodInfo, nsLabels labels.Set, a
 				if p.Namespace != pod.Namespace {
 					continue
 				}
-				if ni, err := v.Get(p.Spec.NodeName); err == nil {
+				if ni, err := v.set.Get(p.Spec.NodeName); err == nil {
 					choose(viewPod{owner, ni.Node()})
 				}
 			}
@@ -302,7 +317,7 @@ func (v *viewLister) use(pod *corev1.Pod, pi fwk.PodInfo, nsLabels labels.Set, a
 
 // nodes builds the empty NodeInfos and the class representatives.
 func (v *viewLister) nodes() error {
-	all, err := v.List()
+	all, err := v.set.List()
 	if err != nil {
 		return err
 	}
