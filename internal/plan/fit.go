@@ -82,10 +82,10 @@ type fitter struct {
 	nsLister         corelisters.NamespaceLister
 	logger           klog.Logger
 	// resources computes the scheduler's accounting of pods' requests;
-	// known holds this plan's accounting of the bound pods by version, for
-	// the next plan (see knownResources).
+	// known holds the bound pods' PodInfos, for the next plan (see
+	// knownPods).
 	resources *resourceMemo
-	known     knownResources
+	known     knownPods
 
 	// log holds every change made to the snapshot since it was built; byNS
 	// indexes it by the pod's namespace, and cross lists the changes of pods
@@ -168,7 +168,7 @@ var initMetrics sync.Once
 // nodes for which destination returns false are deferred (see
 // fitter.deferred). Pods bound to nodes that are not in s are left out, as the
 // plugins skip NodeInfos without a node.
-func newFitter(ctx context.Context, s *snapshot.Snapshot, nodeOf []int32, destination func(node string) bool, known knownResources) (*fitter, error) {
+func newFitter(ctx context.Context, s *snapshot.Snapshot, nodeOf []int32, destination func(node string) bool, known knownPods) (*fitter, error) {
 	initMetrics.Do(schedmetrics.InitMetrics)
 	logger := klog.FromContext(ctx)
 	factory, err := informerFactory(s)
@@ -229,7 +229,7 @@ func newFitter(ctx context.Context, s *snapshot.Snapshot, nodeOf []int32, destin
 
 	snap := newNodeSet(s.Nodes)
 	f.resOf = make([]fwk.PodResource, len(s.Pods))
-	f.known = make(knownResources, len(s.Pods))
+	f.known = make(knownPods, len(s.Pods))
 	dest := make([]bool, len(s.Nodes))
 	for i, node := range s.Nodes {
 		dest[i] = destination(node.Name)
@@ -242,8 +242,11 @@ func newFitter(ctx context.Context, s *snapshot.Snapshot, nodeOf []int32, destin
 	prepare := func(lo, hi int, memo *resourceMemo, pis *podInfoMemo, keys map[string]bool) {
 		for j := lo; j < hi; j++ {
 			if p := s.Pods[j]; nodeOf[j] >= 0 && inFitter(p) {
-				info := &sizedPodInfo{res: known.get(p, memo)}
-				pis.fill(&info.PodInfo, p)
+				info := known[p]
+				if info == nil {
+					info = &sizedPodInfo{res: memo.get(p)}
+					pis.fill(&info.PodInfo, p)
+				}
 				infos[j] = info
 				selectedKeys(p, keys)
 			}
@@ -282,7 +285,7 @@ func newFitter(ctx context.Context, s *snapshot.Snapshot, nodeOf []int32, destin
 		i := nodeOf[j]
 		node := s.Nodes[i]
 		f.resOf[j] = info.res
-		f.known.keep(p, info.res)
+		f.known[p] = info
 		sizes[i].cpu += info.res.Resource.GetMilliCPU()
 		sizes[i].mem += info.res.Resource.GetMemory()
 		if dest[i] || hasClaims(p) {

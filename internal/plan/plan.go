@@ -233,11 +233,10 @@ type Planner struct {
 		plan        *Plan
 	}
 	// shapes is what the last plan learnt of which pods share a template
-	// (see shapes), and resources its accounting of pods' requests (see
-	// knownResources). Plans only read them, and each publishes its own
-	// when it ends.
-	shapes    *shapes
-	resources knownResources
+	// (see shapes), and known its bound pods' PodInfos (see knownPods).
+	// Plans only read them, and each publishes its own when it ends.
+	shapes *shapes
+	known  knownPods
 }
 
 // Classify returns a node's class as the planner sees it.
@@ -341,7 +340,7 @@ func (p *Planner) plan(ctx context.Context, s *snapshot.Snapshot) (*Plan, error)
 	}
 	defer func() {
 		p.mu.Lock()
-		p.shapes, p.resources = r.templates.next, r.fit.known
+		p.shapes, p.known = r.templates.next, r.fit.known
 		p.mu.Unlock()
 	}()
 	pending := g.pending
@@ -542,7 +541,7 @@ func (p *Planner) newRun(ctx context.Context, s *snapshot.Snapshot, g grouped) (
 	facts := make(chan []podFacts, 1)
 	go func() { facts <- learn(p.opts.Rules, bud, s, g, candidate) }()
 	p.mu.Lock()
-	known := p.resources
+	known := p.known
 	p.mu.Unlock()
 	fit, err := newFitter(ctx, s, g.nodeOf, func(node string) bool { return classes[node].Class == classify.Spot }, known)
 	learned := <-facts

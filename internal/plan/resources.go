@@ -45,27 +45,13 @@ func (m *resourceMemo) get(pod *corev1.Pod) fwk.PodResource {
 	return res
 }
 
-// knownResources are the scheduler's accountings of pods' requests in one
-// plan, by pod version (a UID and resourceVersion name one content): the next
-// plan takes a version's as it is instead of reading the pod's requests again.
-// Pods without both (built by hand, not read from an API) are computed in
-// every plan.
-type knownResources map[podVersion]fwk.PodResource
-
-// get returns pod's accounting from k (nil: nothing known), else from memo.
-func (k knownResources) get(pod *corev1.Pod, memo *resourceMemo) fwk.PodResource {
-	if res, ok := k[podVersion{pod.UID, pod.ResourceVersion}]; ok {
-		return res
-	}
-	return memo.get(pod)
-}
-
-// keep records pod's accounting, when its version is named.
-func (k knownResources) keep(pod *corev1.Pod, res fwk.PodResource) {
-	if pod.UID != "" && pod.ResourceVersion != "" {
-		k[podVersion{pod.UID, pod.ResourceVersion}] = res
-	}
-}
+// knownPods are the PodInfos of one plan's bound pods, affinity terms parsed
+// and requests accounted, by pod object: the next plan takes an object's as
+// it is instead of building it again. A snapshot's objects are never changed
+// (a changed pod is a new object, see snapshot.FromReader), so an object's
+// PodInfo stays true; a PodInfo is only read once built, so two plans may
+// hold the same one.
+type knownPods map[*corev1.Pod]*sizedPodInfo
 
 // key encodes the inputs of the accounting of a pod with plain requests: for
 // each container in order, its kind and every requested quantity in
