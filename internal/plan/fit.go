@@ -86,6 +86,9 @@ type fitter struct {
 	// knownPods).
 	resources *resourceMemo
 	known     knownPods
+	// built holds the destination nodes' NodeInfos as built, for the next
+	// plan (see builtNodes).
+	built builtNodes
 
 	// log holds every change made to the snapshot since it was built; byNS
 	// indexes it by the pod's namespace, and cross lists the changes of pods
@@ -168,7 +171,7 @@ var initMetrics sync.Once
 // nodes for which destination returns false are deferred (see
 // fitter.deferred). Pods bound to nodes that are not in s are left out, as the
 // plugins skip NodeInfos without a node.
-func newFitter(ctx context.Context, s *snapshot.Snapshot, nodeOf []int32, destination func(node string) bool, known knownPods) (*fitter, error) {
+func newFitter(ctx context.Context, s *snapshot.Snapshot, nodeOf []int32, destination func(node string) bool, known knownPods, built builtNodes) (*fitter, error) {
 	initMetrics.Do(schedmetrics.InitMetrics)
 	logger := klog.FromContext(ctx)
 	factory, err := informerFactory(s)
@@ -227,7 +230,6 @@ func newFitter(ctx context.Context, s *snapshot.Snapshot, nodeOf []int32, destin
 		return build(bctx, constraintPlugins...)
 	}
 
-	snap := newNodeSet(s.Nodes)
 	f.resOf = make([]fwk.PodResource, len(s.Pods))
 	f.known = make(knownPods, len(s.Pods))
 	dest := make([]bool, len(s.Nodes))
@@ -277,25 +279,47 @@ func newFitter(ctx context.Context, s *snapshot.Snapshot, nodeOf []int32, destin
 		}
 		close(indexed)
 	}()
+	// The destination nodes' pods, then their NodeInfos (copied from the
+	// last plan's where nothing changed); the pods with volume claims of
+	// other nodes are added to the snapshot, the others deferred.
+	onDest := make([][]*sizedPodInfo, len(s.Nodes))
+	var claimed []int
 	for j, p := range s.Pods {
 		info := infos[j]
 		if info == nil {
 			continue
 		}
 		i := nodeOf[j]
-		node := s.Nodes[i]
 		f.resOf[j] = info.res
 		f.known[p] = info
 		sizes[i].cpu += info.res.Resource.GetMilliCPU()
 		sizes[i].mem += info.res.Resource.GetMemory()
-		if dest[i] || hasClaims(p) {
-			if err := snap.AddPod(info, node.Name); err != nil {
-				<-indexed
-				return nil, err
-			}
+		switch {
+		case dest[i]:
+			onDest[i] = append(onDest[i], info)
+		case hasClaims(p):
+			claimed = append(claimed, j)
+		default:
+			name := s.Nodes[i].Name
+			deferred[name] = append(deferred[name], info)
+		}
+	}
+	f.built = make(builtNodes, len(built))
+	nis := make([]*framework.NodeInfo, len(s.Nodes))
+	for i, node := range s.Nodes {
+		if dest[i] {
+			nis[i] = built.nodeInfo(node, onDest[i], f.built)
 			continue
 		}
-		deferred[node.Name] = append(deferred[node.Name], info)
+		nis[i] = framework.NewNodeInfo()
+		nis[i].SetNode(node)
+	}
+	snap := nodeSetOf(nis)
+	for _, j := range claimed {
+		if err := snap.AddPod(infos[j], s.Nodes[nodeOf[j]].Name); err != nil {
+			<-indexed
+			return nil, err
+		}
 	}
 	f.requested = make(map[string]podSize, len(s.Nodes))
 	for i, node := range s.Nodes {

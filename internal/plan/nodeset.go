@@ -36,13 +36,38 @@ type nodeSet struct {
 // newNodeSet returns the snapshot of nodes, without pods. Of two nodes with one
 // name, the later counts.
 func newNodeSet(nodes []*corev1.Node) *nodeSet {
-	s := &nodeSet{byName: make(map[string]*framework.NodeInfo, len(nodes)), list: make([]fwk.NodeInfo, 0, len(nodes)), claims: map[string]int{}}
-	for _, n := range nodes {
-		if ni, ok := s.byName[n.Name]; ok {
-			ni.SetNode(n)
-			continue
+	infos := make([]*framework.NodeInfo, len(nodes))
+	for i, n := range nodes {
+		infos[i] = framework.NewNodeInfo()
+		infos[i].SetNode(n)
+	}
+	return nodeSetOf(infos)
+}
+
+// nodeSetOf returns the snapshot of infos, NodeInfos with their nodes set and
+// pods added. Of two with one node name, the later counts.
+func nodeSetOf(infos []*framework.NodeInfo) *nodeSet {
+	s := &nodeSet{byName: make(map[string]*framework.NodeInfo, len(infos)), list: make([]fwk.NodeInfo, 0, len(infos)), claims: map[string]int{}}
+	for _, ni := range infos {
+		name := ni.Node().Name
+		if old, ok := s.byName[name]; ok {
+			for _, list := range s.affinityLists() {
+				*list = slices.DeleteFunc(*list, func(x fwk.NodeInfo) bool { return x == fwk.NodeInfo(old) })
+			}
+			s.list[slices.Index(s.list, fwk.NodeInfo(old))] = ni
+			for key, n := range old.PVCRefCounts {
+				if s.claims[key] -= n; s.claims[key] <= 0 {
+					delete(s.claims, key)
+				}
+			}
+		} else {
+			s.list = append(s.list, ni)
 		}
-		_ = s.addNode(n)
+		s.byName[name] = ni
+		s.relist(ni, [3]bool{})
+		for key, n := range ni.PVCRefCounts {
+			s.claims[key] += n
+		}
 	}
 	return s
 }
@@ -116,7 +141,7 @@ func (s *nodeSet) lists(ni *framework.NodeInfo) [3]bool {
 // had being where it was before.
 func (s *nodeSet) relist(ni *framework.NodeInfo, had [3]bool) {
 	has := s.lists(ni)
-	for i, list := range []*[]fwk.NodeInfo{&s.affinity, &s.antiAffinity, &s.nonHostAnti} {
+	for i, list := range s.affinityLists() {
 		switch {
 		case has[i] && !had[i]:
 			*list = append(*list, ni)
@@ -124,6 +149,11 @@ func (s *nodeSet) relist(ni *framework.NodeInfo, had [3]bool) {
 			*list = slices.DeleteFunc(*list, func(x fwk.NodeInfo) bool { return x == fwk.NodeInfo(ni) })
 		}
 	}
+}
+
+// affinityLists returns the three affinity lists, in the order of lists.
+func (s *nodeSet) affinityLists() [3]*[]fwk.NodeInfo {
+	return [3]*[]fwk.NodeInfo{&s.affinity, &s.antiAffinity, &s.nonHostAnti}
 }
 
 // List returns every node's NodeInfo (fwk.NodeInfoLister).
@@ -155,3 +185,31 @@ func (s *nodeSet) Get(name string) (fwk.NodeInfo, error) {
 // IsPVCUsedByPods reports whether a pod of the set uses the claim
 // ("namespace/name"; fwk.StorageInfoLister).
 func (s *nodeSet) IsPVCUsedByPods(key string) bool { return s.claims[key] > 0 }
+
+// builtNodes are the NodeInfos of one plan's destination nodes as it built
+// them, before any change, by node name: the next plan copies a node's
+// (NodeInfo.Snapshot) when the node object and its pods' PodInfos are the
+// same ones, in the same order, instead of adding each pod again. A stored
+// NodeInfo is never changed, so two plans may copy it at once.
+type builtNodes map[string]*builtNode
+
+type builtNode struct {
+	ni   *framework.NodeInfo
+	pods []*sizedPodInfo
+}
+
+// nodeInfo returns a NodeInfo of node holding pods, and records in next what
+// the next plan may copy.
+func (b builtNodes) nodeInfo(node *corev1.Node, pods []*sizedPodInfo, next builtNodes) *framework.NodeInfo {
+	if last := b[node.Name]; last != nil && last.ni.Node() == node && slices.Equal(last.pods, pods) {
+		next[node.Name] = last
+		return last.ni.SnapshotConcrete()
+	}
+	ni := framework.NewNodeInfo()
+	ni.SetNode(node)
+	for _, pi := range pods {
+		ni.AddPodInfo(pi)
+	}
+	next[node.Name] = &builtNode{ni: ni.SnapshotConcrete(), pods: pods}
+	return ni
+}

@@ -233,10 +233,12 @@ type Planner struct {
 		plan        *Plan
 	}
 	// shapes is what the last plan learnt of which pods share a template
-	// (see shapes), and known its bound pods' PodInfos (see knownPods).
-	// Plans only read them, and each publishes its own when it ends.
+	// (see shapes), known its bound pods' PodInfos (see knownPods) and
+	// built its destination nodes' NodeInfos (see builtNodes). Plans only
+	// read them, and each publishes its own when it ends.
 	shapes *shapes
 	known  knownPods
+	built  builtNodes
 }
 
 // Classify returns a node's class as the planner sees it.
@@ -340,7 +342,7 @@ func (p *Planner) plan(ctx context.Context, s *snapshot.Snapshot) (*Plan, error)
 	}
 	defer func() {
 		p.mu.Lock()
-		p.shapes, p.known = r.templates.next, r.fit.known
+		p.shapes, p.known, p.built = r.templates.next, r.fit.known, r.fit.built
 		p.mu.Unlock()
 	}()
 	pending := g.pending
@@ -541,9 +543,9 @@ func (p *Planner) newRun(ctx context.Context, s *snapshot.Snapshot, g grouped) (
 	facts := make(chan []podFacts, 1)
 	go func() { facts <- learn(p.opts.Rules, bud, s, g, candidate) }()
 	p.mu.Lock()
-	known := p.known
+	known, built := p.known, p.built
 	p.mu.Unlock()
-	fit, err := newFitter(ctx, s, g.nodeOf, func(node string) bool { return classes[node].Class == classify.Spot }, known)
+	fit, err := newFitter(ctx, s, g.nodeOf, func(node string) bool { return classes[node].Class == classify.Spot }, known, built)
 	learned := <-facts
 	if err != nil {
 		return nil, nil, err

@@ -76,7 +76,7 @@ type engineInfo struct {
 func NewEngine(ctx context.Context, static *snapshot.Snapshot) (*Engine, error) {
 	base := *static
 	base.Pods = nil
-	fit, err := newFitter(ctx, &base, groupPods(&base).nodeOf, func(string) bool { return true }, nil)
+	fit, err := newFitter(ctx, &base, groupPods(&base).nodeOf, func(string) bool { return true }, nil, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -247,3 +247,72 @@ func nodeChange(s *snapshot.Snapshot, r *rand.Rand, added *int) {
 		s.Nodes[i] = n
 	}
 }
+
+// A planner that plans again, taking the last plan's templates, PodInfos and
+// destination NodeInfos, plans as a new planner would, while pods and nodes
+// change between plans.
+func TestPlannerAgainPlansAsNew(t *testing.T) {
+	seeds := 30
+	if testing.Short() {
+		seeds = 8
+	}
+	ctx := context.Background()
+	var plans, drained, copied int
+	for seed := range seeds {
+		r := rand.New(rand.NewPCG(uint64(seed), 17))
+		s := randomCluster(uint64(seed), 1+seed%3)
+		withoutPortConflicts(s)
+		var opts Options
+		if seed%2 == 1 {
+			for _, n := range s.Nodes {
+				n.Labels[InstanceTypeLabel] = "m5.xlarge"
+			}
+			opts = Options{Pricing: consolidationPrices, Consolidation: Consolidation{Enabled: true}}
+		}
+		again := New(opts)
+		ch := newChanger(s, fmt.Sprintf("seed%d", seed))
+		added := 0
+		for step := range 12 {
+			if step > 0 {
+				for range 1 + r.IntN(4) {
+					ch.change(r)
+				}
+				if r.IntN(3) == 0 {
+					nodeChange(s, r, &added)
+					for _, n := range s.Nodes {
+						n.Labels[InstanceTypeLabel] = "m5.xlarge"
+					}
+				}
+			}
+			// Pods bound to a node that is gone are left out, as the
+			// snapshot leaves them.
+			view := *s
+			view.Pods = slices.DeleteFunc(slices.Clone(s.Pods), func(p *corev1.Pod) bool {
+				return p.Spec.NodeName != "" && !slices.ContainsFunc(s.Nodes, func(n *corev1.Node) bool { return n.Name == p.Spec.NodeName })
+			})
+			before := again.built
+			got, err := again.Plan(ctx, &view)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, b := range again.built {
+				if before[name] == b {
+					copied++
+				}
+			}
+			want, err := New(opts).Plan(ctx, &view)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diffs := comparePlans(got, want); len(diffs) > 0 {
+				t.Fatalf("seed %d step %d: the planner planning again and a new one disagree:\n  %s", seed, step, strings.Join(diffs, "\n  "))
+			}
+			plans++
+			drained += got.Summary.DrainableNodes
+		}
+	}
+	if drained < plans/2 || copied < plans*3 {
+		t.Errorf("%d plans, %d drainable nodes, %d destination NodeInfos copied: the test shows too little", plans, drained, copied)
+	}
+	t.Logf("%d plans, %d drainable nodes, %d destination NodeInfos copied from the last plan", plans, drained, copied)
+}
