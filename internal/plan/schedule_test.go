@@ -157,12 +157,7 @@ func TestEngineKeptAnswersAsNew(t *testing.T) {
 		added := 0
 		for step := range 30 {
 			if step > 0 {
-				for range 1 + r.IntN(3) {
-					ch.change(r)
-				}
-				if r.IntN(3) == 0 {
-					nodeChange(s, r, &added)
-				}
+				changeCluster(s, ch, r, 3, &added)
 			}
 			var bound, queue []*corev1.Pod
 			names := map[string]bool{}
@@ -226,6 +221,17 @@ func TestEngineKeptAnswersAsNew(t *testing.T) {
 	t.Logf("%d questions (%d placed), %d of %d calls on a kept snapshot, %d of them after nodes were added, removed or relabelled", questions, placed, kept, seeds*30, nodeCalls)
 }
 
+// changeCluster makes one to most changes to pods (see changer), and now and
+// then one to nodes (see nodeChange).
+func changeCluster(s *snapshot.Snapshot, ch *changer, r *rand.Rand, most int, added *int) {
+	for range 1 + r.IntN(most) {
+		ch.change(r)
+	}
+	if r.IntN(3) == 0 {
+		nodeChange(s, r, added)
+	}
+}
+
 // nodeChange removes a node (its pods stay bound to it, as pods of a deleted
 // node are until the garbage collector comes), adds a copy of one under a new
 // name, or relabels one; the snapshot's slices are replaced, not modified.
@@ -274,15 +280,7 @@ func TestPlannerAgainPlansAsNew(t *testing.T) {
 		added := 0
 		for step := range 12 {
 			if step > 0 {
-				for range 1 + r.IntN(4) {
-					ch.change(r)
-				}
-				if r.IntN(3) == 0 {
-					nodeChange(s, r, &added)
-					for _, n := range s.Nodes {
-						n.Labels[InstanceTypeLabel] = "m5.xlarge"
-					}
-				}
+				changeCluster(s, ch, r, 4, &added)
 			}
 			// Pods bound to a node that is gone are left out, as the
 			// snapshot leaves them.
