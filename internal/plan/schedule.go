@@ -24,12 +24,12 @@ import (
 // storage classes), each pod's PodInfo is reused for as long as the caller
 // passes the same pod object, and requests are computed once per shape of
 // requests (resourceMemo). It also keeps the scheduler's snapshot
-// of the nodes and pods of the last call: when the next call names the same
-// nodes (their labels and allocatable unchanged), it takes back the last
-// call's placements, sets the node objects that changed and applies the pods
-// that differ (by object), as a removal and an addition, instead of building
-// the snapshot again. Answers never depend on earlier calls: a kept snapshot
-// holds what a new one would (TestEngineKeptAnswersAsNew).
+// of the nodes and pods of the last call and brings it to the next call
+// instead of building it again (see update): it takes back the last call's
+// placements, removes the nodes that are gone and adds the new ones, sets the
+// node objects that changed and applies the pods that differ (by object), as
+// a removal and an addition. Answers never depend on earlier calls: a kept
+// snapshot holds what a new one would (TestEngineKeptAnswersAsNew).
 //
 // An Engine is not safe for concurrent use.
 type Engine struct {
@@ -314,6 +314,9 @@ func (e *Engine) updateNodes(k *keptSnapshot, nodes []*corev1.Node) bool {
 	was := make(map[string]*corev1.Node, len(k.nodes))
 	var gone, renewed []*corev1.Node
 	for _, o := range k.nodes {
+		if _, dup := was[o.Name]; dup {
+			return false // the snapshot holds the later of the two
+		}
 		was[o.Name] = o
 		switch n := now[o.Name]; {
 		case n == o:

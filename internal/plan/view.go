@@ -283,7 +283,14 @@ func (v *viewLister) use(pod *corev1.Pod, pi fwk.PodInfo, nsLabels labels.Set, a
 		ni, ok := own[vp.node.Name]
 		if !ok {
 			ni = framework.NewNodeInfo()
-			ni.SetNode(vp.node)
+			// The node as the snapshot has it now: an engine sets a node
+			// object whose taints changed in place (Engine.update), and
+			// the index keeps the one its pods were added with.
+			node := vp.node
+			if cur, err := v.set.Get(node.Name); err == nil {
+				node = cur.Node()
+			}
+			ni.SetNode(node)
 			own[vp.node.Name] = ni
 			view.own = append(view.own, ni)
 		}
