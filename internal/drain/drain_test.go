@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
@@ -689,13 +690,19 @@ func waitEvent(t *testing.T, env *testenv.Env, ns, name, reason string) {
 // killed after marking leaves them.
 func markLikeACrash(ctx context.Context, t *testing.T, env *testenv.Env, name, by string) {
 	t.Helper()
-	node := getNode(ctx, t, env, name)
-	node.Annotations[drain.DrainingAnnotation] = fmt.Sprintf(`{"by":%q,"reason":"interrupted","at":"2026-01-01T00:00:00Z","cordoned":true}`, by)
-	node.Spec.Unschedulable = true
-	if !hasTaint(node, drain.DrainingTaintKey) {
-		node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: drain.DrainingTaintKey, Value: by, Effect: corev1.TaintEffectNoSchedule})
-	}
-	if _, err := env.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+	// The node controller changes a node's taints after it is cordoned or
+	// uncordoned: another update may come between the read and the write.
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		node := getNode(ctx, t, env, name)
+		node.Annotations[drain.DrainingAnnotation] = fmt.Sprintf(`{"by":%q,"reason":"interrupted","at":"2026-01-01T00:00:00Z","cordoned":true}`, by)
+		node.Spec.Unschedulable = true
+		if !hasTaint(node, drain.DrainingTaintKey) {
+			node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: drain.DrainingTaintKey, Value: by, Effect: corev1.TaintEffectNoSchedule})
+		}
+		_, err := env.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 }

@@ -49,8 +49,11 @@ func startProcess(dir, name, bin string, args, env []string, detach bool) (*proc
 	}
 	p := &process{name: name, cmd: cmd, env: env, logPath: logPath, pidPath: filepath.Join(dir, "pids", name+".pid")}
 	if err := writePIDFile(p.pidPath, cmd.Process.Pid); err != nil {
+		// Most often the process has exited already (its PID file cannot
+		// name a zombie): say how, with its log.
 		_ = cmd.Process.Kill()
-		return nil, err
+		status := cmd.Wait()
+		return nil, fmt.Errorf("%s did not start (recording its PID: %v; the process: %v)\n--- last lines of %s ---\n%s", name, err, status, logPath, tail(logPath, 30))
 	}
 	if detach {
 		// Nobody waits for it here: `spotter lab down` stops it by its PID file.
