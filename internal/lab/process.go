@@ -52,8 +52,11 @@ func startProcess(dir, name, bin string, args, env []string, detach bool) (*proc
 		// Most often the process has exited already (its PID file cannot
 		// name a zombie): say how, with its log.
 		_ = cmd.Process.Kill()
-		status := cmd.Wait()
-		return nil, fmt.Errorf("%s did not start (recording its PID: %v; the process: %v)\n--- last lines of %s ---\n%s", name, err, status, logPath, tail(logPath, 30))
+		how := "exited"
+		if status := cmd.Wait(); status != nil {
+			how = status.Error()
+		}
+		return nil, fmt.Errorf("%s did not start (recording its PID: %w; the process: %s)\n--- last lines of %s ---\n%s", name, err, how, logPath, tail(logPath, 30))
 	}
 	if detach {
 		// Nobody waits for it here: `spotter lab down` stops it by its PID file.
