@@ -51,19 +51,14 @@ func nodeSetOf(infos []*framework.NodeInfo) *nodeSet {
 	for _, ni := range infos {
 		name := ni.Node().Name
 		if old, ok := s.byName[name]; ok {
-			for _, list := range s.affinityLists() {
-				*list = slices.DeleteFunc(*list, func(x fwk.NodeInfo) bool { return x == fwk.NodeInfo(old) })
-			}
 			s.list[slices.Index(s.list, fwk.NodeInfo(old))] = ni
-			for key, n := range old.PVCRefCounts {
-				if s.claims[key] -= n; s.claims[key] <= 0 {
-					delete(s.claims, key)
-				}
-			}
 		} else {
 			s.list = append(s.list, ni)
 		}
 		s.byName[name] = ni
+	}
+	for _, x := range s.list {
+		ni := x.(*framework.NodeInfo)
 		s.relist(ni, [3]bool{})
 		for key, n := range ni.PVCRefCounts {
 			s.claims[key] += n

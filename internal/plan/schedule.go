@@ -312,7 +312,8 @@ func (e *Engine) updateNodes(k *keptSnapshot, nodes []*corev1.Node) bool {
 		now[n.Name] = n
 	}
 	was := make(map[string]*corev1.Node, len(k.nodes))
-	var gone, renewed []*corev1.Node
+	leaving := map[string]bool{}
+	var renewed []*corev1.Node
 	for _, o := range k.nodes {
 		if _, dup := was[o.Name]; dup {
 			return false // the snapshot holds the later of the two
@@ -321,39 +322,33 @@ func (e *Engine) updateNodes(k *keptSnapshot, nodes []*corev1.Node) bool {
 		switch n := now[o.Name]; {
 		case n == o:
 		case n == nil || !maps.Equal(n.Labels, o.Labels) || !equality.Semantic.DeepEqual(n.Status.Allocatable, o.Status.Allocatable):
-			gone = append(gone, o)
+			leaving[o.Name] = true
 		default:
 			// Taints, unschedulable, annotations, conditions: what the pod
 			// index and the resource accounting do not read.
 			renewed = append(renewed, n)
 		}
 	}
-	if len(gone) == 0 && len(renewed) == 0 && len(nodes) == len(k.nodes) {
+	if len(leaving) == 0 && len(renewed) == 0 && len(nodes) == len(k.nodes) {
 		return true
 	}
-	if len(gone) > 0 {
-		leaving := make(map[string]bool, len(gone))
-		for _, o := range gone {
-			leaving[o.Name] = true
+	for p, node := range k.at {
+		if !leaving[node] {
+			continue
 		}
-		for p, node := range k.at {
-			if !leaving[node] {
-				continue
-			}
-			if e.fit.remove(p, node) != nil {
-				return false
-			}
-			delete(k.at, p)
-			k.changes++
+		if e.fit.remove(p, node) != nil {
+			return false
 		}
-		for _, o := range gone {
-			if e.fit.snap.removeNode(o.Name) != nil {
-				return false
-			}
+		delete(k.at, p)
+		k.changes++
+	}
+	for name := range leaving {
+		if e.fit.snap.removeNode(name) != nil {
+			return false
 		}
 	}
 	for _, n := range nodes {
-		if o, ok := was[n.Name]; !ok || slices.Contains(gone, o) {
+		if _, ok := was[n.Name]; !ok || leaving[n.Name] {
 			if e.fit.snap.addNode(n) != nil {
 				return false
 			}
