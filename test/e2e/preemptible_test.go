@@ -76,7 +76,7 @@ func TestPreemptibleNodesDrainedBeforeTheirRunEnds(t *testing.T) {
 	young := getNodeE2E(ctx, t, env, "pre-young")
 	youngDue := young.CreationTimestamp.Add(labDueAfter)
 
-	stopWatch := watchUnavailable(env, map[string]int{"web": 2})
+	stopWatch := watchUnavailable(t, env, map[string]int{"web": 2})
 	defer stopWatch()
 	startPreemptible(t, env)
 

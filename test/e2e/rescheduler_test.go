@@ -61,7 +61,7 @@ func TestReschedulerMovesPodsToSpot(t *testing.T) {
 	waitPDBsComputed(ctx, t, env)
 
 	// The watch: ready web pods, polled all along.
-	stopWatch := watchUnavailable(env, map[string]int{"web": 3})
+	stopWatch := watchUnavailable(t, env, map[string]int{"web": 3})
 	defer stopWatch()
 
 	startRescheduler(t, env)

@@ -4,14 +4,19 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 
 	"spotter.dev/spotter/internal/drain"
 	"spotter.dev/spotter/internal/lab"
@@ -86,7 +91,7 @@ func TestReschedulerDrainsInWaves(t *testing.T) {
 	}
 
 	// The watch: unavailable pods of each workload, polled all along.
-	stopWatch := watchUnavailable(env, map[string]int{"web": 6, "api": 6, "db": 6})
+	stopWatch := watchUnavailable(t, env, map[string]int{"web": 6, "api": 6, "db": 6})
 	defer stopWatch()
 
 	startRescheduler(t, env)
@@ -143,44 +148,80 @@ func waitEventNote(t *testing.T, env *testenv.Env, node, reason, note string) {
 	})
 }
 
-// watchUnavailable polls, every 50 ms until the returned stop is called, how
-// many pods of each app (label app, with its replica count) are not Ready or
-// terminating; stop returns the most seen at once per app. Stopping twice is
-// harmless.
-func watchUnavailable(env *testenv.Env, replicas map[string]int) (stop func() map[string]int) {
-	var mu sync.Mutex
-	worst := map[string]int{}
-	apps := make([]string, 0, len(replicas))
-	for app := range replicas {
-		apps = append(apps, app)
-	}
+// watchUnavailable follows, until the returned stop is called, how many pods
+// of each app (label app, with its replica count) are not Ready or are
+// terminating, after every change to them in the order the apiserver made
+// them; stop returns the most seen at once per app. It watches rather than
+// polls: an evicted pod is terminating before its replacement exists, so
+// every eviction is seen, however soon kwok makes the replacement Ready.
+// Stopping twice is harmless.
+func watchUnavailable(t *testing.T, env *testenv.Env, replicas map[string]int) (stop func() map[string]int) {
+	t.Helper()
+	apps := slices.Sorted(maps.Keys(replicas))
+	selector := "app in (" + strings.Join(apps, ",") + ")"
 	ctx, cancel := context.WithCancel(context.Background())
+	list, err := env.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	pods := map[types.UID]*corev1.Pod{}
+	for i := range list.Items {
+		pods[list.Items[i].UID] = &list.Items[i]
+	}
+	worst := map[string]int{}
+	count := func() {
+		ready := map[string]int{}
+		for _, p := range pods {
+			if p.DeletionTimestamp == nil && podReady(*p) {
+				ready[p.Labels["app"]]++
+			}
+		}
+		for app, n := range replicas {
+			worst[app] = max(worst[app], n-ready[app])
+		}
+	}
+	count()
+	rw, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.LabelSelector = selector
+			return env.Client.CoreV1().Pods("default").Watch(ctx, opts)
+		},
+	})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var watchErr error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for ctx.Err() == nil {
-			list, err := env.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app in (" + strings.Join(apps, ",") + ")"})
-			if err == nil {
-				ready := map[string]int{}
-				for _, p := range list.Items {
-					if p.DeletionTimestamp == nil && podReady(p) {
-						ready[p.Labels["app"]]++
-					}
-				}
-				mu.Lock()
-				for app, n := range replicas {
-					worst[app] = max(worst[app], n-ready[app])
-				}
-				mu.Unlock()
+		for ev := range rw.ResultChan() {
+			mu.Lock()
+			switch p, _ := ev.Object.(*corev1.Pod); {
+			case ev.Type == watch.Error:
+				watchErr = apierrors.FromObject(ev.Object)
+			case p == nil:
+			case ev.Type == watch.Deleted:
+				delete(pods, p.UID)
+			case ev.Type == watch.Added || ev.Type == watch.Modified:
+				pods[p.UID] = p
 			}
-			time.Sleep(50 * time.Millisecond)
+			count()
+			mu.Unlock()
 		}
 	}()
 	return func() map[string]int {
+		t.Helper()
 		cancel()
+		rw.Stop()
 		<-done
 		mu.Lock()
 		defer mu.Unlock()
+		if watchErr != nil {
+			t.Errorf("the watch of %s pods failed, so it may have missed changes: %v", selector, watchErr)
+		}
 		return maps.Clone(worst)
 	}
 }
