@@ -319,7 +319,7 @@ footer{color:#6b7280;font-size:12px;margin-top:24px}p.warning{color:#92400e;font
 	b.WriteString(`<footer>Saving is against the all-on-demand baseline: the same scenario with its spot node groups removed. ` +
 		`The oracle (dashed) is every pod the workloads want at each moment on the cheapest capacity the market has then, within each pod's constraints, migrations free and instant: ` +
 		`a packing heuristic, so an achievable upper bound on the hindsight optimum, not the optimum itself; share of oracle is a run's saving over the oracle's saving. ` +
-		`PDB below budget: the pods missing below what PodDisruptionBudgets demand, whatever the cause, times the minutes; evictions refused: what the budgets held back of the strategy's voluntary evictions (in parentheses: of the agent's drains of nodes being taken back). ` +
+		`PDB below budget: the pods missing below what PodDisruptionBudgets demand, whatever the cause, times the minutes; zone spread short: the zones missing from where the workloads that must spread over zones run, of those their node groups offer, times the minutes (the scheduler spreads only over zones that have nodes, so a cluster whose nodes all leave a zone gives the spread up without a pending pod); evictions refused: what the budgets held back of the strategy's voluntary evictions (in parentheses: of the agent's drains of nodes being taken back). ` +
 		`Every figure is computed from the simulation; docs/simulate.md defines them and says which parts of the spotter strategy are Spotter's own code and which are models.`)
 	if len(r.Traces) > 0 {
 		b.WriteString(` Spot capacity and preemptions replay traces published with "Can't Be Late: Optimizing Spot Instance Savings under Deadlines" (Wu et al., NSDI '24), repository skypilot-org/spot-traces: ` +
@@ -346,6 +346,7 @@ var htmlHeader = []struct{ name, title, class string }{
 	{name: "Share of oracle", title: "saving / the oracle's saving", class: "oracle-share"},
 	{name: "Spot pod-hours"}, {name: "Evictions / pod / day"}, {name: "Preempted pods"}, {name: "Pending pod-minutes"},
 	{name: "PDB below budget, pod-minutes", title: "pods missing below what PodDisruptionBudgets demand, any cause, times minutes", class: "pdb-below"},
+	{name: "Zone spread short, zone-minutes", title: "zones missing from where workloads that must spread over zones run (of those their node groups offer), times minutes", class: "spread-short"},
 	{name: "Evictions refused", title: "evictions a PodDisruptionBudget refused (429): the strategy's voluntary ones; in parentheses, the agent's drains of nodes being taken back"},
 	{name: "Back to spot, mean (max)"},
 }

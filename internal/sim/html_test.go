@@ -85,15 +85,18 @@ func TestReportRendersInChromium(t *testing.T) {
 			t.Errorf("chart %s missing or without a series", id)
 		}
 	}
-	// The summary table has the budget columns and the share of the
-	// oracle's saving, a figure for every run, and the oracle's row.
-	for _, th := range []string{"PDB below budget, pod-minutes</th>", "Evictions refused</th>", "Share of oracle</th>"} {
+	// The summary table has the budget and zone spread columns and the
+	// share of the oracle's saving, a figure for every run, and the oracle's
+	// row.
+	for _, th := range []string{"PDB below budget, pod-minutes</th>", "Zone spread short, zone-minutes</th>", "Evictions refused</th>", "Share of oracle</th>"} {
 		if !strings.Contains(dom, th) {
 			t.Errorf("the summary lacks the column %q", th)
 		}
 	}
-	if got := strings.Count(dom, `<td class="pdb-below">`); got != 6 {
-		t.Errorf("%d PDB below budget cells, want 6 (baseline, 4 strategies, oracle)", got)
+	for _, class := range []string{"pdb-below", "spread-short"} {
+		if got := strings.Count(dom, `<td class="`+class+`">`); got != 6 {
+			t.Errorf("%d %s cells, want 6 (baseline, 4 strategies, oracle)", got, class)
+		}
 	}
 	shares := regexp.MustCompile(`<td class="oracle-share">(\d+)%</td>`).FindAllStringSubmatch(dom, -1)
 	if len(shares) != 5 || shares[4][1] != "100" {

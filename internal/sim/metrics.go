@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"context"
+	"slices"
 	"sort"
 	"time"
 )
@@ -63,6 +65,18 @@ type Result struct {
 	// below while a replacement starts, when something else (a preemption)
 	// takes a pod too. An upper bound on what voluntary evictions caused.
 	PDBBelowBudgetVoluntaryPodMinutes float64 `json:"pdbBelowBudgetVoluntaryPodMinutes"`
+	// ZoneSpreadShortZoneMinutes adds up, over the workloads whose pods must
+	// spread over zones (a topology spread constraint on the zone label,
+	// DoNotSchedule), the zones missing from where their running pods are,
+	// minute by minute: the zones where a node group takes their pods (or as
+	// many as their pods, when fewer) less the zones their pods are in. The
+	// scheduler spreads over the zones that have nodes only, and never moves
+	// a running pod: a cluster whose nodes all leave a zone keeps such a
+	// workload "spread" over the zones left, and pods placed while a zone had
+	// no node stay where they are when it has one again. This counts the
+	// resilience given up, in every row (a scale-down's order ignores zones
+	// too).
+	ZoneSpreadShortZoneMinutes float64 `json:"zoneSpreadShortZoneMinutes"`
 	// PDBViolations counts voluntary evictions after which a
 	// PodDisruptionBudget had fewer healthy pods than it demands. The
 	// Eviction API refuses those, so it stays 0: a check of the model.
@@ -127,6 +141,65 @@ type recorder struct {
 	launched                           int
 	refused, wasted, violations, evict int
 	evictBy, refusedBy                 map[string]int
+	// spread are the workloads that must spread over zones, with the zones
+	// where they may run (watchSpread); spreadShortSeconds the zones missing
+	// from where their pods are, times seconds.
+	spread             []spreadApp
+	spreadShortSeconds float64
+}
+
+// spreadApp is a workload spread over zones and the zones where a node group
+// takes its pods.
+type spreadApp struct {
+	a     *App
+	zones map[*zone]bool
+}
+
+// watchSpread finds the workloads that must spread over zones and, with fits
+// (whether an app's pod passes the filter plugins on a node of a group), the
+// zones where they may run: those of two zones or more are measured
+// (ZoneSpreadShortZoneMinutes).
+func (m *recorder) watchSpread(ctx context.Context, fits func(context.Context, *App, *Group) (bool, error)) error {
+	for _, a := range m.w.Apps {
+		if zoneSpread, _ := spreadOf(a.Template); !zoneSpread {
+			continue
+		}
+		zones := map[*zone]bool{}
+		for _, g := range m.w.Groups {
+			if zones[g.zone] {
+				continue
+			}
+			ok, err := fits(ctx, a, g)
+			if err != nil {
+				return err
+			}
+			if ok {
+				zones[g.zone] = true
+			}
+		}
+		if len(zones) > 1 {
+			m.spread = append(m.spread, spreadApp{a: a, zones: zones})
+		}
+	}
+	return nil
+}
+
+// missing is how many zones s's running pods are missing from: the zones
+// they may run in (or as many as they are, when fewer) less the zones they
+// are in.
+func (s spreadApp) missing() int {
+	var in []*zone
+	running := 0
+	for _, p := range s.a.pods {
+		if p.Node == nil || p.Terminating || p.lost {
+			continue
+		}
+		running++
+		if z := p.Node.Group.zone; s.zones[z] && !slices.Contains(in, z) {
+			in = append(in, z)
+		}
+	}
+	return max(min(len(s.zones), running)-len(in), 0)
 }
 
 func newRecorder(w *World) *recorder {
@@ -218,6 +291,9 @@ func (m *recorder) observe(step time.Duration) {
 			}
 		}
 	}
+	for _, s := range m.spread {
+		m.spreadShortSeconds += float64(s.missing()) * sec
+	}
 	m.podSeconds += float64(running) * sec
 	m.spotPodSeconds += float64(onSpot) * sec
 	m.pendingSeconds += float64(pending) * sec
@@ -266,6 +342,7 @@ func (m *recorder) result(strategy string, days float64) Result {
 	r.LostPodMinutes = m.lostSeconds / 60
 	r.PDBBelowBudgetPodMinutes = m.belowBudgetSeconds / 60
 	r.PDBBelowBudgetVoluntaryPodMinutes = m.belowBudgetVoluntarySeconds / 60
+	r.ZoneSpreadShortZoneMinutes = m.spreadShortSeconds / 60
 	r.Evictions, r.EvictionsRefused, r.WastedEvictions, r.PDBViolations = m.evict, m.refused, m.wasted, m.violations
 	if len(m.evictBy) > 0 {
 		r.EvictionsBy = m.evictBy

@@ -4,6 +4,10 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // "PDB below budget" counts the pods a budget misses, minute by minute,
@@ -232,4 +236,101 @@ func runMinutes(t *testing.T, w *World, sched *scheduler, minutes int) {
 		w.Clock.Step(time.Minute)
 	}
 	w.advance(0)
+}
+
+// "Zone spread short" counts, minute by minute, the zones missing from where
+// the pods of a workload that must spread over zones run: of the zones where
+// a node group takes them, or as many as its pods when fewer. A workload
+// without the constraint is not measured.
+func TestZoneSpreadShortZoneMinutes(t *testing.T) {
+	sc := &Scenario{Name: "zones", Duration: metav1.Duration{Duration: time.Hour}}
+	for _, z := range []string{"a", "b", "c"} {
+		sc.Zones = append(sc.Zones, Zone{Name: z, SpotCapacity: CapacitySource{Nodes: ptr.To[int32](0)}})
+		sc.NodeGroups = append(sc.NodeGroups, NodeGroup{Name: "od-" + z, Zone: z, CapacityType: OnDemand,
+			CPU: resource.MustParse("4"), Memory: resource.MustParse("16Gi"), PricePerHour: 0.2, Max: 5, Initial: ptr.To[int32](1)})
+	}
+	sc.NodeGroups = append(sc.NodeGroups, NodeGroup{Name: "pinned", Zone: "a", CapacityType: OnDemand,
+		CPU: resource.MustParse("4"), Memory: resource.MustParse("16Gi"), PricePerHour: 0.2, Max: 5, Initial: ptr.To[int32](1)})
+	sc.Workloads = []Workload{
+		{Name: "spread", Replicas: 3, CPU: resource.MustParse("100m"), Memory: resource.MustParse("64Mi"), ZoneSpread: true},
+		{Name: "plain", Replicas: 3, CPU: resource.MustParse("100m"), Memory: resource.MustParse("64Mi")},
+	}
+	SetScenarioDefaults(sc)
+	if errs := ValidateScenario(sc, ""); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	w, err := newWorld(sc, 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.m.watchSpread(context.Background(), newStaticFit(w, mustEngine(t, w)).fits); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.m.spread) != 1 || w.m.spread[0].a.Name != "spread" || len(w.m.spread[0].zones) != 3 {
+		t.Fatalf("measured %+v, want the spread workload over three zones", w.m.spread)
+	}
+	var spread, plain *App
+	for _, a := range w.Apps {
+		switch a.Name {
+		case "spread":
+			spread = a
+		case "plain":
+			plain = a
+		}
+	}
+	node := map[string]*Node{}
+	for _, n := range w.nodes {
+		node[n.Group.Name] = n
+	}
+	var pods []*Pod
+	for k := range 3 {
+		pods = append(pods, w.createPod(spread, k))
+		w.bind(w.createPod(plain, k), node["od-a"]) // not measured
+	}
+	minutes := func() float64 {
+		start := w.m.spreadShortSeconds
+		w.m.observe(time.Minute)
+		return (w.m.spreadShortSeconds - start) / 60
+	}
+	if got := minutes(); got != 0 {
+		t.Errorf("no pod running: %v zone-minutes short, want 0", got)
+	}
+	w.bind(pods[0], node["od-a"])
+	w.bind(pods[1], node["pinned"]) // zone a too
+	if got := minutes(); got != 1 {
+		t.Errorf("two pods in zone a: %v zone-minutes short, want 1 (two pods could be in two zones)", got)
+	}
+	w.bind(pods[2], node["od-a"])
+	if got := minutes(); got != 2 {
+		t.Errorf("three pods in zone a: %v zone-minutes short, want 2", got)
+	}
+	w.startTermination(pods[1])
+	w.removePod(pods[1])
+	p := w.createPod(spread, 1)
+	w.bind(p, node["od-b"])
+	if got := minutes(); got != 1 {
+		t.Errorf("pods in zones a, a, b: %v zone-minutes short, want 1", got)
+	}
+	w.startTermination(pods[2])
+	if got := minutes(); got != 0 {
+		t.Errorf("pods in zones a and b, the third terminating: %v zone-minutes short, want 0", got)
+	}
+	w.bind(w.createPod(spread, 2), node["od-c"])
+	if got, res := minutes(), w.m.result("test", 1); got != 0 || res.ZoneSpreadShortZoneMinutes != 4 {
+		t.Errorf("pods in zones a, b and c: %v zone-minutes short, want 0; in all %v, want 4", got, res.ZoneSpreadShortZoneMinutes)
+	}
+}
+
+// The column tells apart the cost-manager-style model, whose hourly drains of
+// every on-demand node leave zones without nodes (and its spread workloads
+// in the zones left), from the all-on-demand baseline and the autoscaler
+// alone, which keep nodes in every zone.
+func TestZoneSpreadShortTellsStrategiesApart(t *testing.T) {
+	rep := run(t, short(t, 48*time.Hour), StrategyNone, StrategyMigrator)
+	if b, n := rep.Baseline.ZoneSpreadShortZoneMinutes, result(t, rep, StrategyNone).ZoneSpreadShortZoneMinutes; b != 0 || n != 0 {
+		t.Errorf("zone-minutes short: baseline %v, none %v; want 0 (on-demand nodes in every zone)", b, n)
+	}
+	if m := result(t, rep, StrategyMigrator).ZoneSpreadShortZoneMinutes; m == 0 {
+		t.Error("the migrator model: no zone-minute short, though its drains leave zones without nodes")
+	}
 }

@@ -64,7 +64,8 @@ func (r *Report) WriteTable(out io.Writer) error {
 		"cheapest capacity of each moment, migrations free (a packing heuristic: an achievable upper bound on the hindsight\n"+
 		"optimum); share of oracle: saving / oracle's saving. PDB below budget: pods missing below what PodDisruptionBudgets\n"+
 		"demand, any cause, times minutes (in parentheses: while voluntarily evicted pods' replacements were starting);\n"+
-		"evictions refused: what the budgets held back (429) of the strategy's voluntary evictions (in parentheses: of the\n"+
+		"zone spread short: zones missing from where workloads that must spread over zones run (of those their node groups\n"+
+		"offer), times minutes (the scheduler spreads only over zones that have nodes); evictions refused: what the budgets held back (429) of the strategy's voluntary evictions (in parentheses: of the\n"+
 		"agent's drains of nodes being taken back). Back to spot: mean (max) time spot capacity sat unused while spot-eligible\n"+
 		"pods ran on on-demand nodes of the same zone. docs/simulate.md defines each column.\n")
 	if len(r.Traces) > 0 {
@@ -82,7 +83,7 @@ func (r *Report) WriteTable(out io.Writer) error {
 // tableHeader names the columns of the table (and, in words, of the HTML
 // summary: htmlHeader).
 var tableHeader = []string{"STRATEGY", "COST", "SAVING", "SHARE OF ORACLE", "SPOT POD-HOURS", "EVICTIONS/POD/DAY", "PREEMPTED PODS",
-	"PENDING POD-MIN", "PDB BELOW BUDGET POD-MIN", "EVICTIONS REFUSED", "BACK TO SPOT"}
+	"PENDING POD-MIN", "PDB BELOW BUDGET POD-MIN", "ZONE SPREAD SHORT ZONE-MIN", "EVICTIONS REFUSED", "BACK TO SPOT"}
 
 // cells are a run's figures as the table and the HTML summary show them, in
 // the order of tableHeader: "-" where a figure does not apply (the
@@ -98,10 +99,11 @@ func (r *Report) cells(res *Result) []string {
 	}
 	out := []string{res.Strategy, fmt.Sprintf("%.2f %s", res.Cost, r.Currency), saving, share, fmt.Sprintf("%.1f%%", 100*res.SpotShare)}
 	if res.Strategy == Oracle {
-		return append(out, "-", "-", fmt.Sprintf("%.0f", res.PendingPodMinutes), "-", "-", "-")
+		return append(out, "-", "-", fmt.Sprintf("%.0f", res.PendingPodMinutes), "-", "-", "-", "-")
 	}
 	return append(out, fmt.Sprintf("%.3f", res.EvictionsPerPodDay), fmt.Sprint(res.PreemptedPods), fmt.Sprintf("%.0f", res.PendingPodMinutes),
-		fmt.Sprintf("%.0f (%.0f)", res.PDBBelowBudgetPodMinutes, res.PDBBelowBudgetVoluntaryPodMinutes), refused(*res), backToSpot(*res))
+		fmt.Sprintf("%.0f (%.0f)", res.PDBBelowBudgetPodMinutes, res.PDBBelowBudgetVoluntaryPodMinutes), fmt.Sprintf("%.0f", res.ZoneSpreadShortZoneMinutes),
+		refused(*res), backToSpot(*res))
 }
 
 // refused is the evictions-refused cell: the strategy's voluntary evictions
@@ -183,11 +185,11 @@ func (r *Report) Summary() string {
 			share = fmt.Sprintf("%.4f", *res.OracleShare)
 		}
 		fmt.Fprintf(&b, "%s: cost %.4f saving %.4f oracleShare %s spotShare %.4f evictions %d by %v refused %d by %v wasted %d evictionsPerPodDay %.4f "+
-			"preemptedNodes %d preemptedPods %d pendingPodMinutes %.1f lostPodMinutes %.1f pdbBelowBudgetPodMinutes %.1f (voluntary %.1f) pdbViolations %d "+
+			"preemptedNodes %d preemptedPods %d pendingPodMinutes %.1f lostPodMinutes %.1f pdbBelowBudgetPodMinutes %.1f (voluntary %.1f) zoneSpreadShortZoneMinutes %.1f pdbViolations %d "+
 			"backToSpot %+v nodesLaunched %d\n",
 			res.Strategy, res.Cost, res.Saving, share, res.SpotShare, res.Evictions, res.EvictionsBy, res.EvictionsRefused, res.EvictionsRefusedBy, res.WastedEvictions,
 			res.EvictionsPerPodDay, res.PreemptedNodes, res.PreemptedPods, res.PendingPodMinutes, res.LostPodMinutes,
-			res.PDBBelowBudgetPodMinutes, res.PDBBelowBudgetVoluntaryPodMinutes, res.PDBViolations, res.BackToSpot, res.NodesLaunched)
+			res.PDBBelowBudgetPodMinutes, res.PDBBelowBudgetVoluntaryPodMinutes, res.ZoneSpreadShortZoneMinutes, res.PDBViolations, res.BackToSpot, res.NodesLaunched)
 	}
 	if o := r.Oracle; o != nil {
 		fmt.Fprintf(&b, "%s: cost %.4f saving %.4f spotShare %.4f pendingPodMinutes %.1f\n", o.Strategy, o.Cost, o.Saving, o.SpotShare, o.PendingPodMinutes)

@@ -199,6 +199,9 @@ func runOne(ctx context.Context, sc *Scenario, name string, opts Options, progre
 	if err != nil {
 		return Result{}, err
 	}
+	if err := w.m.watchSpread(ctx, as.static.fits); err != nil {
+		return Result{}, err
+	}
 	step := sc.Step.Duration
 	steps := int(sc.Duration.Duration / step)
 	prev := time.Duration(-1)
