@@ -65,9 +65,10 @@ func (r *Report) WriteTable(out io.Writer) error {
 		"optimum); share of oracle: saving / oracle's saving. PDB below budget: pods missing below what PodDisruptionBudgets\n"+
 		"demand, any cause, times minutes (in parentheses: while voluntarily evicted pods' replacements were starting);\n"+
 		"zone spread short: zones missing from where workloads that must spread over zones run (of those their node groups\n"+
-		"offer), times minutes (the scheduler spreads only over zones that have nodes); evictions refused: what the budgets held back (429) of the strategy's voluntary evictions (in parentheses: of the\n"+
-		"agent's drains of nodes being taken back). Back to spot: mean (max) time spot capacity sat unused while spot-eligible\n"+
-		"pods ran on on-demand nodes of the same zone. docs/simulate.md defines each column.\n")
+		"offer), times minutes (the scheduler spreads only over zones that have nodes); evictions refused: what the budgets\n"+
+		"held back (429) of the strategy's voluntary evictions (in parentheses: of the agent's drains of nodes being taken\n"+
+		"back). Back to spot: mean (max) time spot capacity sat unused while spot-eligible pods ran on on-demand nodes of\n"+
+		"the same zone. docs/simulate.md defines each column.\n")
 	if len(r.Traces) > 0 {
 		fmt.Fprintf(out, "Spot markets replay traces of \"Can't Be Late\" (NSDI '24), skypilot-org/spot-traces.\n")
 	}

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -192,13 +191,13 @@ func watchUnavailable(t *testing.T, env *testenv.Env, replicas map[string]int) (
 		cancel()
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
+	// The goroutine alone writes pods, worst and watchErr until done is
+	// closed; stop reads them after.
 	var watchErr error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for ev := range rw.ResultChan() {
-			mu.Lock()
 			switch p, _ := ev.Object.(*corev1.Pod); {
 			case ev.Type == watch.Error:
 				watchErr = apierrors.FromObject(ev.Object)
@@ -209,7 +208,6 @@ func watchUnavailable(t *testing.T, env *testenv.Env, replicas map[string]int) (
 				pods[p.UID] = p
 			}
 			count()
-			mu.Unlock()
 		}
 	}()
 	return func() map[string]int {
@@ -217,8 +215,6 @@ func watchUnavailable(t *testing.T, env *testenv.Env, replicas map[string]int) (
 		cancel()
 		rw.Stop()
 		<-done
-		mu.Lock()
-		defer mu.Unlock()
 		if watchErr != nil {
 			t.Errorf("the watch of %s pods failed, so it may have missed changes: %v", selector, watchErr)
 		}
