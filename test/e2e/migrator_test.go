@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -277,6 +278,54 @@ func TestMigratorPartialCapacity(t *testing.T) {
 	env := l.env
 	env.WaitForPodsRunning("default", "app=web", 3, time.Minute)
 	env.WaitForPodsRunning("default", "app=api", 3, time.Minute)
+}
+
+// Two spot groups, the cheaper one without capacity: the migrator asks it
+// once, backs it off and, in the same run, replaces the on-demand nodes by
+// the other group's nodes; it does not ask the backed-off group again for the
+// run's next nodes. (The other group's instance type differs: new nodes of
+// the same type and zone would end the backoff, as capacity returning.)
+func TestMigratorFallsBackToTheNextSpotGroup(t *testing.T) {
+	l := startMigratorLab(t, `  capacityLimit: 0
+- id: spot2
+  spot: true
+  maxSize: 6
+  cpu: "4"
+  instanceType: m5a.xlarge
+  pricePerHour: 0.08
+  provisioningDelay: 2s
+`, 1)
+	proc := l.start(t, "controller", "")
+	testenv.Eventually(t, 3*time.Minute, "every on-demand node gone and every pod Running on spot2", func(ctx context.Context) (bool, string, error) {
+		od := l.nodesOf(ctx, t, "od")
+		where := podsByNode(ctx, t, l.env)
+		return len(od) == 0 && strings.Count(where, "@spot2-") == 6, fmt.Sprintf("%d on-demand nodes; %s", len(od), where), nil
+	})
+	// The first run did it all: the shortage did not end it.
+	logged, err := os.ReadFile(proc.Log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first struct{ Migrated []string }
+	for line := range strings.Lines(string(logged)) {
+		if strings.Contains(line, `"msg":"Migration run done"`) {
+			if err := json.Unmarshal([]byte(line), &first); err != nil {
+				t.Fatalf("%v: %s", err, line)
+			}
+			break
+		}
+	}
+	if len(first.Migrated) != 3 {
+		t.Errorf("the first run replaced %v, want the 3 on-demand nodes", first.Migrated)
+	}
+	ctx := testenv.Context(t, time.Minute)
+	if n := len(l.nodesOf(ctx, t, "spot")); n != 0 {
+		t.Errorf("%d nodes in the group without capacity", n)
+	}
+	body := scrape(t, l.env, l.metrics)
+	if v := metricValue(body, `spotter_migrator_spot_unavailable_total{node_group="spot"}`); v != "1" {
+		t.Errorf("the group without capacity was found short %s time(s), want 1 (backed off after the first)", v)
+	}
 }
 
 // kill -9 in the middle of a replacement, then a restart: the node selected

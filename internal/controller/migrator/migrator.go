@@ -385,6 +385,10 @@ func (c *Controller) Run(ctx context.Context) ([]string, error) {
 		if groups, err = c.spotGroups(ctx, c.clock.Now()); err != nil {
 			return migrated, err
 		}
+		if len(groups) == 0 && c.opts.Mode == v1alpha1.MigrationMakeBeforeBreak {
+			logger.Info("No spot node group is usable now (each is backed off); ending the run")
+			break
+		}
 	}
 	logger.Info("Migration run done", "migrated", migrated)
 	return migrated, nil
@@ -536,8 +540,10 @@ func rank(n *corev1.Node) int {
 	return 3
 }
 
-// migrate replaces one node. ok says it was replaced; stop says the run must
-// end (spot capacity did not come, or the budget is full).
+// migrate replaces one node. It tries the spot groups in their order; a
+// group that does not deliver the capacity the node's plan needs is backed
+// off and the next one is tried. ok says it was replaced; stop says the run
+// must end (the budget is full, or the cloud could not be asked).
 func (c *Controller) migrate(ctx context.Context, snap *snapshot.Snapshot, node *corev1.Node, groups []cloud.NodeGroup) (ok, stop bool) {
 	logger := klog.FromContext(ctx).WithValues("node", klog.KObj(node))
 	ctx = klog.NewContext(ctx, logger)
@@ -584,6 +590,7 @@ func (c *Controller) migrate(ctx context.Context, snap *snapshot.Snapshot, node 
 	}
 
 	var last *plan.NodePlan
+	short := false
 	for _, g := range groups {
 		np, need, err := c.planOnGroup(ctx, snap, node, g)
 		if err != nil {
@@ -604,13 +611,20 @@ func (c *Controller) migrate(ctx context.Context, snap *snapshot.Snapshot, node 
 		if !c.acquire(ctx, node) {
 			return false, true
 		}
-		defer c.budget.Release(node.Name)
-		if need > 0 {
-			if !c.addCapacity(ctx, node, g, need) {
-				return false, true // nothing was drained; end the run
-			}
+		if need > 0 && !c.addCapacity(ctx, node, g, need) {
+			// Nothing was drained, and g is backed off (the run's next
+			// nodes do not ask it again): the next group may deliver.
+			c.budget.Release(node.Name)
+			short = true
+			continue
 		}
+		defer c.budget.Release(node.Name)
 		return c.replaceOrReport(ctx, node, fmt.Sprintf("replaced by spot capacity of group %s", g.ID()), c.resident.Recheck(np), np), false
+	}
+	if short {
+		// Its pods fit, but no group delivered: each said why
+		// (spotUnavailable).
+		return false, false
 	}
 	c.notMigratable(ctx, node, last, nil)
 	return false, false
@@ -663,7 +677,10 @@ func (c *Controller) planWithTemplates(ctx context.Context, snap *snapshot.Snaps
 }
 
 // planOnGroup plans the cluster with as many of g's template nodes as g can
-// still add, and returns node's verdict and how many new nodes its pods need.
+// still add, and returns node's verdict and how many new nodes its plan
+// needs: those its pods go to, and those the pods it displaces from other
+// nodes go to (a consolidation makes room on an on-demand node that stays by
+// moving some of that node's pods to spot).
 func (c *Controller) planOnGroup(ctx context.Context, snap *snapshot.Snapshot, node *corev1.Node, g cloud.NodeGroup) (*plan.NodePlan, int, error) {
 	target, err := g.TargetSize(ctx)
 	if err != nil {
@@ -689,7 +706,7 @@ func (c *Controller) planOnGroup(ctx context.Context, snap *snapshot.Snapshot, n
 		return nil, 0, fmt.Errorf("node %s is not in the plan", node.Name)
 	}
 	used := map[string]bool{}
-	for _, pp := range np.Pods {
+	for _, pp := range slices.Concat(np.Pods, np.Displaced) {
 		if strings.HasPrefix(pp.Destination, templatePrefix) {
 			used[pp.Destination] = true
 		}
