@@ -32,6 +32,8 @@ type migratorLab struct {
 	env     *testenv.Env
 	dir     string
 	metrics string
+	// drainExtra adds lines to the drain section of the configuration.
+	drainExtra string
 }
 
 func startMigratorLab(t *testing.T, spotCapacity string, grace int64) *migratorLab {
@@ -125,7 +127,7 @@ rescheduler:
 drain:
   evictionBackoff: 200ms
   maxEvictionBackoff: 1s
-`, filepath.Join(l.dir, "groups.yaml"), strings.TrimRight(migratorExtra, "\n"))
+%s`, filepath.Join(l.dir, "groups.yaml"), strings.TrimRight(migratorExtra, "\n"), l.drainExtra)
 	if err := os.WriteFile(config, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -227,6 +229,39 @@ func TestMigratorReplacesOnDemandBySpot(t *testing.T) {
 		v := metricValue(scrape(t, l.env, l.metrics), "spotter_migrator_nodes_migrated_total")
 		return v == "3", v, nil
 	})
+	body := scrape(t, l.env, l.metrics)
+	for name, want := range map[string]string{
+		`spotter_migrator_drains_total{outcome="started"}`:   "3",
+		`spotter_migrator_drains_total{outcome="succeeded"}`: "3",
+		`spotter_migrator_drains_total{outcome="failed"}`:    "absent",
+		`spotter_migrator_pods_evicted_total`:                "6",
+	} {
+		if got := metricValue(body, name); got != want {
+			t.Errorf("%s = %s, want %s", name, got, want)
+		}
+	}
+}
+
+// A drain that cannot finish in time (the pods' grace periods outlast
+// drain.timeout) fails and is rolled back after evicting pods: the failure,
+// the rollback and those evictions are counted (what SpotterMigrationsFailing
+// alerts on), and the Warning Event names the node.
+func TestMigratorFailedDrainsCounted(t *testing.T) {
+	l := startMigratorLab(t, "", 30)
+	l.drainExtra = "  timeout: 10s\n"
+	l.start(t, "controller", "")
+	waitEventReason(t, l.env, migrator.ReasonMigrationFailed)
+	testenv.Eventually(t, time.Minute, "a failed, rolled-back drain and its evictions counted", func(context.Context) (bool, string, error) {
+		body := scrape(t, l.env, l.metrics)
+		failed := metricValue(body, `spotter_migrator_drains_total{outcome="failed"}`)
+		rolledBack := metricValue(body, `spotter_migrator_drains_total{outcome="rolled_back"}`)
+		evicted := metricValue(body, "spotter_migrator_pods_evicted_total")
+		return failed != "absent" && rolledBack != "absent" && evicted != "absent" && evicted != "0",
+			fmt.Sprintf("failed %s, rolled back %s, evicted %s", failed, rolledBack, evicted), nil
+	})
+	if v := metricValue(scrape(t, l.env, l.metrics), `spotter_migrator_drains_total{outcome="succeeded"}`); v != "absent" {
+		t.Errorf("%s drains succeeded; none can within 10 s of 30 s grace periods", v)
+	}
 }
 
 // No spot capacity: the request is cancelled, nothing is drained, the group

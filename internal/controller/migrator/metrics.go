@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"spotter.dev/spotter/internal/cloud"
+	"spotter.dev/spotter/internal/drain"
 )
 
 var (
@@ -35,6 +36,14 @@ var (
 		Namespace: "spotter", Subsystem: "migrator", Name: "evictions_held_total",
 		Help: "Eviction attempts from replaced nodes held back, each asked again after a backoff, because another pod under the same PodDisruptionBudget is on a node under a termination notice.",
 	})
+	drains = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "spotter", Subsystem: "migrator", Name: "drains_total",
+		Help: "Drains of on-demand nodes being replaced by spot capacity, by outcome: started, succeeded, failed, rolled_back.",
+	}, []string{drain.LabelOutcome})
+	podsEvicted = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "spotter", Subsystem: "migrator", Name: "pods_evicted_total",
+		Help: "Pods evicted by the drains of replaced nodes, those of drains that failed and the pods a consolidation moves off other on-demand nodes included.",
+	})
 )
 
 // LabelKind is the label of spotter_migrator_refused_node_groups_total.
@@ -60,7 +69,7 @@ func refusedKind(err error) string {
 }
 
 func init() {
-	metrics.Registry.MustRegister(runs, nodesMigrated, spotUnavailable, refusedGroups, evictionRetries, evictionsHeld)
+	metrics.Registry.MustRegister(runs, nodesMigrated, spotUnavailable, refusedGroups, evictionRetries, evictionsHeld, drains, podsEvicted)
 }
 
 // CountEvictionRetry counts one eviction refused by a PodDisruptionBudget;

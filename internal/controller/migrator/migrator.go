@@ -855,15 +855,22 @@ func (c *Controller) replace(ctx context.Context, node *corev1.Node, why string,
 	}
 	c.event(nodeRef(node), corev1.EventTypeNormal, ReasonSelected, "selected for deletion: %s", why)
 	dctx, cancel := drain.Outlive(ctx, c.clock, c.opts.ShutdownGracePeriod)
-	_, err := c.drainer.Drain(dctx, drain.Request{Node: node.Name, Reason: why, KeepMarks: true, BeforeEvict: recheck, Waves: np.PodWaves(), Displaced: np.DisplacedPods()})
+	drains.WithLabelValues(drain.OutcomeStarted).Inc()
+	res, err := c.drainer.Drain(dctx, drain.Request{Node: node.Name, Reason: why, KeepMarks: true, BeforeEvict: recheck, Waves: np.PodWaves(), Displaced: np.DisplacedPods()})
 	// The re-checks' snapshot is as large as the cluster: not kept between
 	// drains.
 	c.resident.Invalidate()
 	cancel()
+	podsEvicted.Add(float64(len(res.Evicted)))
 	if err != nil {
+		drains.WithLabelValues(drain.OutcomeFailed).Inc()
+		if res.RolledBack {
+			drains.WithLabelValues(drain.OutcomeRolledBack).Inc()
+		}
 		c.unselect(ctx, node.Name, false)
 		return fmt.Errorf("node %s not replaced: %w", node.Name, err)
 	}
+	drains.WithLabelValues(drain.OutcomeSucceeded).Inc()
 	if err := c.taintForDeletion(ctx, node.Name); err != nil {
 		return err
 	}

@@ -3,6 +3,8 @@ package preemptible
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"spotter.dev/spotter/internal/drain"
 )
 
 // Metrics of the preemptible controller, under spotter_preemptible_.
@@ -15,7 +17,7 @@ var (
 	drains = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "spotter", Subsystem: "preemptible", Name: "drains_total",
 		Help: "Drains of preemptible nodes before the end of their run, by outcome: started, succeeded, failed, rolled_back.",
-	}, []string{labelOutcome})
+	}, []string{drain.LabelOutcome})
 	podsEvicted = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "spotter", Subsystem: "preemptible", Name: "pods_evicted_total",
 		Help: "Pods evicted from preemptible nodes before the end of their run.",
@@ -30,18 +32,7 @@ var (
 	})
 )
 
-const (
-	labelState   = "state"
-	labelOutcome = "outcome"
-)
-
-// Drain outcomes.
-const (
-	outcomeStarted    = "started"
-	outcomeSucceeded  = "succeeded"
-	outcomeFailed     = "failed"
-	outcomeRolledBack = "rolled_back"
-)
+const labelState = "state"
 
 func init() {
 	metrics.Registry.MustRegister(nodes, drains, podsEvicted, evictionRetries, notDrained)

@@ -321,7 +321,7 @@ func (c *Controller) drainNode(ctx context.Context, a Assessment) bool {
 	if m, marked, _ := drain.MarkOf(node); marked && m.By == Component {
 		cordoned = m.Cordoned
 	}
-	drains.WithLabelValues(outcomeStarted).Inc()
+	drains.WithLabelValues(drain.OutcomeStarted).Inc()
 	// A shutdown lets the drain finish within the grace period, else rolls it
 	// back: never a half-drained node.
 	dctx, cancel := drain.Outlive(ctx, c.clock, c.opts.ShutdownGracePeriod)
@@ -334,9 +334,9 @@ func (c *Controller) drainNode(ctx context.Context, a Assessment) bool {
 	cancel()
 	podsEvicted.Add(float64(len(res.Evicted)))
 	if err != nil {
-		drains.WithLabelValues(outcomeFailed).Inc()
+		drains.WithLabelValues(drain.OutcomeFailed).Inc()
 		if res.RolledBack {
-			drains.WithLabelValues(outcomeRolledBack).Inc()
+			drains.WithLabelValues(drain.OutcomeRolledBack).Inc()
 		}
 		f := c.failures[node.Name]
 		f.Fail(c.clock.Now(), c.opts.FailureBackoff, c.opts.MaxFailureBackoff)
@@ -349,7 +349,7 @@ func (c *Controller) drainNode(ctx context.Context, a Assessment) bool {
 	delete(c.failures, node.Name)
 	delete(c.failed, node.Name)
 	delete(c.blocked, node.Name)
-	drains.WithLabelValues(outcomeSucceeded).Inc()
+	drains.WithLabelValues(drain.OutcomeSucceeded).Inc()
 	record := Record{At: metav1.NewTime(c.clock.Now()), RunEnd: metav1.NewTime(a.Run.End), BootID: node.Status.NodeInfo.BootID, Cordoned: cordoned}
 	if err := c.writeRecord(ctx, node.Name, record); err != nil {
 		// The node stays cordoned and empty: the next cycle finds it due
@@ -496,7 +496,7 @@ func (c *Controller) rollBack(ctx context.Context, nodes map[string]bool, why st
 			continue
 		}
 		logger.Info("Rolled back an unfinished drain", "reason", why)
-		drains.WithLabelValues(outcomeRolledBack).Inc()
+		drains.WithLabelValues(drain.OutcomeRolledBack).Inc()
 		c.event(name, corev1.EventTypeNormal, drain.ReasonDrainRolledBack, "Drain", "unfinished drain rolled back: %s", why)
 	}
 }

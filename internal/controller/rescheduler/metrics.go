@@ -3,6 +3,8 @@ package rescheduler
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"spotter.dev/spotter/internal/drain"
 )
 
 // Metrics of the rescheduler, under spotter_rescheduler_.
@@ -10,7 +12,7 @@ var (
 	drains = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "spotter", Subsystem: "rescheduler", Name: "drains_total",
 		Help: "Node drains by outcome: started, succeeded, failed, rolled_back.",
-	}, []string{labelOutcome})
+	}, []string{drain.LabelOutcome})
 	podsEvicted = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "spotter", Subsystem: "rescheduler", Name: "pods_evicted_total",
 		Help: "Pods evicted from on-demand nodes.",
@@ -42,18 +44,7 @@ var (
 	})
 )
 
-const (
-	labelOutcome = "outcome"
-	labelStage   = "stage"
-)
-
-// Drain outcomes.
-const (
-	outcomeStarted    = "started"
-	outcomeSucceeded  = "succeeded"
-	outcomeFailed     = "failed"
-	outcomeRolledBack = "rolled_back"
-)
+const labelStage = "stage"
 
 func init() {
 	metrics.Registry.MustRegister(drains, podsEvicted, evictionRetries, evictionsHeld, planDuration, planErrors, drainableNodes, hourlySavings)

@@ -378,7 +378,7 @@ func (c *Controller) rollBackUnfinished(ctx context.Context, nodes map[string]bo
 			continue
 		}
 		logger.Info("Rolled back an unfinished drain", "reason", why)
-		drains.WithLabelValues(outcomeRolledBack).Inc()
+		drains.WithLabelValues(drain.OutcomeRolledBack).Inc()
 		if c.recorder != nil {
 			c.recorder.Eventf(&corev1.ObjectReference{Kind: "Node", Name: name, UID: types.UID(name)}, nil,
 				corev1.EventTypeNormal, drain.ReasonDrainRolledBack, "Drain", "unfinished drain rolled back: %s", why)
@@ -459,7 +459,7 @@ func (c *Controller) drainNode(ctx context.Context, target *plan.NodePlan, snap 
 			existing[pod.UID] = true
 		}
 	}
-	drains.WithLabelValues(outcomeStarted).Inc()
+	drains.WithLabelValues(drain.OutcomeStarted).Inc()
 	// A shutdown lets the drain finish within the grace period, else rolls it
 	// back: never a half-drained node.
 	dctx, cancel := drain.Outlive(ctx, c.clock, c.opts.ShutdownGracePeriod)
@@ -484,9 +484,9 @@ func (c *Controller) drainNode(ctx context.Context, target *plan.NodePlan, snap 
 	c.resident.Invalidate()
 	podsEvicted.Add(float64(len(res.Evicted)))
 	if err != nil {
-		drains.WithLabelValues(outcomeFailed).Inc()
+		drains.WithLabelValues(drain.OutcomeFailed).Inc()
 		if res.RolledBack {
-			drains.WithLabelValues(outcomeRolledBack).Inc()
+			drains.WithLabelValues(drain.OutcomeRolledBack).Inc()
 		}
 		f := c.failures[target.Name]
 		f.Fail(c.clock.Now(), c.opts.FailureBackoff, c.opts.MaxFailureBackoff)
@@ -496,7 +496,7 @@ func (c *Controller) drainNode(ctx context.Context, target *plan.NodePlan, snap 
 	}
 	delete(c.failures, target.Name)
 	c.emptied[target.Name] = c.clock.Now()
-	drains.WithLabelValues(outcomeSucceeded).Inc()
+	drains.WithLabelValues(drain.OutcomeSucceeded).Inc()
 	if misplaced := c.waitReplacements(ctx, owners, existing, toOnDemand); len(misplaced) > 0 {
 		// The scheduler preferred on-demand capacity for the replacements: draining
 		// more would move pods in circles. Pause, longer each time.
