@@ -311,6 +311,7 @@ func applyPatch(orig *corev1.Node, pt types.PatchType, patch []byte, out *corev1
 func (a *api) writeNode(n *Node, obj *corev1.Node) *corev1.Node {
 	w := a.w
 	n.Cordoned = obj.Spec.Unschedulable
+	was := n.Draining
 	n.Draining, n.noticeTaint, n.apiTaints = "", false, nil
 	for _, t := range obj.Spec.Taints {
 		switch {
@@ -329,6 +330,16 @@ func (a *api) writeNode(n *Node, obj *corev1.Node) *corev1.Node {
 		}
 	}
 	n.apiAnnotations = obj.Annotations
+	// A drain's taint put on, or taken off: a drain that ends with pods
+	// left on its node (evicted ones still terminating included; a drain
+	// that succeeds waits for them to go) was rolled back. The migrator
+	// keeps its taint on a node it drained until the node is deleted.
+	switch {
+	case was == "" && n.Draining != "":
+		w.m.drainStarted("spotter-" + n.Draining)
+	case was != "" && n.Draining == "":
+		w.m.drainEnded("spotter-"+was, len(n.pods) > 0)
+	}
 	w.refresh(n)
 	return n.Obj.DeepCopy()
 }

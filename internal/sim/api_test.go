@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -93,11 +94,64 @@ func TestDrainEngineOnTheWorld(t *testing.T) {
 		if len(res.Evicted) != pods || len(target.pods) != 0 {
 			t.Errorf("drain succeeded with %d of %d pods evicted, %d left on the node", len(res.Evicted), pods, len(target.pods))
 		}
+		if w.m.wasted != 0 {
+			t.Errorf("a drain that succeeded counted %d wasted evictions", w.m.wasted)
+		}
 		if target.Draining != "" || !target.Cordoned {
 			t.Errorf("after the drain: taint %q, cordoned %v; want no drain taint, still cordoned (LeaveCordoned)", target.Draining, target.Cordoned)
 		}
 	} else if len(res.Blocked) == 0 {
 		t.Errorf("drain failed (%v) and names no blocked pod", derr)
+	}
+}
+
+// A drain of Spotter's that is rolled back after evicting pods (here its
+// re-check refuses every pod after the first) wasted those evictions: the
+// world counts them, as it does the abandoned drains of the
+// k8s-spot-rescheduler model.
+func TestRolledBackDrainEvictionsAreWasted(t *testing.T) {
+	w, run := worldAfter(t, 3*time.Hour)
+	a := newAPI(w)
+	var target *Node
+	for _, n := range w.nodes {
+		if n.Ready() && !n.Group.Spot && len(n.pods) > 1 {
+			target = n
+			break
+		}
+	}
+	if target == nil {
+		t.Fatal("no on-demand node with two pods")
+	}
+	d := drain.New(a.kube, w.Clock, nil, drain.Options{Component: "migrator", Timeout: 10 * time.Minute, MaxConcurrentEvictions: 1})
+	asked := 0
+	recheck := func(context.Context, *corev1.Pod) error {
+		if asked++; asked > 1 {
+			return errors.New("no longer fits")
+		}
+		return nil
+	}
+	var res *drain.Result
+	var derr error
+	w.Clock.Go(func() {
+		res, derr = d.Drain(context.Background(), drain.Request{Node: target.Name, Reason: "test", BeforeEvict: recheck})
+	})
+	for range 20 {
+		if res != nil {
+			break
+		}
+		run(time.Minute)
+	}
+	if res == nil {
+		t.Fatal("the drain did not end in 20 minutes")
+	}
+	if derr == nil || !res.RolledBack || len(res.Evicted) != 1 {
+		t.Fatalf("drain: err %v, rolled back %v, %d evicted; want a rollback after 1 eviction", derr, res.RolledBack, len(res.Evicted))
+	}
+	if target.Draining != "" {
+		t.Errorf("the rolled-back drain left its taint %q", target.Draining)
+	}
+	if w.m.wasted != 1 || w.m.evictBy[componentMigrator] != 1 {
+		t.Errorf("wasted %d, evictions by the migrator %d; want 1 and 1", w.m.wasted, w.m.evictBy[componentMigrator])
 	}
 }
 

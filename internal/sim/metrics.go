@@ -141,6 +141,10 @@ type recorder struct {
 	launched                           int
 	refused, wasted, violations, evict int
 	evictBy, refusedBy                 map[string]int
+	// draining counts, by component, the evictions of the drain each has
+	// under way (drainStarted to drainEnded): Spotter's drains, seen
+	// through the API.
+	draining map[string]int
 	// spread are the workloads that must spread over zones, with the zones
 	// where they may run (watchSpread); spreadShortSeconds the zones missing
 	// from where their pods are, times seconds.
@@ -203,7 +207,7 @@ func (s spreadApp) missing() int {
 }
 
 func newRecorder(w *World) *recorder {
-	return &recorder{w: w, evictBy: map[string]int{}, refusedBy: map[string]int{}}
+	return &recorder{w: w, evictBy: map[string]int{}, refusedBy: map[string]int{}, draining: map[string]int{}}
 }
 
 func (m *recorder) nodeEnded(*Node) {}
@@ -218,6 +222,9 @@ func (m *recorder) evictionRefused(by string) {
 // voluntary.
 func (m *recorder) voluntaryEviction(p *Pod, by string) {
 	m.evictBy[by]++
+	if n, ok := m.draining[by]; ok {
+		m.draining[by] = n + 1
+	}
 	if by != componentAgent {
 		m.evict++
 		// Its replacement is on the way until the next pod of the
@@ -230,6 +237,26 @@ func (m *recorder) pdbViolation(*App) { m.violations++ }
 
 // wastedEvictions records pods evicted by an abandoned drain.
 func (m *recorder) wastedEvictions(n int) { m.wasted += n }
+
+// drainStarted records that component (an eviction's by) put its drain
+// taint on a node: its evictions from now on are that drain's. The agent's
+// drains (a node being taken back) are not followed: they are never undone.
+func (m *recorder) drainStarted(by string) {
+	if by != componentAgent {
+		m.draining[by] = 0
+	}
+}
+
+// drainEnded records that component took its drain taint off a node; when
+// pods were left on it, the drain was rolled back, and its evictions were
+// wasted (their pods' replacements may land anywhere, the node itself
+// included).
+func (m *recorder) drainEnded(by string, rolledBack bool) {
+	if n, ok := m.draining[by]; ok && rolledBack {
+		m.wasted += n
+	}
+	delete(m.draining, by)
+}
 
 func (m *recorder) preempted(n *Node) {
 	pods := 0
