@@ -48,6 +48,28 @@ func worldAfter(t *testing.T, d time.Duration) (*World, func(time.Duration)) {
 	return w, run
 }
 
+// startDrain starts req with d on the world's clock; the function it returns
+// moves the world a minute at a time, 20 minutes at most, until the drain
+// ends, and returns what the drain returned.
+func startDrain(t *testing.T, w *World, run func(time.Duration), d *drain.Drainer, req drain.Request) func() (*drain.Result, error) {
+	var res *drain.Result
+	var err error
+	w.Clock.Go(func() { res, err = d.Drain(context.Background(), req) })
+	return func() (*drain.Result, error) {
+		t.Helper()
+		for range 20 {
+			if res != nil {
+				break
+			}
+			run(time.Minute)
+		}
+		if res == nil {
+			t.Fatal("the drain did not end in 20 minutes")
+		}
+		return res, err
+	}
+}
+
 // The product's drain engine, on the simulator's clientset and clock, drains
 // a node of the world: it taints and cordons it through node updates, evicts
 // every pod through the world's Eviction API (counted for its component),
@@ -66,25 +88,13 @@ func TestDrainEngineOnTheWorld(t *testing.T) {
 	}
 	pods := len(target.pods)
 	d := drain.New(a.kube, w.Clock, nil, drain.Options{Component: "rescheduler", Cordon: true, Timeout: 10 * time.Minute})
-	var res *drain.Result
-	var derr error
-	w.Clock.Go(func() {
-		res, derr = d.Drain(context.Background(), drain.Request{Node: target.Name, Reason: "test", LeaveCordoned: true})
-	})
+	wait := startDrain(t, w, run, d, drain.Request{Node: target.Name, Reason: "test", LeaveCordoned: true})
 	// The drain evicts at once; its marks are on the node while the pods go.
 	w.Clock.RunUntil(w.Now().Add(time.Second))
 	if target.Draining != "rescheduler" || !target.Cordoned {
 		t.Errorf("while draining: taint %q, cordoned %v; want the drain engine's taint and a cordon", target.Draining, target.Cordoned)
 	}
-	for range 20 {
-		if res != nil {
-			break
-		}
-		run(time.Minute)
-	}
-	if res == nil {
-		t.Fatal("the drain did not end in 20 minutes")
-	}
+	res, derr := wait()
 	// The scenario's budgets may refuse some evictions: what was evicted is
 	// what the world counted, and a drain without error left no pod.
 	if got := w.m.evictBy[componentRescheduler]; got != len(res.Evicted) {
@@ -130,20 +140,7 @@ func TestRolledBackDrainEvictionsAreWasted(t *testing.T) {
 		}
 		return nil
 	}
-	var res *drain.Result
-	var derr error
-	w.Clock.Go(func() {
-		res, derr = d.Drain(context.Background(), drain.Request{Node: target.Name, Reason: "test", BeforeEvict: recheck})
-	})
-	for range 20 {
-		if res != nil {
-			break
-		}
-		run(time.Minute)
-	}
-	if res == nil {
-		t.Fatal("the drain did not end in 20 minutes")
-	}
+	res, derr := startDrain(t, w, run, d, drain.Request{Node: target.Name, Reason: "test", BeforeEvict: recheck})()
 	if derr == nil || !res.RolledBack || len(res.Evicted) != 1 {
 		t.Fatalf("drain: err %v, rolled back %v, %d evicted; want a rollback after 1 eviction", derr, res.RolledBack, len(res.Evicted))
 	}
