@@ -40,7 +40,10 @@ func TestSpotBackoffOnTheClock(t *testing.T) {
 	// The first shortage: nothing comes Ready within ten minutes of the clock.
 	g.SetCapacityUnavailable(true)
 	done := make(chan bool)
-	go func() { done <- c.addCapacity(ctx, node, g, 1) }()
+	go func() {
+		delivered, _ := c.addCapacity(ctx, node, g, 1)
+		done <- delivered
+	}()
 	for waited := time.Duration(0); waited < 10*time.Minute; waited += time.Second {
 		waitParked(t, clk, 1)
 		select {
@@ -73,8 +76,8 @@ func TestSpotBackoffOnTheClock(t *testing.T) {
 			t.Fatalf("after %d shortages the group is still backed off once its rest of %s ended", shortages, rest)
 		}
 		g.SetNextError(fake.IncreaseSize, errors.New("no spot capacity"))
-		if c.addCapacity(ctx, node, g, 1) {
-			t.Fatal("addCapacity succeeded though IncreaseSize failed")
+		if delivered, short := c.addCapacity(ctx, node, g, 1); delivered || !short {
+			t.Fatalf("addCapacity: delivered %v, short %v; want short, as IncreaseSize failed", delivered, short)
 		}
 	}
 }

@@ -70,6 +70,12 @@ func refusedKind(err error) string {
 
 func init() {
 	metrics.Registry.MustRegister(runs, nodesMigrated, spotUnavailable, refusedGroups, evictionRetries, evictionsHeld, drains, podsEvicted)
+	// Every outcome's series from the start: increase() does not count a
+	// series' first sample, and SpotterMigrationsFailing would miss the
+	// first failure after a restart.
+	for _, o := range []string{drain.OutcomeStarted, drain.OutcomeSucceeded, drain.OutcomeFailed, drain.OutcomeRolledBack} {
+		drains.WithLabelValues(o)
+	}
 }
 
 // CountEvictionRetry counts one eviction refused by a PodDisruptionBudget;

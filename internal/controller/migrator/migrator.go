@@ -358,13 +358,15 @@ func (c *Controller) Run(ctx context.Context) ([]string, error) {
 	onDemandBefore := c.onDemandNames(snap)
 	var migrated []string
 	tried := map[string]bool{}
+	// The groups that did not deliver in this run.
+	short := map[string]bool{}
 	for len(migrated) < c.opts.MaxNodesPerRun {
 		node := c.nextCandidate(snap, tried)
 		if node == nil {
 			break
 		}
 		tried[node.Name] = true
-		ok, stop := c.migrate(ctx, snap, node, groups)
+		ok, stop := c.migrate(ctx, snap, node, groups, short)
 		if ok {
 			migrated = append(migrated, node.Name)
 			nodesMigrated.Inc()
@@ -385,8 +387,8 @@ func (c *Controller) Run(ctx context.Context) ([]string, error) {
 		if groups, err = c.spotGroups(ctx, c.clock.Now()); err != nil {
 			return migrated, err
 		}
-		if len(groups) == 0 && c.opts.Mode == v1alpha1.MigrationMakeBeforeBreak {
-			logger.Info("No spot node group is usable now (each is backed off); ending the run")
+		if c.opts.Mode == v1alpha1.MigrationMakeBeforeBreak && !slices.ContainsFunc(groups, func(g cloud.NodeGroup) bool { return !short[g.ID()] }) {
+			logger.Info("No spot node group is usable now (each is backed off or did not deliver in this run); ending the run")
 			break
 		}
 	}
@@ -540,11 +542,13 @@ func rank(n *corev1.Node) int {
 	return 3
 }
 
-// migrate replaces one node. It tries the spot groups in their order; a
-// group that does not deliver the capacity the node's plan needs is backed
-// off and the next one is tried. ok says it was replaced; stop says the run
-// must end (the budget is full, or the cloud could not be asked).
-func (c *Controller) migrate(ctx context.Context, snap *snapshot.Snapshot, node *corev1.Node, groups []cloud.NodeGroup) (ok, stop bool) {
+// migrate replaces one node. It tries the spot groups in their order, but
+// those found short earlier in the run (shortGroups); a group that does not
+// deliver the capacity the node's plan needs is backed off, added to
+// shortGroups, and the next one is tried. ok says it was replaced; stop says
+// the run must end (the budget is full, the cloud could not be asked, or the
+// process is stopping).
+func (c *Controller) migrate(ctx context.Context, snap *snapshot.Snapshot, node *corev1.Node, groups []cloud.NodeGroup, shortGroups map[string]bool) (ok, stop bool) {
 	logger := klog.FromContext(ctx).WithValues("node", klog.KObj(node))
 	ctx = klog.NewContext(ctx, logger)
 	// Only a node whose instance the provider can delete can be replaced.
@@ -592,6 +596,9 @@ func (c *Controller) migrate(ctx context.Context, snap *snapshot.Snapshot, node 
 	var last *plan.NodePlan
 	short := false
 	for _, g := range groups {
+		if shortGroups[g.ID()] {
+			continue
+		}
 		np, need, err := c.planOnGroup(ctx, snap, node, g)
 		if err != nil {
 			logger.Error(err, "Planning against a node group", "group", g.ID())
@@ -611,12 +618,20 @@ func (c *Controller) migrate(ctx context.Context, snap *snapshot.Snapshot, node 
 		if !c.acquire(ctx, node) {
 			return false, true
 		}
-		if need > 0 && !c.addCapacity(ctx, node, g, need) {
-			// Nothing was drained, and g is backed off (the run's next
-			// nodes do not ask it again): the next group may deliver.
-			c.budget.Release(node.Name)
-			short = true
-			continue
+		if need > 0 {
+			if delivered, wasShort := c.addCapacity(ctx, node, g, need); !delivered {
+				// Nothing was drained.
+				c.budget.Release(node.Name)
+				if !wasShort || ctx.Err() != nil {
+					return false, true
+				}
+				// g is backed off, and not asked again in this run
+				// whatever its backoff (a short one may end before the
+				// run does): the next group may deliver.
+				shortGroups[g.ID()] = true
+				short = true
+				continue
+			}
 		}
 		defer c.budget.Release(node.Name)
 		return c.replaceOrReport(ctx, node, fmt.Sprintf("replaced by spot capacity of group %s", g.ID()), c.resident.Recheck(np), np), false
@@ -714,15 +729,16 @@ func (c *Controller) planOnGroup(ctx context.Context, snap *snapshot.Snapshot, n
 	return np, len(used), nil
 }
 
-// addCapacity asks g for need more nodes and waits until they are Ready. When
-// they do not come in time, it cancels what is unfulfilled, backs g off and
-// returns false.
-func (c *Controller) addCapacity(ctx context.Context, node *corev1.Node, g cloud.NodeGroup, need int) bool {
+// addCapacity asks g for need more nodes and waits until they are Ready:
+// delivered. When they do not come in time, it cancels what is unfulfilled
+// and backs g off: short. Neither when g's nodes could not be listed: g was
+// not asked.
+func (c *Controller) addCapacity(ctx context.Context, node *corev1.Node, g cloud.NodeGroup, need int) (delivered, short bool) {
 	logger := klog.FromContext(ctx).WithValues("group", g.ID(), "newNodes", need)
 	before, err := g.Nodes(ctx)
 	if err != nil {
 		logger.Error(err, "Listing the group's nodes")
-		return false
+		return false, false
 	}
 	known := map[string]bool{}
 	for _, inst := range before {
@@ -730,7 +746,7 @@ func (c *Controller) addCapacity(ctx context.Context, node *corev1.Node, g cloud
 	}
 	if err := g.IncreaseSize(ctx, need); err != nil {
 		c.spotUnavailable(ctx, node, g, err)
-		return false
+		return false, true
 	}
 	logger.Info("Asked for spot capacity")
 	c.event(nodeRef(node), corev1.EventTypeNormal, ReasonSpotRequested, "asked spot node group %s for %d node(s) to replace this node", g.ID(), need)
@@ -740,7 +756,7 @@ func (c *Controller) addCapacity(ctx context.Context, node *corev1.Node, g cloud
 		if ready >= need {
 			logger.Info("Spot capacity is Ready")
 			delete(c.backoff, g.ID()) // the group delivers again
-			return true
+			return true, false
 		}
 		if !c.clock.Now().Before(deadline) || ctx.Err() != nil {
 			cause := fmt.Errorf("%d of %d new node(s) Ready after %s", ready, need, c.opts.NodeReadyTimeout)
@@ -758,7 +774,7 @@ func (c *Controller) addCapacity(ctx context.Context, node *corev1.Node, g cloud
 				cancel()
 			}
 			c.spotUnavailable(ctx, node, g, cause)
-			return false
+			return false, true
 		}
 		_ = coop.Sleep(ctx, c.clock, c.opts.PollInterval)
 	}
