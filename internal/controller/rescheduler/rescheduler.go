@@ -494,10 +494,27 @@ func (c *Controller) drainNode(ctx context.Context, target *plan.NodePlan, snap 
 		logger.Error(err, "Drain failed; node cooling down", "until", f.Until, "failures", f.Failures)
 		return false
 	}
+	cooling := c.failures[target.Name]
 	delete(c.failures, target.Name)
 	c.emptied[target.Name] = c.clock.Now()
 	drains.WithLabelValues(drain.OutcomeSucceeded).Inc()
-	if misplaced := c.waitReplacements(ctx, owners, existing, toOnDemand); len(misplaced) > 0 {
+	misplaced, returned := c.waitReplacements(ctx, target.Name, owners, existing, toOnDemand)
+	if len(returned) > 0 {
+		// A StatefulSet recreates a pod only once the old one is gone, after
+		// the drain took its marks off: the scheduler put it back on the
+		// emptied node. Draining the node again would evict it in circles:
+		// the node cools down, longer each time it happens again.
+		f := cooling
+		f.Fail(c.clock.Now(), c.opts.FailureBackoff, c.opts.MaxFailureBackoff)
+		c.failures[target.Name] = f
+		logger.Info("Replacements came back to the drained node; node cooling down", "pods", returned, "until", f.Until)
+		if c.recorder != nil {
+			c.recorder.Eventf(&corev1.ObjectReference{Kind: "Node", Name: target.Name, UID: types.UID(target.Name)}, nil,
+				corev1.EventTypeWarning, "SpotterReplacementsReturned", "Reschedule",
+				"replacements of the evicted pods were scheduled on this node again (%v); not draining it until %s", returned, f.Until.UTC().Format(time.RFC3339))
+		}
+	}
+	if len(misplaced) > 0 {
 		// The scheduler preferred on-demand capacity for the replacements: draining
 		// more would move pods in circles. Pause, longer each time.
 		c.misplaced.Fail(c.clock.Now(), c.opts.FailureBackoff, c.opts.MaxFailureBackoff)
@@ -517,8 +534,9 @@ func (c *Controller) drainNode(ctx context.Context, target *plan.NodePlan, snap 
 // waitReplacements waits until every pod of the drained workloads runs again,
 // or ReplacementTimeout, and returns the replacements (pods not in existing)
 // that run on nodes that are not spot, leaving out those of the workloads a
-// consolidation sent to on-demand nodes (toOnDemand).
-func (c *Controller) waitReplacements(ctx context.Context, owners, existing, toOnDemand map[types.UID]bool) []string {
+// consolidation sent to on-demand nodes (toOnDemand), and apart from them
+// those back on the drained node itself.
+func (c *Controller) waitReplacements(ctx context.Context, drained string, owners, existing, toOnDemand map[types.UID]bool) (misplaced, returned []string) {
 	deadline := c.clock.Now().Add(c.opts.ReplacementTimeout)
 	for {
 		var pods corev1.PodList
@@ -543,21 +561,24 @@ func (c *Controller) waitReplacements(ctx context.Context, owners, existing, toO
 				for i := range nodes.Items {
 					spot[nodes.Items[i].Name] = c.planner.Classify(&nodes.Items[i]).Class == classify.Spot
 				}
-				var misplaced []string
 				for _, p := range running {
-					if !existing[p.UID] && !spot[p.Spec.NodeName] && !toOnDemand[metav1.GetControllerOf(p).UID] {
+					switch {
+					case existing[p.UID]:
+					case p.Spec.NodeName == drained:
+						returned = append(returned, p.Namespace+"/"+p.Name)
+					case !spot[p.Spec.NodeName] && !toOnDemand[metav1.GetControllerOf(p).UID]:
 						misplaced = append(misplaced, p.Namespace+"/"+p.Name+"@"+p.Spec.NodeName)
 					}
 				}
-				return misplaced
+				return misplaced, returned
 			}
 		}
 		if !c.clock.Now().Before(deadline) {
 			klog.FromContext(ctx).Info("Replacements not all Running yet; going on", "timeout", c.opts.ReplacementTimeout)
-			return nil
+			return nil, nil
 		}
 		if coop.Sleep(ctx, c.clock, time.Second) != nil {
-			return nil
+			return nil, nil
 		}
 	}
 }
