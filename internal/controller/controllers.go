@@ -37,6 +37,7 @@ import (
 	"spotter.dev/spotter/internal/controller/migrator"
 	"spotter.dev/spotter/internal/controller/preemptible"
 	"spotter.dev/spotter/internal/controller/rescheduler"
+	"spotter.dev/spotter/internal/controller/spotfirst"
 	"spotter.dev/spotter/internal/disruption"
 	"spotter.dev/spotter/internal/drain"
 	"spotter.dev/spotter/internal/plan"
@@ -48,9 +49,10 @@ import (
 // with the manager and returns the names of those it started.
 //
 // They are the migrator (off by default: it needs node groups from a cloud
-// provider), the rescheduler, the preemptible controller (off by default) and
-// the labeler; the migrator, the rescheduler and the preemptible controller
-// share one disruption budget.
+// provider), the rescheduler, the preemptible controller (off by default), the
+// spot-first controller (off by default: it takes off the scheduling gate the
+// chart's admission policy puts on new pods) and the labeler; the migrator,
+// the rescheduler and the preemptible controller share one disruption budget.
 func Setup(ctx context.Context, mgr ctrl.Manager, cfg *v1alpha1.SpotterConfiguration) ([]string, error) {
 	// The one clock of every controller, the drains and the kwok provider:
 	// none reads the time any other way.
@@ -146,6 +148,23 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg *v1alpha1.SpotterConfigura
 	if b.Preemptible != nil {
 		if err := register(b.Preemptible.Name(), b.Preemptible); err != nil {
 			return nil, err
+		}
+	}
+	if b.SpotFirst != nil {
+		if err := register(b.SpotFirst.Name(), b.SpotFirst); err != nil {
+			return nil, err
+		}
+		// A gated pod wakes the spot-first controller.
+		sf := b.SpotFirst
+		inf, err := informerFor(ctx, mgr, clock.RealClock{}, &corev1.Pod{}, setupRetryFor)
+		if err != nil {
+			return nil, fmt.Errorf("watching pods for the %s: %w", sf.Name(), err)
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { pod, _ := obj.(*corev1.Pod); sf.PodChanged(pod) },
+			UpdateFunc: func(_, obj any) { pod, _ := obj.(*corev1.Pod); sf.PodChanged(pod) },
+		}); err != nil {
+			return nil, fmt.Errorf("watching pods for the %s: %w", sf.Name(), err)
 		}
 	}
 	run := v1alpha1.ComponentsOf(cfg)
@@ -285,6 +304,8 @@ type Built struct {
 	Migrator    *migrator.Controller
 	Rescheduler *rescheduler.Controller
 	Preemptible *preemptible.Controller
+	// SpotFirst is nil when the configuration does not run it.
+	SpotFirst *spotfirst.Controller
 	// Budget is the disruption budget the migrator, the rescheduler and the
 	// preemptible controller share.
 	Budget     *disruption.Budget
@@ -304,8 +325,8 @@ func (b *Built) Residents() plan.Residents {
 	return rs
 }
 
-// Build builds the migrator, the rescheduler and the preemptible controller
-// the configuration runs (what runs, and what only reports, is read by
+// Build builds the migrator, the rescheduler, the preemptible controller and
+// the spot-first controller the configuration runs (what runs, and what only reports, is read by
 // v1alpha1.ComponentsOf), with every option they take from it. `spotter
 // controller` (Setup) and `spotter simulate` both build them here: the
 // simulator runs the product's controllers, not a model of them.
@@ -382,6 +403,12 @@ func Build(cfg *v1alpha1.SpotterConfiguration, d Deps) (*Built, error) {
 			return nil, err
 		}
 		b.Preemptible = p
+	}
+	if run.SpotFirst.Enabled {
+		b.SpotFirst = spotfirst.New(d.Reader, d.Kube, classifier, d.Clock, recorder("spotter-spot-first"), spotfirst.Options{
+			FallbackAfter: cfg.SpotFirst.FallbackAfter.Duration,
+			DryRun:        run.SpotFirst.DryRun,
+		})
 	}
 	return b, nil
 }

@@ -14,6 +14,7 @@ import (
 	"spotter.dev/spotter/internal/controller/labeler"
 	"spotter.dev/spotter/internal/controller/migrator"
 	"spotter.dev/spotter/internal/controller/preemptible"
+	"spotter.dev/spotter/internal/controller/spotfirst"
 	"spotter.dev/spotter/internal/drain"
 	"spotter.dev/spotter/internal/plan"
 )
@@ -56,6 +57,9 @@ var Keys = []Key{
 		"a preemptible node drained before the end of its VM's run: JSON with when, the run's end, the node's boot ID and whether the cordon is Spotter's; the node is not drained again, and its cordon is lifted once another boot ID shows its VM was replaced"},
 	{classify.ExcludeLabel, Label, "Node", "reads", "all", "=true: never drained, never a destination"},
 	{plan.DoNotMoveKey, Label + ", " + Annotation, "Pod", "reads", "planner", "=true: the pod is never moved, and its node is not drained"},
+	{spotfirst.GateName, "scheduling gate", "Pod", "reads, writes", "spot-first (the chart's admission policy puts it on)",
+		"a new pod waiting for the spot-first controller, which takes it off, after adding a spot label to the node selector of a pod that can run on spot"},
+	{spotfirst.SteeredAnnotation, Annotation, "Pod", "reads, writes", "spot-first", "when the pod was steered to spot; still unscheduled spotFirst.fallbackAfter later, it is deleted and its replacement may go anywhere"},
 	{kwok.NodeGroupLabel, Label, "Node", "reads, writes", "kwok provider (lab)", "the lab node group a kwok node belongs to"},
 
 	{classify.InterruptibleLabel, Label, "Node", "reads, writes", "labeler, planner, migrator",
@@ -105,6 +109,8 @@ var Reasons = []Reason{
 	{"SpotterDrainable", "Node", "Normal", "rescheduler", "the plan found all the node's pods fit on spot"},
 	{"SpotterNotDrainable", "Node", "Normal", "rescheduler", "why the node stays on-demand, as spotter plan says it; recorded again when the reason changes"},
 	{"SpotterReplacementsOnOnDemand", "Node", "Warning", "rescheduler", "replacements of evicted pods were scheduled on on-demand nodes; the rescheduler pauses"},
+	{"SpotterReplacementsReturned", "Node", "Warning", "rescheduler", "replacements of evicted pods (a StatefulSet's, recreated once the drain ended) were scheduled on the drained node again; the node is not drained again for a while, longer each time"},
+	{spotfirst.ReasonFallback, "Pod", "Normal", "spot-first", "a pod steered to spot waited spotFirst.fallbackAfter without a node and was deleted; its replacement may run on on-demand nodes"},
 	{"SpotterLabeled", "Node", "Normal", "labeler", "labels or taints changed, and why"},
 	{"SpotterWouldLabel", "Node", "Normal", "labeler (dry run)", "what the labeler would change"},
 	{"SpotterControlPlaneOnSpot", "Node; KubeadmControlPlane (in the management cluster)", "Warning", "labeler; migrator (clusterapi provider)",

@@ -383,6 +383,22 @@ func (a *api) podCall(action k8stesting.Action) (runtime.Object, error) {
 			return nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 10)
 		}
 		return ev, nil
+	case k8stesting.UpdateActionImpl:
+		obj, ok := act.GetObject().(*corev1.Pod)
+		if !ok || act.GetSubresource() != "" {
+			break
+		}
+		p := a.pod(obj.Namespace, obj.Name)
+		if p == nil || p.Obj.UID != obj.UID {
+			return nil, apierrors.NewNotFound(corev1.Resource("pods"), obj.Name)
+		}
+		if obj.ResourceVersion != p.Obj.ResourceVersion {
+			return nil, apierrors.NewConflict(corev1.Resource("pods"), obj.Name, errors.New("the object has been modified"))
+		}
+		if err := w.UpdatePod(p, obj); err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		return p.Obj.DeepCopy(), nil
 	case k8stesting.DeleteActionImpl:
 		p := a.pod(act.GetNamespace(), act.GetName())
 		if p == nil {

@@ -27,7 +27,7 @@ type scheduler struct {
 func (w *World) pending() []*Pod {
 	var out []*Pod
 	for _, p := range w.pods {
-		if p.Node == nil && !p.Terminating && !p.lost {
+		if p.Node == nil && !p.Terminating && !p.lost && len(p.Obj.Spec.SchedulingGates) == 0 {
 			out = append(out, p)
 		}
 	}

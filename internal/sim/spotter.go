@@ -107,6 +107,21 @@ func (s *spotter) setup(w *World, _ *plan.Engine) error {
 		residents.Fed()
 		w.onPod, w.onOther = residents.PodChanged, residents.Invalidate
 	}
+	// spotFirst: the chart's admission policy gates every new pod (the
+	// simulated cluster's namespaces are all selected), and a gated pod
+	// wakes the controller, as the informer's handler does.
+	if s.run.SpotFirst.Acts() {
+		sf := built.SpotFirst
+		w.spotFirstGate = true
+		w.Clock.Go(func() { _ = sf.Start(s.ctx) })
+		feed := w.onPod
+		w.onPod = func(old, pod *corev1.Pod) {
+			if feed != nil {
+				feed(old, pod)
+			}
+			sf.PodChanged(pod)
+		}
+	}
 	if len(onReady) > 0 {
 		w.onReady = func(n *Node) {
 			for _, f := range onReady {
@@ -161,11 +176,14 @@ func (s *spotter) stop() {
 // RecommendedConfig is the configuration the docs recommend for a cluster
 // whose node groups Spotter can reach through a cloud provider, and what
 // `spotter simulate` runs without --config: the defaults with the migrator
-// on. `spotter controller` leaves the migrator off by default, as it needs a
-// cloud provider; the simulated cluster has node groups.
+// and spot-first on. `spotter controller` leaves both off by default: the
+// migrator needs a cloud provider (the simulated cluster has node groups),
+// and spot-first makes new pods wait for the controller and for spot (the
+// chart's admission policy, which gates them, is installed only with it).
 func RecommendedConfig() *v1alpha1.SpotterConfiguration {
 	cfg := v1alpha1.NewDefaults()
 	on := true
 	cfg.Migrator.Enabled = &on
+	cfg.SpotFirst.Enabled = &on
 	return cfg
 }

@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,6 +22,7 @@ import (
 	"spotter.dev/spotter/internal/agent/notice"
 	"spotter.dev/spotter/internal/backoff"
 	"spotter.dev/spotter/internal/classify"
+	"spotter.dev/spotter/internal/controller/spotfirst"
 	"spotter.dev/spotter/internal/coop"
 	"spotter.dev/spotter/internal/drain"
 	"spotter.dev/spotter/internal/plan"
@@ -215,6 +217,9 @@ type World struct {
 	onPod   func(old, pod *corev1.Pod)
 	onOther func()
 	hasSpot bool
+	// spotFirstGate: new pods get the spot-first scheduling gate, as the
+	// chart's admission policy gives it (spotFirst.enabled).
+	spotFirstGate bool
 }
 
 // newWorld builds the world of a scenario at its start: the initial nodes
@@ -541,6 +546,9 @@ func (w *World) createPod(wl *App, ordinal int) *Pod {
 	obj.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: owner, Name: wl.Name, UID: wl.uid, Controller: ptrTrue()}}
 	obj.CreationTimestamp = metav1.NewTime(w.Now())
 	obj.Status.Phase = corev1.PodPending
+	if w.spotFirstGate {
+		obj.Spec.SchedulingGates = append(obj.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: spotfirst.GateName})
+	}
 	w.revise(obj)
 	p := &Pod{Obj: obj, App: wl, ordinal: ordinal, Created: w.Now()}
 	wl.pods = append(wl.pods, p)
@@ -690,6 +698,29 @@ func (w *World) evictNow(p *Pod, by string, grace time.Duration) {
 			w.m.pdbViolation(p.App)
 		}
 	}
+}
+
+// UpdatePod replaces an unbound pod's object by obj, as an update through
+// the API (the caller checked its resourceVersion): of a pod's spec only what
+// the API lets a client change before the pod is bound, its scheduling gates
+// and, while it is gated, its node selector, may differ.
+func (w *World) UpdatePod(p *Pod, obj *corev1.Pod) error {
+	old := p.Obj
+	if p.Node != nil || p.Terminating {
+		return fmt.Errorf("pod %s/%s: the simulator updates only pending pods", old.Namespace, old.Name)
+	}
+	a, b := old.Spec.DeepCopy(), obj.Spec.DeepCopy()
+	a.SchedulingGates, b.SchedulingGates, a.NodeSelector, b.NodeSelector = nil, nil, nil, nil
+	if !equality.Semantic.DeepEqual(a, b) || len(old.Spec.SchedulingGates) == 0 && !maps.Equal(old.Spec.NodeSelector, obj.Spec.NodeSelector) {
+		return fmt.Errorf("pod %s/%s: only a pending pod's scheduling gates and, while gated, its node selector may change", old.Namespace, old.Name)
+	}
+	next := obj.DeepCopy()
+	next.Status = old.Status
+	w.revise(next)
+	p.Obj = next
+	w.podChanged(old, next)
+	w.changed()
+	return nil
 }
 
 // DeletePod deletes a pod without the Eviction API (an interruption handler's

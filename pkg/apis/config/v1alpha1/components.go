@@ -22,8 +22,9 @@ func (c Component) Acts() bool { return c.Enabled && !c.DryRun }
 // exactly these controllers with these dry-run settings, and the spotter
 // strategy of `spotter simulate` runs exactly these.
 type Components struct {
-	// Rescheduler, Migrator, Preemptible and Labeler are the controllers.
-	Rescheduler, Migrator, Preemptible, Labeler Component
+	// Rescheduler, Migrator, Preemptible, Labeler and SpotFirst are the
+	// controllers.
+	Rescheduler, Migrator, Preemptible, Labeler, SpotFirst Component
 	// Agent is spotter-agent. It runs wherever its DaemonSet puts it, so it is
 	// always Enabled here; the configuration says whether it acts.
 	Agent Component
@@ -42,6 +43,7 @@ func ComponentsOf(c *SpotterConfiguration) Components {
 		Migrator:    Component{Enabled: on(c.Migrator.Enabled, def.Migrator.Enabled), DryRun: c.DryRun || c.Migrator.DryRun},
 		Preemptible: Component{Enabled: on(c.Preemptible.Enabled, def.Preemptible.Enabled), DryRun: c.DryRun || c.Preemptible.DryRun},
 		Labeler:     Component{Enabled: on(c.Labeler.Enabled, def.Labeler.Enabled), DryRun: c.DryRun || c.Labeler.DryRun},
+		SpotFirst:   Component{Enabled: on(c.SpotFirst.Enabled, def.SpotFirst.Enabled), DryRun: c.DryRun || c.SpotFirst.DryRun},
 		Agent:       Component{Enabled: true, DryRun: c.DryRun || c.Agent.DryRun},
 	}
 	out.PreferSpotTaint = out.Labeler.Acts() && on(c.Labeler.PreferSpotTaint, def.Labeler.PreferSpotTaint)

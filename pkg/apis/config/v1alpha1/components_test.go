@@ -29,8 +29,12 @@ func TestComponentsOf(t *testing.T) {
 		{"one controller dry run", func(c *SpotterConfiguration) { c.Rescheduler.DryRun = true },
 			Components{Rescheduler: dry, Migrator: off, Labeler: on, Agent: on, PreferSpotTaint: true}},
 		{"dryRun: everything reports", func(c *SpotterConfiguration) {
-			c.DryRun, c.Migrator.Enabled, c.Preemptible.Enabled = true, ptr.To(true), ptr.To(true)
-		}, Components{Rescheduler: dry, Migrator: dry, Preemptible: dry, Labeler: dry, Agent: dry}},
+			c.DryRun, c.Migrator.Enabled, c.Preemptible.Enabled, c.SpotFirst.Enabled = true, ptr.To(true), ptr.To(true), ptr.To(true)
+		}, Components{Rescheduler: dry, Migrator: dry, Preemptible: dry, Labeler: dry, SpotFirst: dry, Agent: dry}},
+		{"spot-first on", func(c *SpotterConfiguration) { c.SpotFirst.Enabled = ptr.To(true) },
+			Components{Rescheduler: on, Migrator: off, Labeler: on, SpotFirst: on, Agent: on, PreferSpotTaint: true}},
+		{"spot-first dry run", func(c *SpotterConfiguration) { c.SpotFirst.Enabled, c.SpotFirst.DryRun = ptr.To(true), true },
+			Components{Rescheduler: on, Migrator: off, Labeler: on, SpotFirst: dry, Agent: on, PreferSpotTaint: true}},
 		{"agent dry run", func(c *SpotterConfiguration) { c.Agent.DryRun = true },
 			Components{Rescheduler: on, Migrator: off, Labeler: on, Agent: dry, PreferSpotTaint: true}},
 		{"preemptible on", func(c *SpotterConfiguration) { c.Preemptible.Enabled = ptr.To(true) },

@@ -79,6 +79,10 @@ func SetDefaults(c *SpotterConfiguration) {
 	defaultBool(&l.InterruptibleLabel, true)
 	defaultBool(&l.PreferSpotTaint, true)
 
+	sf := &c.SpotFirst
+	defaultBool(&sf.Enabled, false)
+	defaultDuration(&sf.FallbackAfter, 30*time.Minute)
+
 	a := &c.Agent
 	if a.Cloud == "" {
 		a.Cloud = CloudAuto

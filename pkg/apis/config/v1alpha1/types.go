@@ -57,6 +57,10 @@ type SpotterConfiguration struct {
 	// so that new pods prefer spot.
 	Labeler LabelerConfig `json:"labeler"`
 
+	// SpotFirst makes new pods wait for spot capacity for a while before they may
+	// take room on on-demand nodes (docs/spot-first.md).
+	SpotFirst SpotFirstConfig `json:"spotFirst"`
+
 	// Agent configures spotter-agent, the interruption handler on each spot node.
 	Agent AgentConfig `json:"agent"`
 
@@ -499,6 +503,27 @@ type LabelerConfig struct {
 	// true; without it the scheduler tends to put replacements back on the
 	// emptiest on-demand node.
 	PreferSpotTaint *bool `json:"preferSpotTaint"`
+}
+
+// SpotFirstConfig configures the spot-first controller. The chart's admission
+// policy puts the scheduling gate spotter.dev/spot-first on new pods of the
+// namespaces it selects; the controller takes it off at once from pods that
+// cannot run on spot, and from the others after adding the spot label of the
+// cluster's spot nodes to their node selector, so that they wait for spot
+// (the cluster autoscaler adds spot nodes for them) instead of taking room on
+// on-demand nodes; a pod still waiting after fallbackAfter is deleted, and its
+// replacement may go anywhere.
+type SpotFirstConfig struct {
+	// Enabled switches the spot-first controller on. Default false. With it on,
+	// new pods of the namespaces the chart's admission policy selects wait for
+	// this controller: while it is down they are not scheduled.
+	Enabled *bool `json:"enabled"`
+	// DryRun logs what the controller would do and changes nothing.
+	DryRun bool `json:"dryRun"`
+	// FallbackAfter is how long a pod steered to spot may stay unscheduled
+	// before it is deleted and its replacement may run on on-demand nodes.
+	// Default 30m; 1m to 24h.
+	FallbackAfter metav1.Duration `json:"fallbackAfter"`
 }
 
 // AgentConfig configures spotter-agent.

@@ -80,6 +80,7 @@ func Validate(c *SpotterConfiguration) field.ErrorList {
 	errs = append(errs, validateRescheduler(&c.Rescheduler, field.NewPath("rescheduler"))...)
 	errs = append(errs, validateMigrator(&c.Migrator, field.NewPath("migrator"))...)
 	errs = append(errs, validatePreemptible(&c.Preemptible, field.NewPath("preemptible"))...)
+	errs = append(errs, durationIn(field.NewPath("spotFirst", "fallbackAfter"), c.SpotFirst.FallbackAfter, time.Minute, 24*time.Hour)...)
 	errs = append(errs, ValidateAgent(&c.Agent, field.NewPath("agent"))...)
 	errs = append(errs, validatePricing(&c.Pricing, field.NewPath("pricing"))...)
 	errs = append(errs, validatePlanner(&c.Planner, field.NewPath("planner"))...)

@@ -1,0 +1,125 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"spotter.dev/spotter/internal/controller/spotfirst"
+	"spotter.dev/spotter/internal/lab"
+	"spotter.dev/spotter/internal/testenv"
+	tu "spotter.dev/spotter/internal/testutil"
+)
+
+// spot-first, installed by the chart (its MutatingAdmissionPolicy gates the new
+// pods of the selected namespaces) and run by the real controller under the
+// chart's identity, with the real scheduler: a new pod waits for spot while an
+// on-demand node has room, goes to spot as soon as a spot node comes, and
+// falls back to on-demand after fallbackAfter; a pod that cannot run on spot,
+// and the pods of a namespace the policy does not select, are never held.
+func TestChartSpotFirst(t *testing.T) {
+	env := testenv.StartLab(t)
+	ctx := testenv.Context(t, 8*time.Minute)
+	env.CreateNodes(systemNode,
+		lab.NodeSpec{Name: "od-1", Class: lab.ClassOnDemand, CPU: "8"},
+		lab.NodeSpec{Name: "spot-1", Class: lab.ClassSpot, CPU: "2"},
+	)
+	installChart(t, env, "config.spotFirst.enabled=true", "config.spotFirst.fallbackAfter=1m",
+		"config.rescheduler.enabled=false", "agent.enabled=false")
+	controller, _, _ := startChartController(ctx, t, env)
+	for name, selected := range map[string]bool{"shop": true, "other": false} {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if selected {
+			ns.Labels = map[string]string{"spotter.dev/spot-first": "enabled"}
+		}
+		if _, err := env.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deploy := func(ns, name string, replicas int32, opts ...tu.PodOption) *appsv1.Deployment {
+		t.Helper()
+		d := tu.Deployment(name, replicas, append([]tu.PodOption{tu.InNamespace(ns), tu.CPU("900m"), tu.GracePeriod(1)}, opts...)...)
+		d.Namespace = ns
+		out, err := env.Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	// where lists the namespace's pods: name@node, "gated" or "steered".
+	where := func(ctx context.Context, ns, app string) (map[string]int, string, error) {
+		pods, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
+		if err != nil {
+			return nil, "", err
+		}
+		count := map[string]int{}
+		var out []string
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			at := p.Spec.NodeName
+			switch {
+			case spotfirst.Gated(&p):
+				at = "gated"
+			case at == "" && p.Spec.NodeSelector[lab.CapacityTypeLabel] == "spot" && p.Annotations[spotfirst.SteeredAnnotation] != "":
+				at = "steered"
+			case at == "":
+				at = "pending"
+			}
+			count[at]++
+			out = append(out, p.Name+"@"+at)
+		}
+		return count, strings.Join(out, " "), nil
+	}
+	want := func(timeout time.Duration, ns, app string, wantAt map[string]int) {
+		t.Helper()
+		testenv.Eventually(t, timeout, fmt.Sprintf("%s/%s pods at %v", ns, app, wantAt), func(ctx context.Context) (bool, string, error) {
+			got, s, err := where(ctx, ns, app)
+			if err != nil {
+				return false, "", err
+			}
+			return fmt.Sprint(got) == fmt.Sprint(wantAt), s, nil
+		})
+	}
+
+	// Three replicas, room for two on spot-1: the third waits for spot
+	// although od-1 has room.
+	deploy("shop", "web", 3)
+	want(time.Minute, "shop", "web", map[string]int{"spot-1": 2, "steered": 1})
+	// It is still waiting a while later: held, not slow.
+	time.Sleep(10 * time.Second)
+	want(time.Second, "shop", "web", map[string]int{"spot-1": 2, "steered": 1})
+	// Spot capacity comes: the pod goes there.
+	env.CreateNodes(lab.NodeSpec{Name: "spot-2", Class: lab.ClassSpot, CPU: "2"})
+	want(time.Minute, "shop", "web", map[string]int{"spot-1": 2, "spot-2": 1})
+
+	// A pod that cannot run on spot is released at once.
+	deploy("shop", "db", 1, tu.RequireNodeLabel(lab.CapacityTypeLabel, "on-demand"))
+	want(time.Minute, "shop", "db", map[string]int{"od-1": 1})
+	// A namespace the policy does not select: never gated, the pod takes
+	// on-demand room when spot has none.
+	deploy("other", "batch", 1, tu.CPU("1500m"))
+	want(time.Minute, "other", "batch", map[string]int{"od-1": 1})
+
+	// Two more web replicas: one fits on spot-2, the other waits, and after
+	// fallbackAfter (1m) is deleted; its replacement runs on od-1.
+	scale, err := env.Client.AppsV1().Deployments("shop").GetScale(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scale.Spec.Replicas = 5
+	if _, err := env.Client.AppsV1().Deployments("shop").UpdateScale(ctx, "web", scale, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want(time.Minute, "shop", "web", map[string]int{"spot-1": 2, "spot-2": 2, "steered": 1})
+	want(2*time.Minute, "shop", "web", map[string]int{"spot-1": 2, "spot-2": 2, "od-1": 1})
+	waitEventReason(t, env, spotfirst.ReasonFallback)
+	assertNotRefused(t, controller)
+}
