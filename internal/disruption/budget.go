@@ -22,6 +22,9 @@ type Budget struct {
 	max     int
 	holders map[string]string // node -> component
 	windows []Window
+	// received: when a consolidation last sent pods to each on-demand node
+	// (Received).
+	received map[string]time.Time
 }
 
 // Window is a recurring period in which voluntary drains are allowed: it opens
@@ -58,7 +61,7 @@ func New(cfg v1alpha1.DisruptionConfig) (*Budget, error) {
 // NewWithWindows returns a budget of max concurrent drains (at least 1),
 // allowed within windows, or at any time when there are none.
 func NewWithWindows(max int, windows ...Window) *Budget {
-	b := &Budget{max: max, holders: map[string]string{}, windows: windows}
+	b := &Budget{max: max, holders: map[string]string{}, windows: windows, received: map[string]time.Time{}}
 	if b.max < 1 {
 		b.max = 1
 	}
@@ -146,4 +149,34 @@ func (b *Budget) describe() string {
 		parts = append(parts, node+" by the "+c)
 	}
 	return fmt.Sprint(parts)
+}
+
+// ConsolidationHold is how long an on-demand node that a consolidation sent
+// pods to is not consolidated itself, by any controller: measured in `spotter
+// simulate`, two on-demand nodes otherwise sent the same pinned pods to each
+// other every few minutes, the rescheduler consolidating one and the
+// migrator, or the rescheduler again, the other, each planned as saving a
+// node.
+const ConsolidationHold = time.Hour
+
+// Received records that a consolidation (of any controller) sent pods to the
+// on-demand node at at.
+func (b *Budget) Received(node string, at time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.received[node] = at
+}
+
+// RecentlyReceived reports whether a consolidation sent pods to node less
+// than ConsolidationHold before now: such a node is not consolidated itself.
+func (b *Budget) RecentlyReceived(node string, now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for n, at := range b.received {
+		if now.Sub(at) >= ConsolidationHold {
+			delete(b.received, n)
+		}
+	}
+	_, ok := b.received[node]
+	return ok
 }

@@ -102,3 +102,20 @@ func TestNewRefusesSchedulesThatDoNotFireEveryYear(t *testing.T) {
 		}
 	}
 }
+
+// A node a consolidation sent pods to is held for ConsolidationHold, then
+// forgotten.
+func TestRecentlyReceived(t *testing.T) {
+	b := NewWithWindows(1)
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	b.Received("od-1", at)
+	if !b.RecentlyReceived("od-1", at.Add(ConsolidationHold-time.Second)) {
+		t.Error("od-1 not held within the hold")
+	}
+	if b.RecentlyReceived("od-2", at) {
+		t.Error("od-2 held, but received nothing")
+	}
+	if b.RecentlyReceived("od-1", at.Add(ConsolidationHold)) {
+		t.Error("od-1 still held once the hold ended")
+	}
+}

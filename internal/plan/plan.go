@@ -150,6 +150,18 @@ func (n *NodePlan) OnDemandPods() map[string]bool {
 	return out
 }
 
+// OnDemandDestinations returns the on-demand nodes that stay to which the
+// node's consolidation sends pods, in the order of its pods.
+func (n *NodePlan) OnDemandDestinations() []string {
+	var out []string
+	for _, p := range n.Pods {
+		if p.OnDemand && p.Destination != "" && !slices.Contains(out, p.Destination) {
+			out = append(out, p.Destination)
+		}
+	}
+	return out
+}
+
 // PodWaves returns the wave of each pod the node's drain evicts, its own and
 // those it displaces, by namespace/name (drain.Request.Waves).
 func (n *NodePlan) PodWaves() map[string]int {

@@ -91,3 +91,24 @@ func TestNewOnDemand(t *testing.T) {
 		t.Errorf("new on-demand nodes %v, want b,c", got)
 	}
 }
+
+// A node whose replacement failed is not a candidate while it rests: 15
+// minutes after the first failure, twice as long after each further one.
+func TestFailedNodeRests(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	c := New(nil, nil, fake.New("fake"), plan.New(plan.Options{}), nil, nil, clk, nil, Options{})
+	snap := &snapshot.Snapshot{Nodes: []*corev1.Node{tu.Node("od-1", tu.OnDemand())}}
+	for failures, rest := range []time.Duration{15 * time.Minute, 30 * time.Minute, time.Hour} {
+		f := c.failed["od-1"]
+		f.Fail(clk.Now(), failedDrainBackoff, maxFailedDrainBackoff)
+		c.failed["od-1"] = f
+		clk.Step(rest - time.Second)
+		if n := c.nextCandidate(snap, map[string]bool{}); n != nil {
+			t.Fatalf("after %d failures: od-1 a candidate again within its rest of %s", failures+1, rest)
+		}
+		clk.Step(time.Second)
+		if n := c.nextCandidate(snap, map[string]bool{}); n == nil {
+			t.Fatalf("after %d failures: od-1 not a candidate once its rest of %s ended", failures+1, rest)
+		}
+	}
+}

@@ -135,6 +135,8 @@ type Controller struct {
 	opts     Options
 
 	backoff map[string]backoff.Cooldown // node group -> rest after spot shortages
+	// failed: on-demand node -> rest after a failed drain (failedDrainBackoff)
+	failed map[string]backoff.Cooldown
 	// resident answers the re-check before each eviction (see Resident).
 	resident *plan.Resident
 	// risk is what the informer and the runs have seen of the spot nodes.
@@ -164,7 +166,7 @@ func New(reader client.Reader, kube kubernetes.Interface, provider cloud.Provide
 		opts.MaxSpotSharePercent = 100
 	}
 	return &Controller{reader: reader, kube: kube, provider: provider, planner: planner, drainer: drainer, budget: budget,
-		clock: clk, recorder: recorder, opts: opts, backoff: map[string]backoff.Cooldown{},
+		clock: clk, recorder: recorder, opts: opts, backoff: map[string]backoff.Cooldown{}, failed: map[string]backoff.Cooldown{},
 		risk: NewRisk(opts.InterruptionWindow),
 		resident: planner.NewResident(func(ctx context.Context) (*snapshot.Snapshot, error) {
 			return snapshot.FromReader(ctx, reader)
@@ -496,12 +498,12 @@ func (c *Controller) refreshPrices(ctx context.Context, groups []cloud.NodeGroup
 
 // nextCandidate returns the on-demand node to replace next, in the order:
 // already selected for deletion, unschedulable, tainted by the cluster
-// autoscaler, oldest. Control-plane and excluded nodes, Spotter's own node and
-// nodes in tried are skipped.
+// autoscaler, oldest. Control-plane and excluded nodes, Spotter's own node,
+// nodes resting after a failed replacement and nodes in tried are skipped.
 func (c *Controller) nextCandidate(snap *snapshot.Snapshot, tried map[string]bool) *corev1.Node {
 	var candidates []*corev1.Node
 	for _, n := range snap.Nodes {
-		if tried[n.Name] || n.Name == c.opts.OwnNode || strings.HasPrefix(n.Name, templatePrefix) {
+		if tried[n.Name] || n.Name == c.opts.OwnNode || strings.HasPrefix(n.Name, templatePrefix) || c.failed[n.Name].Active(c.clock.Now()) {
 			continue
 		}
 		if c.planner.Classify(n).Class != classify.OnDemand {
@@ -608,6 +610,13 @@ func (c *Controller) migrate(ctx context.Context, snap *snapshot.Snapshot, node 
 		if !np.Drainable {
 			continue
 		}
+		if len(np.OnDemandPods()) > 0 && c.budget.RecentlyReceived(node.Name, c.clock.Now()) {
+			// Its pinned pods would go back where a consolidation just
+			// brought others from: not now (disruption.ConsolidationHold).
+			logger.V(1).Info("Not migratable now: a consolidation sent pods to this node less than an hour ago, and its plan sends its own to other on-demand nodes",
+				"hold", disruption.ConsolidationHold)
+			return false, false
+		}
 		if c.opts.DryRun {
 			logger.Info("Dry run: would migrate", "group", g.ID(), "newNodes", need)
 			c.event(nodeRef(node), corev1.EventTypeNormal, ReasonWouldMigrate, "dry run: would add %d node(s) to spot group %s, then drain and delete this node", need, g.ID())
@@ -634,7 +643,13 @@ func (c *Controller) migrate(ctx context.Context, snap *snapshot.Snapshot, node 
 			}
 		}
 		defer c.budget.Release(node.Name)
-		return c.replaceOrReport(ctx, node, fmt.Sprintf("replaced by spot capacity of group %s", g.ID()), c.resident.Recheck(np), np), false
+		ok := c.replaceOrReport(ctx, node, fmt.Sprintf("replaced by spot capacity of group %s", g.ID()), c.resident.Recheck(np), np)
+		if ok {
+			for _, dest := range np.OnDemandDestinations() {
+				c.budget.Received(dest, c.clock.Now())
+			}
+		}
+		return ok, false
 	}
 	if short {
 		// Its pods fit, but no group delivered: each said why
@@ -853,12 +868,26 @@ func (c *Controller) acquire(ctx context.Context, node *corev1.Node) bool {
 // replaceOrReport replaces node and reports a failure.
 func (c *Controller) replaceOrReport(ctx context.Context, node *corev1.Node, why string, recheck func(context.Context, *corev1.Pod) error, np *plan.NodePlan) bool {
 	if err := c.replace(ctx, node, why, recheck, np); err != nil {
-		klog.FromContext(ctx).Error(err, "Replacing the node")
-		c.event(nodeRef(node), corev1.EventTypeWarning, ReasonMigrationFailed, "%v", err)
+		f := c.failed[node.Name]
+		f.Fail(c.clock.Now(), failedDrainBackoff, maxFailedDrainBackoff)
+		c.failed[node.Name] = f
+		klog.FromContext(ctx).Error(err, "Replacing the node; not trying it again for a while", "until", f.Until)
+		c.event(nodeRef(node), corev1.EventTypeWarning, ReasonMigrationFailed, "%v; not tried again until %s", err, f.Until.UTC().Format(time.RFC3339))
 		return false
 	}
+	delete(c.failed, node.Name)
 	return true
 }
+
+// A node whose replacement failed (its drain rolled back) rests for
+// failedDrainBackoff, twice as long after each further failure, at most
+// maxFailedDrainBackoff: runs come every hour and whenever spot capacity
+// returns, and in `spotter simulate` a node whose re-check kept failing was
+// drained and rolled back every few minutes.
+const (
+	failedDrainBackoff    = 15 * time.Minute
+	maxFailedDrainBackoff = 4 * time.Hour
+)
 
 // replace selects node for deletion, drains it as np plans (in its waves,
 // with the pods it displaces from other nodes), taints it for deletion,

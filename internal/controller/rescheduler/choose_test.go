@@ -7,6 +7,7 @@ import (
 
 	"spotter.dev/spotter/internal/backoff"
 	"spotter.dev/spotter/internal/classify"
+	"spotter.dev/spotter/internal/disruption"
 	"spotter.dev/spotter/internal/plan"
 )
 
@@ -54,7 +55,8 @@ func TestChoose(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &Controller{opts: Options{OwnNode: tc.own}, failures: map[string]backoff.Cooldown{}, emptied: map[string]time.Time{}}
+			c := &Controller{opts: Options{OwnNode: tc.own}, failures: map[string]backoff.Cooldown{}, emptied: map[string]time.Time{},
+				budget: disruption.NewWithWindows(1)}
 			maps.Copy(c.emptied, tc.emptied)
 			for n, until := range tc.cooling {
 				c.failures[n] = backoff.Cooldown{Failures: 1, Until: until}
@@ -68,5 +70,28 @@ func TestChoose(t *testing.T) {
 				t.Errorf("chose %q, want %q", name, tc.want)
 			}
 		})
+	}
+}
+
+// A node that a consolidation (of this controller or the migrator) sent pods
+// to is not consolidated itself for disruption.ConsolidationHold; emptying it
+// onto spot alone is still allowed.
+func TestChooseHoldsConsolidationsOfReceivers(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	onto := func(name, dest string, onDemand bool) plan.NodePlan {
+		return plan.NodePlan{Name: name, Class: classify.OnDemand, Drainable: true,
+			Pods: []plan.PodPlan{{Name: "p", Action: "move", Destination: dest, OnDemand: onDemand}}}
+	}
+	budget := disruption.NewWithWindows(1)
+	budget.Received("od-1", now.Add(-time.Minute))
+	c := &Controller{failures: map[string]backoff.Cooldown{}, emptied: map[string]time.Time{}, budget: budget}
+	if got := c.choose(&plan.Plan{Nodes: []plan.NodePlan{onto("od-1", "od-2", true)}}, now); got != nil {
+		t.Errorf("consolidated %s, which just received pods", got.Name)
+	}
+	if got := c.choose(&plan.Plan{Nodes: []plan.NodePlan{onto("od-1", "spot-1", false)}}, now); got == nil {
+		t.Error("a receiver whose pods all fit on spot was not drained")
+	}
+	if got := c.choose(&plan.Plan{Nodes: []plan.NodePlan{onto("od-1", "od-2", true)}}, now.Add(disruption.ConsolidationHold)); got == nil {
+		t.Error("still held once the hold ended")
 	}
 }

@@ -399,15 +399,20 @@ func (c *Controller) waitFor(now, t time.Time) time.Duration {
 // choose picks the drainable node to empty (see Choose), with the cooldowns of
 // failed drains as they stand at now.
 func (c *Controller) choose(p *plan.Plan, now time.Time) *plan.NodePlan {
+	consolidation := map[string]bool{}
+	for i := range p.Nodes {
+		consolidation[p.Nodes[i].Name] = len(p.Nodes[i].OnDemandPods()) > 0
+	}
 	return Choose(p, func(node string) bool {
-		return c.failures[node].Active(now)
+		return c.failures[node].Active(now) || consolidation[node] && c.budget.RecentlyReceived(node, now)
 	}, c.opts.OwnNode, c.holdConsolidations(p, now))
 }
 
 // consolidationHold bounds how long a node the rescheduler emptied holds
 // consolidations back (holdConsolidations): a node its group keeps at its
-// minimum size is never removed.
-const consolidationHold = time.Hour
+// minimum size is never removed. A node that a consolidation sent pods to is
+// not consolidated itself for as long (disruption.ConsolidationHold).
+const consolidationHold = disruption.ConsolidationHold
 
 // holdConsolidations reports whether a node the rescheduler emptied less than
 // consolidationHold ago is still in plan p with nothing to move. The
@@ -497,6 +502,9 @@ func (c *Controller) drainNode(ctx context.Context, target *plan.NodePlan, snap 
 	cooling := c.failures[target.Name]
 	delete(c.failures, target.Name)
 	c.emptied[target.Name] = c.clock.Now()
+	for _, dest := range target.OnDemandDestinations() {
+		c.budget.Received(dest, c.clock.Now())
+	}
 	drains.WithLabelValues(drain.OutcomeSucceeded).Inc()
 	misplaced, returned := c.waitReplacements(ctx, target.Name, owners, existing, toOnDemand)
 	if len(returned) > 0 {
