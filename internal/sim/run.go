@@ -202,6 +202,13 @@ func runOne(ctx context.Context, sc *Scenario, name string, opts Options, progre
 	if err := w.m.watchSpread(ctx, as.static.fits); err != nil {
 		return Result{}, err
 	}
+	// A pod whose gate comes off mid-step is placed at once.
+	var ungatedErr error
+	w.onUngated = func() {
+		if err := sched.run(ctx); err != nil && ungatedErr == nil {
+			ungatedErr = err
+		}
+	}
 	step := sc.Step.Duration
 	steps := int(sc.Duration.Duration / step)
 	prev := time.Duration(-1)
@@ -211,6 +218,9 @@ func runOne(ctx context.Context, sc *Scenario, name string, opts Options, progre
 				return Result{}, err
 			}
 			progress.Store(int64(i))
+		}
+		if ungatedErr != nil {
+			return Result{}, ungatedErr
 		}
 		w.advance(max(prev, 0))
 		if err := strategyImpl.step(ctx, w); err != nil {

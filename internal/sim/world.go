@@ -220,6 +220,10 @@ type World struct {
 	// spotFirstGate: new pods get the spot-first scheduling gate, as the
 	// chart's admission policy gives it (spotFirst.enabled).
 	spotFirstGate bool
+	// onUngated, when set, is called when an update takes a pod's last
+	// scheduling gate off: the scheduler places it then, as the
+	// kube-scheduler does within milliseconds, not at the next step.
+	onUngated func()
 }
 
 // newWorld builds the world of a scenario at its start: the initial nodes
@@ -720,6 +724,9 @@ func (w *World) UpdatePod(p *Pod, obj *corev1.Pod) error {
 	p.Obj = next
 	w.podChanged(old, next)
 	w.changed()
+	if len(old.Spec.SchedulingGates) > 0 && len(next.Spec.SchedulingGates) == 0 && w.onUngated != nil {
+		w.onUngated()
+	}
 	return nil
 }
 
