@@ -176,14 +176,13 @@ func (s *spotter) stop() {
 // RecommendedConfig is the configuration the docs recommend for a cluster
 // whose node groups Spotter can reach through a cloud provider, and what
 // `spotter simulate` runs without --config: the defaults with the migrator
-// and spot-first on. `spotter controller` leaves both off by default: the
-// migrator needs a cloud provider (the simulated cluster has node groups),
-// and spot-first makes new pods wait for the controller and for spot (the
-// chart's admission policy, which gates them, is installed only with it).
+// on. `spotter controller` leaves the migrator off by default, as it needs a
+// cloud provider; the simulated cluster has node groups. Spot-first is not
+// part of it: it saves more and evicts less for many more pending pods
+// (docs/spot-first.md), a trade each cluster makes for itself.
 func RecommendedConfig() *v1alpha1.SpotterConfiguration {
 	cfg := v1alpha1.NewDefaults()
 	on := true
 	cfg.Migrator.Enabled = &on
-	cfg.SpotFirst.Enabled = &on
 	return cfg
 }

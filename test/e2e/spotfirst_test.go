@@ -19,10 +19,11 @@ import (
 
 // spot-first, installed by the chart (its MutatingAdmissionPolicy gates the new
 // pods of the selected namespaces) and run by the real controller under the
-// chart's identity, with the real scheduler: a new pod waits for spot while an
-// on-demand node has room, goes to spot as soon as a spot node comes, and
-// falls back to on-demand after fallbackAfter; a pod that cannot run on spot,
-// and the pods of a namespace the policy does not select, are never held.
+// chart's identity, with the real scheduler: a new replica of a running
+// workload waits for spot while an on-demand node has room, goes to spot as
+// soon as a spot node comes, and falls back to on-demand after fallbackAfter;
+// the pods of a workload with no Ready pod, a pod that cannot run on spot, and
+// the pods of a namespace the policy does not select are never held.
 func TestChartSpotFirst(t *testing.T) {
 	env := testenv.StartLab(t)
 	ctx := testenv.Context(t, 8*time.Minute)
@@ -42,6 +43,16 @@ func TestChartSpotFirst(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The apiserver loads a new admission policy asynchronously: wait until
+	// a pod of a ReplicaSet created in "shop" (dry run) comes back gated.
+	testenv.Eventually(t, time.Minute, "the spot-first policy in effect", func(ctx context.Context) (bool, string, error) {
+		probe := tu.Pod("probe", tu.InNamespace("shop"), tu.OwnedBy("ReplicaSet", "probe"))
+		got, err := env.Client.CoreV1().Pods("shop").Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return false, "", err
+		}
+		return spotfirst.Gated(got), fmt.Sprintf("gates %v", got.Spec.SchedulingGates), nil
+	})
 	deploy := func(ns, name string, replicas int32, opts ...tu.PodOption) *appsv1.Deployment {
 		t.Helper()
 		d := tu.Deployment(name, replicas, append([]tu.PodOption{tu.InNamespace(ns), tu.CPU("900m"), tu.GracePeriod(1)}, opts...)...)
@@ -89,9 +100,26 @@ func TestChartSpotFirst(t *testing.T) {
 		})
 	}
 
-	// Three replicas, room for two on spot-1: the third waits for spot
-	// although od-1 has room.
-	deploy("shop", "web", 3)
+	scaleTo := func(ns, name string, replicas int32) {
+		t.Helper()
+		scale, err := env.Client.AppsV1().Deployments(ns).GetScale(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		scale.Spec.Replicas = replicas
+		if _, err := env.Client.AppsV1().Deployments(ns).UpdateScale(ctx, name, scale, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Two replicas: a workload with no Ready pod needs its pods now, so they
+	// are released; they fit on spot-1.
+	deploy("shop", "web", 2)
+	want(time.Minute, "shop", "web", map[string]int{"spot-1": 2})
+	env.WaitForPodsRunning("shop", "app=web", 2, time.Minute)
+	// A third, with no room left on spot: it waits for spot although od-1
+	// has room.
+	scaleTo("shop", "web", 3)
 	want(time.Minute, "shop", "web", map[string]int{"spot-1": 2, "steered": 1})
 	// It is still waiting a while later: held, not slow.
 	time.Sleep(10 * time.Second)
@@ -108,18 +136,30 @@ func TestChartSpotFirst(t *testing.T) {
 	deploy("other", "batch", 1, tu.CPU("1500m"))
 	want(time.Minute, "other", "batch", map[string]int{"od-1": 1})
 
-	// Two more web replicas: one fits on spot-2, the other waits, and after
-	// fallbackAfter (1m) is deleted; its replacement runs on od-1.
-	scale, err := env.Client.AppsV1().Deployments("shop").GetScale(ctx, "web", metav1.GetOptions{})
-	if err != nil {
+	// Two more web replicas: one fits on spot-2, the other waits. Its
+	// workload keeps what its PodDisruptionBudget demands without it (3), so
+	// it is steered; after fallbackAfter (1m) it is deleted, and its
+	// replacement runs on od-1.
+	env.WaitForPodsRunning("shop", "app=web", 3, time.Minute)
+	pdb := tu.PDB("web", "web", tu.MinAvailable(3))
+	pdb.Namespace = "shop"
+	if _, err := env.Client.PolicyV1().PodDisruptionBudgets("shop").Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	scale.Spec.Replicas = 5
-	if _, err := env.Client.AppsV1().Deployments("shop").UpdateScale(ctx, "web", scale, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Eventually(t, time.Minute, "the budget's status", func(ctx context.Context) (bool, string, error) {
+		b, err := env.Client.PolicyV1().PodDisruptionBudgets("shop").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		return b.Status.CurrentHealthy == 3 && b.Status.DesiredHealthy == 3, fmt.Sprintf("%+v", b.Status), nil
+	})
+	scaleTo("shop", "web", 5)
 	want(time.Minute, "shop", "web", map[string]int{"spot-1": 2, "spot-2": 2, "steered": 1})
 	want(2*time.Minute, "shop", "web", map[string]int{"spot-1": 2, "spot-2": 2, "od-1": 1})
+	// Spot is full. A workload with no Ready pod needs its pod now: released
+	// at once, it takes on-demand room.
+	deploy("shop", "solo", 1)
+	want(30*time.Second, "shop", "solo", map[string]int{"od-1": 1})
 	waitEventReason(t, env, spotfirst.ReasonFallback)
 	assertNotRefused(t, controller)
 }

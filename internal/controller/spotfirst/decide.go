@@ -10,16 +10,18 @@
 // gate GateName on new pods; this controller then
 //
 //   - releases the pod at once (takes the gate off, nothing else) when it
-//     cannot run on spot: no spot node the pod's node selector, required node
-//     affinity and tolerations admit, no controller that would recreate it (a
-//     bare pod, a DaemonSet's or a Job's pod), or its owner fell back lately;
+//     cannot run on spot (no spot node the pod's node selector, required node
+//     affinity and tolerations admit), has no controller that would recreate
+//     it (a bare pod, a DaemonSet's or a Job's pod), is needed now (its owner
+//     has no Ready pod, or a PodDisruptionBudget that selects it is short), or
+//     its owner fell back lately;
 //   - else steers it: adds the spot label those spot nodes carry to its node
 //     selector (the API allows tightening a gated pod's node selector) and
 //     takes the gate off, so that the scheduler places it on spot only and the
 //     cluster autoscaler adds spot capacity for it;
-//   - when a steered pod is still unbound FallbackAfter later, deletes it (it
-//     never ran) and releases its replacement without the spot selector: the
-//     fallback to on-demand.
+//   - when a steered pod is still unbound FallbackAfter later, or its
+//     workload has come to need it, deletes it (it never ran) and releases
+//     its replacement without the spot selector: the fallback to on-demand.
 package spotfirst
 
 import (

@@ -4,7 +4,9 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"spotter.dev/spotter/internal/classify"
 	tu "spotter.dev/spotter/internal/testutil"
@@ -86,5 +88,42 @@ func TestRecreated(t *testing.T) {
 		if _, got := Recreated(pod); got != tc.want {
 			t.Errorf("owner %q: Recreated %v, want %v", tc.kind, got, tc.want)
 		}
+	}
+}
+
+func TestWithinBudget(t *testing.T) {
+	pdb := func(healthy, desired int32) policyv1.PodDisruptionBudget {
+		b := *tu.PDB("web", "web", tu.MaxUnavailable(1))
+		b.Status.CurrentHealthy, b.Status.DesiredHealthy = healthy, desired
+		return b
+	}
+	pod := tu.Pod("web-new", tu.WithLabels("app", "web"), tu.OwnedBy("ReplicaSet", "web"))
+	owner := types.UID("ReplicaSet-web")
+	for _, tc := range []struct {
+		name  string
+		pdbs  []policyv1.PodDisruptionBudget
+		ready int
+		want  bool
+	}{
+		{"budget met, a Ready pod: an extra replica", []policyv1.PodDisruptionBudget{pdb(3, 2)}, 3, true},
+		{"budget exactly met", []policyv1.PodDisruptionBudget{pdb(2, 2)}, 2, true},
+		{"budget short: needed now", []policyv1.PodDisruptionBudget{pdb(1, 2)}, 1, false},
+		{"no Ready pod of the owner: needed now", []policyv1.PodDisruptionBudget{pdb(0, 0)}, 0, false},
+		{"no budget selects it, a Ready pod: an extra replica", nil, 3, true},
+		{"no budget selects it, no Ready pod: needed now", nil, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := WithinBudget(pod, tc.pdbs, map[types.UID]int{owner: tc.ready}); got != tc.want {
+				t.Errorf("WithinBudget = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	// A short budget of another namespace or selecting other pods says
+	// nothing.
+	other, elsewhere := pdb(0, 2), pdb(0, 2)
+	other.Spec.Selector.MatchLabels = map[string]string{"app": "db"}
+	elsewhere.Namespace = "other"
+	if !WithinBudget(pod, []policyv1.PodDisruptionBudget{other, elsewhere}, map[types.UID]int{owner: 1}) {
+		t.Error("a budget selecting other pods counted")
 	}
 }

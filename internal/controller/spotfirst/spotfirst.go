@@ -5,8 +5,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
@@ -25,7 +27,8 @@ const Component = "spot-first"
 // Options configure the controller.
 type Options struct {
 	// FallbackAfter is how long a steered pod may wait for spot before it is
-	// deleted and its replacement may go anywhere.
+	// deleted and its replacement may go anywhere; a pod its workload comes
+	// to need (see WithinBudget) waits no longer.
 	FallbackAfter time.Duration
 	// DryRun logs what the controller would do and changes nothing. Gated
 	// pods then wait for the gate to be taken off by hand: the chart installs
@@ -94,6 +97,10 @@ func (c *Controller) Start(ctx context.Context) error {
 // pods are looked at again then, whatever the informer said.
 const idleWait = time.Minute
 
+// retryWait is how soon a cycle comes again after a pod could not be
+// admitted.
+const retryWait = time.Second
+
 // Cycle releases or steers every gated pod, deletes the steered pods whose
 // wait for spot is over, and returns how long to wait before the next cycle.
 func (c *Controller) Cycle(ctx context.Context) time.Duration {
@@ -117,6 +124,19 @@ func (c *Controller) Cycle(ctx context.Context) time.Duration {
 			spot = append(spot, n)
 		}
 	}
+	var pdbs policyv1.PodDisruptionBudgetList
+	if err := c.reader.List(ctx, &pdbs, client.UnsafeDisableDeepCopy); err != nil {
+		logger.Error(err, "Listing PodDisruptionBudgets")
+		return idleWait
+	}
+	// Ready pods by owner: a workload with none is never kept waiting long.
+	readyOwners := map[types.UID]int{}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if ref := metav1.GetControllerOf(pod); ref != nil && pod.DeletionTimestamp == nil && ready(pod) {
+			readyOwners[ref.UID]++
+		}
+	}
 	now := c.clock.Now()
 	wait := idleWait
 	for i := range pods.Items {
@@ -125,14 +145,23 @@ func (c *Controller) Cycle(ctx context.Context) time.Duration {
 			continue
 		}
 		if Gated(pod) {
-			c.admit(ctx, pod, spot, now)
+			if !c.admit(ctx, pod, spot, now, !WithinBudget(pod, pdbs.Items, readyOwners)) {
+				// A conflict (the scheduler writes a gated pod's status) or
+				// an error: soon again, with the cache's newer copy.
+				wait = min(wait, retryWait)
+			}
 			continue
 		}
 		at, err := time.Parse(time.RFC3339, pod.Annotations[SteeredAnnotation])
 		if err != nil {
 			continue
 		}
-		if left := at.Add(c.opts.FallbackAfter).Sub(now); left > 0 {
+		// A pod its workload has come to need waits no longer.
+		after := c.opts.FallbackAfter
+		if !WithinBudget(pod, pdbs.Items, readyOwners) {
+			after = 0
+		}
+		if left := at.Add(after).Sub(now); left > 0 {
 			wait = min(wait, left)
 			continue
 		}
@@ -141,15 +170,19 @@ func (c *Controller) Cycle(ctx context.Context) time.Duration {
 	return wait
 }
 
-// admit releases or steers one gated pod.
-func (c *Controller) admit(ctx context.Context, pod *corev1.Pod, spot []*corev1.Node, now time.Time) {
+// admit releases or steers one gated pod; needed: its workload needs it now
+// (not WithinBudget). It reports whether the pod was admitted (or is gone, or
+// in dry run, nothing to retry).
+func (c *Controller) admit(ctx context.Context, pod *corev1.Pod, spot []*corev1.Node, now time.Time, needed bool) bool {
 	logger := klog.FromContext(ctx).WithValues("pod", klog.KObj(pod))
 	owner, recreated := Recreated(pod)
 	key, value, toSpot := SpotLabel(pod, spot)
 	var out *corev1.Pod
 	decision := DecisionReleased
 	switch {
-	case !recreated || !toSpot:
+	case !recreated || !toSpot || needed:
+		// Never held: it would not come back if deleted, cannot run on
+		// spot, or its workload needs it now.
 		out = Release(pod)
 	case c.fellBack[owner] > 0:
 		out = Release(pod)
@@ -160,14 +193,16 @@ func (c *Controller) admit(ctx context.Context, pod *corev1.Pod, spot []*corev1.
 	}
 	if c.opts.DryRun {
 		logger.Info("Dry run: would admit the pod", "decision", decision, "spotLabel", key+"="+value)
-		return
+		return true
 	}
 	if _, err := c.kube.CoreV1().Pods(pod.Namespace).Update(ctx, out, metav1.UpdateOptions{FieldManager: "spotter-" + Component}); err != nil {
-		if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		if apierrors.IsNotFound(err) {
+			return true
+		}
+		if !apierrors.IsConflict(err) {
 			logger.Error(err, "Admitting the pod", "decision", decision)
 		}
-		// A conflict or a pod gone: the next cycle sees the pod as it is.
-		return
+		return false
 	}
 	if decision == DecisionFallback {
 		c.fellBack[owner]--
@@ -177,6 +212,7 @@ func (c *Controller) admit(ctx context.Context, pod *corev1.Pod, spot []*corev1.
 	}
 	admitted.WithLabelValues(decision).Inc()
 	logger.V(1).Info("Admitted the pod", "decision", decision, "spotLabel", key+"="+value)
+	return true
 }
 
 // fallBack deletes a steered pod that waited for spot in vain; its
@@ -210,4 +246,36 @@ func (c *Controller) fallBack(ctx context.Context, pod *corev1.Pod) {
 	}
 	logger.Info("No spot capacity in time: deleted the pod, its replacement may run on any node", "waited", c.opts.FallbackAfter,
 		"owner", types.UID(owner))
+}
+
+// WithinBudget reports whether the pod's workload does without it for now:
+// its owner has a Ready pod (readyOwners, by controller UID), and no
+// PodDisruptionBudget that selects the pod has fewer healthy pods than it
+// demands. A workload with no Ready pod, or short of a budget, needs the
+// pod now.
+func WithinBudget(pod *corev1.Pod, pdbs []policyv1.PodDisruptionBudget, readyOwners map[types.UID]int) bool {
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil || readyOwners[ref.UID] == 0 {
+		return false
+	}
+	for i := range pdbs {
+		b := &pdbs[i]
+		if b.Namespace != pod.Namespace || b.Status.CurrentHealthy >= b.Status.DesiredHealthy {
+			continue
+		}
+		if sel, err := metav1.LabelSelectorAsSelector(b.Spec.Selector); err == nil && !sel.Empty() && sel.Matches(labels.Set(pod.Labels)) {
+			return false
+		}
+	}
+	return true
+}
+
+// ready reports whether the pod has the condition Ready.
+func ready(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }

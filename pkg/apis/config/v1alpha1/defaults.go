@@ -81,7 +81,7 @@ func SetDefaults(c *SpotterConfiguration) {
 
 	sf := &c.SpotFirst
 	defaultBool(&sf.Enabled, false)
-	defaultDuration(&sf.FallbackAfter, 30*time.Minute)
+	defaultDuration(&sf.FallbackAfter, 10*time.Minute)
 
 	a := &c.Agent
 	if a.Cloud == "" {

@@ -508,11 +508,11 @@ type LabelerConfig struct {
 // SpotFirstConfig configures the spot-first controller. The chart's admission
 // policy puts the scheduling gate spotter.dev/spot-first on new pods of the
 // namespaces it selects; the controller takes it off at once from pods that
-// cannot run on spot, and from the others after adding the spot label of the
-// cluster's spot nodes to their node selector, so that they wait for spot
-// (the cluster autoscaler adds spot nodes for them) instead of taking room on
-// on-demand nodes; a pod still waiting after fallbackAfter is deleted, and its
-// replacement may go anywhere.
+// cannot run on spot or that their workload needs now, and from the others
+// after adding the spot label of the cluster's spot nodes to their node
+// selector, so that they wait for spot (the cluster autoscaler adds spot nodes
+// for them) instead of taking room on on-demand nodes; a pod still waiting
+// after fallbackAfter is deleted, and its replacement may go anywhere.
 type SpotFirstConfig struct {
 	// Enabled switches the spot-first controller on. Default false. With it on,
 	// new pods of the namespaces the chart's admission policy selects wait for
@@ -522,7 +522,11 @@ type SpotFirstConfig struct {
 	DryRun bool `json:"dryRun"`
 	// FallbackAfter is how long a pod steered to spot may stay unscheduled
 	// before it is deleted and its replacement may run on on-demand nodes.
-	// Default 30m; 1m to 24h.
+	// Only pods their workload does without for now are steered (its owner
+	// has a Ready pod, and no PodDisruptionBudget that selects the pod is
+	// short), and a steered pod falls back at once when its workload comes to
+	// need it. Default 10m; 1m to 24h. Longer saves more and evicts less, for
+	// more pending pods (docs/spot-first.md).
 	FallbackAfter metav1.Duration `json:"fallbackAfter"`
 }
 
