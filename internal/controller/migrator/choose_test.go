@@ -92,13 +92,13 @@ func TestNewOnDemand(t *testing.T) {
 	}
 }
 
-// A node whose replacement failed is not a candidate while it rests: 15
-// minutes after the first failure, twice as long after each further one.
+// A node whose replacement failed is not a candidate while it rests: a
+// minute after the first failure, twice as long after each further one.
 func TestFailedNodeRests(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	c := New(nil, nil, fake.New("fake"), plan.New(plan.Options{}), nil, nil, clk, nil, Options{})
 	snap := &snapshot.Snapshot{Nodes: []*corev1.Node{tu.Node("od-1", tu.OnDemand())}}
-	for failures, rest := range []time.Duration{15 * time.Minute, 30 * time.Minute, time.Hour} {
+	for failures, rest := range []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute} {
 		f := c.failed["od-1"]
 		f.Fail(clk.Now(), failedDrainBackoff, maxFailedDrainBackoff)
 		c.failed["od-1"] = f

@@ -883,9 +883,11 @@ func (c *Controller) replaceOrReport(ctx context.Context, node *corev1.Node, why
 // failedDrainBackoff, twice as long after each further failure, at most
 // maxFailedDrainBackoff: runs come every hour and whenever spot capacity
 // returns, and in `spotter simulate` a node whose re-check kept failing was
-// drained and rolled back every few minutes.
+// drained and rolled back every few minutes. The first rest is short: a
+// drain often fails once on a new spot node's passing taints (not ready,
+// uninitialized), and the next try succeeds.
 const (
-	failedDrainBackoff    = 15 * time.Minute
+	failedDrainBackoff    = time.Minute
 	maxFailedDrainBackoff = 4 * time.Hour
 )
 
