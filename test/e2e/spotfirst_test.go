@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"spotter.dev/spotter/internal/controller/spotfirst"
 	"spotter.dev/spotter/internal/lab"
@@ -113,10 +114,20 @@ func TestChartSpotFirst(t *testing.T) {
 	}
 
 	// Two replicas: a workload with no Ready pod needs its pods now, so they
-	// are released; they fit on spot-1.
+	// are released, and go where the scheduler puts them: od-1 is cordoned
+	// meanwhile so that they fill spot-1.
+	cordon := func(on bool) {
+		t.Helper()
+		patch := fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, on)
+		if _, err := env.Client.CoreV1().Nodes().Patch(ctx, "od-1", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cordon(true)
 	deploy("shop", "web", 2)
 	want(time.Minute, "shop", "web", map[string]int{"spot-1": 2})
 	env.WaitForPodsRunning("shop", "app=web", 2, time.Minute)
+	cordon(false)
 	// A third, with no room left on spot: it waits for spot although od-1
 	// has room.
 	scaleTo("shop", "web", 3)
