@@ -326,10 +326,11 @@ func (b *Built) Residents() plan.Residents {
 }
 
 // Build builds the migrator, the rescheduler, the preemptible controller and
-// the spot-first controller the configuration runs (what runs, and what only reports, is read by
-// v1alpha1.ComponentsOf), with every option they take from it. `spotter
-// controller` (Setup) and `spotter simulate` both build them here: the
-// simulator runs the product's controllers, not a model of them.
+// the spot-first controller the configuration runs (what runs, and what only
+// reports, is read by v1alpha1.ComponentsOf), with every option they take
+// from it. `spotter controller` (Setup) and `spotter simulate` both build
+// them here: the simulator runs the product's controllers, not a model of
+// them.
 func Build(cfg *v1alpha1.SpotterConfiguration, d Deps) (*Built, error) {
 	classifier, err := classify.New(cfg.Classification, nil)
 	if err != nil {

@@ -408,14 +408,9 @@ func (c *Controller) choose(p *plan.Plan, now time.Time) *plan.NodePlan {
 	}, c.opts.OwnNode, c.holdConsolidations(p, now))
 }
 
-// consolidationHold bounds how long a node the rescheduler emptied holds
-// consolidations back (holdConsolidations): a node its group keeps at its
-// minimum size is never removed. A node that a consolidation sent pods to is
-// not consolidated itself for as long (disruption.ConsolidationHold).
-const consolidationHold = disruption.ConsolidationHold
-
 // holdConsolidations reports whether a node the rescheduler emptied less than
-// consolidationHold ago is still in plan p with nothing to move. The
+// disruption.ConsolidationHold ago (the bound: a node its group keeps at its
+// minimum size is never removed) is still in plan p with nothing to move. The
 // scheduler puts the pods a consolidation sends to on-demand nodes on the
 // emptiest on-demand node, that one, not where the plan sends them, and the
 // next plan would empty it again: measured in `spotter simulate`, two nodes
@@ -423,7 +418,7 @@ const consolidationHold = disruption.ConsolidationHold
 // autoscaler has removed it.
 func (c *Controller) holdConsolidations(p *plan.Plan, now time.Time) bool {
 	for name, at := range c.emptied {
-		if now.Sub(at) >= consolidationHold {
+		if now.Sub(at) >= disruption.ConsolidationHold {
 			delete(c.emptied, name)
 		}
 	}

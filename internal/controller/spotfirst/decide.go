@@ -29,6 +29,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 
@@ -116,11 +118,9 @@ func Steer(pod *corev1.Pod, key, value, at string) *corev1.Pod {
 
 // Recreated reports whether the pod's controller recreates it once deleted
 // (a ReplicaSet or a StatefulSet owns it), and its UID.
-func Recreated(pod *corev1.Pod) (string, bool) {
-	for _, ref := range pod.OwnerReferences {
-		if ref.Controller != nil && *ref.Controller && slices.Contains(owners, ref.Kind) {
-			return string(ref.UID), true
-		}
+func Recreated(pod *corev1.Pod) (types.UID, bool) {
+	if ref := metav1.GetControllerOf(pod); ref != nil && slices.Contains(owners, ref.Kind) {
+		return ref.UID, true
 	}
 	return "", false
 }

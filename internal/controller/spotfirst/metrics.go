@@ -10,7 +10,8 @@ const (
 	// DecisionSteered: the gate taken off, the pod restricted to spot nodes.
 	DecisionSteered = "steered"
 	// DecisionReleased: the gate taken off, nothing else (the pod cannot run
-	// on spot, or would not be recreated by the fallback).
+	// on spot, would not be recreated by the fallback, or its workload needs
+	// it now).
 	DecisionReleased = "released"
 	// DecisionFallback: the gate taken off, nothing else, because a pod of
 	// the same owner waited for spot in vain.

@@ -2,6 +2,7 @@ package spotfirst
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -49,13 +50,13 @@ type Controller struct {
 	// replacements are still to be released without the spot selector.
 	// Kept in memory: after a restart, an owner's next pod waits for spot
 	// again.
-	fellBack map[string]int
+	fellBack map[types.UID]int
 }
 
 // New returns the controller.
 func New(reader client.Reader, kube kubernetes.Interface, classifier *classify.Classifier, clk clock.Clock, recorder events.EventRecorder, opts Options) *Controller {
 	return &Controller{reader: reader, kube: kube, classifier: classifier, clock: clk, recorder: recorder, opts: opts,
-		wake: make(chan struct{}, 1), fellBack: map[string]int{}}
+		wake: make(chan struct{}, 1), fellBack: map[types.UID]int{}}
 }
 
 // Name is the controller's name.
@@ -129,6 +130,7 @@ func (c *Controller) Cycle(ctx context.Context) time.Duration {
 		logger.Error(err, "Listing PodDisruptionBudgets")
 		return idleWait
 	}
+	budgets := shortBudgets(pdbs.Items)
 	// Ready pods by owner: a workload with none is never kept waiting long.
 	readyOwners := map[types.UID]int{}
 	for i := range pods.Items {
@@ -145,7 +147,7 @@ func (c *Controller) Cycle(ctx context.Context) time.Duration {
 			continue
 		}
 		if Gated(pod) {
-			if !c.admit(ctx, pod, spot, now, !WithinBudget(pod, pdbs.Items, readyOwners)) {
+			if !c.admit(ctx, pod, spot, now, !budgets.withinBudget(pod, readyOwners)) {
 				// A conflict (the scheduler writes a gated pod's status) or
 				// an error: soon again, with the cache's newer copy.
 				wait = min(wait, retryWait)
@@ -158,7 +160,7 @@ func (c *Controller) Cycle(ctx context.Context) time.Duration {
 		}
 		// A pod its workload has come to need waits no longer.
 		after := c.opts.FallbackAfter
-		if !WithinBudget(pod, pdbs.Items, readyOwners) {
+		if !budgets.withinBudget(pod, readyOwners) {
 			after = 0
 		}
 		if left := at.Add(after).Sub(now); left > 0 {
@@ -245,7 +247,7 @@ func (c *Controller) fallBack(ctx context.Context, pod *corev1.Pod) {
 			"No spot capacity for %s: deleted the pod; its replacement may run on any node", c.opts.FallbackAfter)
 	}
 	logger.Info("No spot capacity in time: deleted the pod, its replacement may run on any node", "waited", c.opts.FallbackAfter,
-		"owner", types.UID(owner))
+		"owner", owner)
 }
 
 // WithinBudget reports whether the pod's workload does without it for now:
@@ -254,20 +256,35 @@ func (c *Controller) fallBack(ctx context.Context, pod *corev1.Pod) {
 // demands. A workload with no Ready pod, or short of a budget, needs the
 // pod now.
 func WithinBudget(pod *corev1.Pod, pdbs []policyv1.PodDisruptionBudget, readyOwners map[types.UID]int) bool {
+	return shortBudgets(pdbs).withinBudget(pod, readyOwners)
+}
+
+// short are the selectors of the PodDisruptionBudgets with fewer healthy
+// pods than they demand, by namespace: read once a cycle, asked of every
+// pending pod.
+type short map[string][]labels.Selector
+
+func shortBudgets(pdbs []policyv1.PodDisruptionBudget) short {
+	out := short{}
+	for i := range pdbs {
+		b := &pdbs[i]
+		if b.Status.CurrentHealthy >= b.Status.DesiredHealthy {
+			continue
+		}
+		if sel, err := metav1.LabelSelectorAsSelector(b.Spec.Selector); err == nil && !sel.Empty() {
+			out[b.Namespace] = append(out[b.Namespace], sel)
+		}
+	}
+	return out
+}
+
+// withinBudget is WithinBudget with the short budgets read.
+func (s short) withinBudget(pod *corev1.Pod, readyOwners map[types.UID]int) bool {
 	ref := metav1.GetControllerOf(pod)
 	if ref == nil || readyOwners[ref.UID] == 0 {
 		return false
 	}
-	for i := range pdbs {
-		b := &pdbs[i]
-		if b.Namespace != pod.Namespace || b.Status.CurrentHealthy >= b.Status.DesiredHealthy {
-			continue
-		}
-		if sel, err := metav1.LabelSelectorAsSelector(b.Spec.Selector); err == nil && !sel.Empty() && sel.Matches(labels.Set(pod.Labels)) {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(s[pod.Namespace], func(sel labels.Selector) bool { return sel.Matches(labels.Set(pod.Labels)) })
 }
 
 // ready reports whether the pod has the condition Ready.
