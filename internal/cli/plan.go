@@ -129,6 +129,7 @@ func runPlan(ctx context.Context, o *planOptions, out, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
+	p.Summary.Warnings = append(p.Summary.Warnings, plan.SpreadWarnings(snap)...)
 	fmt.Fprintf(errOut, "read %s in %s, planned in %s\n", snap.Counts(), loaded.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 
 	switch o.output {

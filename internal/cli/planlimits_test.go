@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,5 +56,41 @@ func TestPlanSnapshotChecks(t *testing.T) {
 	write(node + pod("p1", "n1", "-1"))
 	if code, _, errOut := run(t, "plan", "--snapshot", path); code != 1 || !strings.Contains(errOut, `spec.containers[0].resources.requests[cpu]: Invalid value: "-1": must be 0 or more`) {
 		t.Errorf("exit %d, %q", code, errOut)
+	}
+}
+
+// spotter plan warns of workloads that spread over zones without
+// minDomains, in the table and in the JSON summary, named by their
+// Deployment; one with minDomains is not named.
+func TestPlanWarnsOfSpreadWithoutMinDomains(t *testing.T) {
+	spread := func(app, extra string) string {
+		return "topologySpreadConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule" + extra +
+			", labelSelector: {matchLabels: {app: " + app + "}}}]"
+	}
+	body := "items:\n" +
+		"- {apiVersion: v1, kind: Node, metadata: {name: n1, labels: {karpenter.sh/capacity-type: on-demand, topology.kubernetes.io/zone: a}}, status: {allocatable: {cpu: \"4\", memory: 16Gi, pods: \"110\"}}}\n" +
+		"- {apiVersion: apps/v1, kind: ReplicaSet, metadata: {name: web-1, namespace: ns, uid: rs1, ownerReferences: [{apiVersion: apps/v1, kind: Deployment, name: web, uid: d1, controller: true}]}, spec: {selector: {matchLabels: {app: web}}}}\n" +
+		"- {apiVersion: v1, kind: Pod, metadata: {name: web-1-a, namespace: ns, labels: {app: web}, ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: web-1, uid: rs1, controller: true}]}, " +
+		"spec: {nodeName: n1, containers: [{name: c}], " + spread("web", "") + "}, status: {phase: Running}}\n" +
+		"- {apiVersion: v1, kind: Pod, metadata: {name: api-a, namespace: ns, labels: {app: api}}, " +
+		"spec: {nodeName: n1, containers: [{name: c}], " + spread("api", ", minDomains: 3") + "}, status: {phase: Running}}\n"
+	path := filepath.Join(t.TempDir(), "snap.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := "1 workload(s) spread over zones (topology.kubernetes.io/zone, DoNotSchedule) without minDomains: ns/web (Deployment)."
+	code, out, errOut := run(t, "plan", "--snapshot", path)
+	_, warning, _ := strings.Cut(out, "WARNING: ")
+	if code != 0 || !strings.HasPrefix(warning, want) || strings.Contains(warning, "ns/api") {
+		t.Errorf("table: exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, errOut = run(t, "plan", "--snapshot", path, "-o", "json")
+	var p struct {
+		Summary struct {
+			Warnings []string `json:"warnings"`
+		} `json:"summary"`
+	}
+	if err := json.Unmarshal([]byte(out), &p); code != 0 || err != nil || len(p.Summary.Warnings) != 1 || !strings.HasPrefix(p.Summary.Warnings[0], want) {
+		t.Errorf("json: exit %d, %v\n%s\n%s", code, err, out, errOut)
 	}
 }

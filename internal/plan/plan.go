@@ -95,7 +95,8 @@ type Summary struct {
 	// configured for their instance types.
 	HourlySaving float64 `json:"hourlySaving,omitempty"`
 	Currency     string  `json:"currency,omitempty"`
-	// Warnings lists inconsistencies found, such as a control plane on spot.
+	// Warnings lists inconsistencies found, such as a control plane on spot
+	// (and, from spotter plan, SpreadWarnings).
 	Warnings []string `json:"warnings,omitempty"`
 }
 

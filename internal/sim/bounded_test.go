@@ -134,6 +134,8 @@ func TestExplicitZeroIsNotADefault(t *testing.T) {
 		{"pricePerHour: 0.1,", "pricePerHour: 0.1, pods: 0,", "nodeGroups[0].pods: Invalid value: 0: must be 1 or more"},
 		{"name: tiny\n", "name: tiny\nseed: 0\n", "seed: Invalid value: 0: must be 1 or more"},
 		{"duration: 2h\n", "duration: 0s\n", "duration: Invalid value: \"0s\": must be between 1h0m0s and 720h0m0s"},
+		{"{name: web, replicas: 3,", "{name: web, zoneSpread: true, minDomains: 3, replicas: 3,", "workloads[0].minDomains: Invalid value: 3: must be between 0 (unset) and the number of zones (2)"},
+		{"{name: web, replicas: 3,", "{name: web, minDomains: 2, replicas: 3,", "workloads[0].minDomains: Invalid value: 2: applies to the zone spread constraint: set zoneSpread: true, or remove minDomains"},
 	} {
 		if _, err := parse(t, strings.Replace(tiny, tc.from, tc.to, 1)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("got %v, want %q", err, tc.want)

@@ -222,6 +222,13 @@ type Workload struct {
 	OnDemandOnly bool `json:"onDemandOnly"`
 	// ZoneSpread spreads the pods over zones (maxSkew 1, DoNotSchedule).
 	ZoneSpread bool `json:"zoneSpread"`
+	// MinDomains, with ZoneSpread, is the spread constraint's minDomains:
+	// while fewer zones than that have nodes, the scheduler counts the
+	// missing ones as holding none of the pods, so that a pod that would
+	// crowd the zones left waits and the autoscaler brings a node back to a
+	// missing zone. 0 leaves it unset: the pods spread over the zones that
+	// have nodes only. At most the scenario's zones.
+	MinDomains int32 `json:"minDomains,omitempty"`
 }
 
 // PDBSpec is a PodDisruptionBudget; exactly one field is set.

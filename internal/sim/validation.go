@@ -159,6 +159,12 @@ func ValidateScenario(sc *Scenario, dir string) field.ErrorList {
 		if w.Memory.Sign() < 0 {
 			errs = append(errs, field.Invalid(p.Child("memory"), w.Memory.String(), "must not be negative"))
 		}
+		switch {
+		case w.MinDomains < 0 || int(w.MinDomains) > len(sc.Zones):
+			errs = append(errs, field.Invalid(p.Child("minDomains"), w.MinDomains, fmt.Sprintf("must be between 0 (unset) and the number of zones (%d)", len(sc.Zones))))
+		case w.MinDomains > 0 && !w.ZoneSpread:
+			errs = append(errs, field.Invalid(p.Child("minDomains"), w.MinDomains, "applies to the zone spread constraint: set zoneSpread: true, or remove minDomains"))
+		}
 		if w.PDB != nil {
 			pp := p.Child("pdb")
 			switch {

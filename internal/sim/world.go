@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"spotter.dev/spotter/internal/agent/interrupt"
 	"spotter.dev/spotter/internal/agent/notice"
@@ -299,6 +300,9 @@ func newApp(spec *Workload, name string) *App {
 			MaxSkew: 1, TopologyKey: ZoneLabel, WhenUnsatisfiable: corev1.DoNotSchedule,
 			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{AppLabel: name}},
 		}}
+		if spec.MinDomains > 0 {
+			tmpl.Spec.TopologySpreadConstraints[0].MinDomains = ptr.To(spec.MinDomains)
+		}
 	}
 	wl := &App{Name: name, Namespace: spec.Namespace, Kind: spec.Kind, Template: tmpl, Low: spec.Replicas,
 		Peak: spec.PeakReplicas, SpotEligible: !spec.OnDemandOnly, uid: uid,

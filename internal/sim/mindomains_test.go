@@ -1,0 +1,59 @@
+package sim
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+// A zone with no node: without minDomains the scheduler spreads a workload
+// over the zones that have nodes, and puts both pods in zone a; with
+// minDomains 2 it counts zone b as empty, so the second pod waits and the
+// autoscaler launches a node in zone b for it.
+func TestMinDomainsBringsAZoneBack(t *testing.T) {
+	for _, tc := range []struct {
+		minDomains      string
+		pending, launch int
+	}{
+		{"", 0, 0},
+		{", minDomains: 2", 1, 1},
+	} {
+		body := strings.Replace(tiny, "{name: web, replicas: 3, cpu: 500m, memory: 1Gi, pdb: {maxUnavailable: 1}}",
+			"{name: cache, replicas: 2, cpu: 100m, memory: 128Mi, zoneSpread: true"+tc.minDomains+"}", 1)
+		sc, err := parse(t, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := newWorld(sc, 1, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := mustEngine(t, w)
+		sched, as := &scheduler{w: w, e: e}, &autoscaler{w: w, e: e}
+		ctx := context.Background()
+		w.advance(0)
+		if err := sched.run(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if len(sched.unschedulable) != tc.pending {
+			t.Errorf("minDomains %q: %d pods wait, want %d", tc.minDomains, len(sched.unschedulable), tc.pending)
+		}
+		for _, p := range w.AllPods() {
+			if p.Node != nil && p.Node.Group.Zone != "a" {
+				t.Errorf("minDomains %q: pod %s placed in zone %s", tc.minDomains, p.Obj.Name, p.Node.Group.Zone)
+			}
+		}
+		if err := as.scaleUp(ctx, sched.unschedulable); err != nil {
+			t.Fatal(err)
+		}
+		launched := 0
+		for _, n := range w.Nodes() {
+			if n.Group.Zone == "b" {
+				launched++
+			}
+		}
+		if launched != tc.launch {
+			t.Errorf("minDomains %q: %d nodes launched in zone b, want %d", tc.minDomains, launched, tc.launch)
+		}
+	}
+}
