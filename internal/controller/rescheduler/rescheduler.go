@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -88,6 +89,9 @@ type Controller struct {
 	misplaced backoff.Cooldown
 	// neverOpens is set once it was logged that no drain window will open.
 	neverOpens bool
+	// spreadWarned is the last plan.SpreadWarnings logged, so that each
+	// change is logged once.
+	spreadWarned string
 	// wake carries NodeChanged's news of new spot capacity to Start; idle is
 	// set when the last cycle's wait may be cut short by it (not the pause
 	// after a drain).
@@ -241,6 +245,12 @@ func (c *Controller) Cycle(ctx context.Context) time.Duration {
 	drainableNodes.Set(float64(work.nodes))
 	hourlySavings.Set(work.saving)
 	c.report(p)
+	if w := strings.Join(plan.SpreadWarnings(snap), "; "); w != c.spreadWarned {
+		c.spreadWarned = w
+		if w != "" {
+			logger.Info("Workloads spread over zones without minDomains", "warning", w)
+		}
+	}
 	unfinished := c.unfinished(ctx, snap)
 	if p.Summary.PendingReserved > 0 {
 		logger.Info("Skipping this cycle: Pending pods need the spot capacity", "pending", p.Summary.PendingReserved)
