@@ -23,8 +23,9 @@ import (
 // chart's identity, with the real scheduler: a new replica of a running
 // workload waits for spot while an on-demand node has room, goes to spot as
 // soon as a spot node comes, and falls back to on-demand after fallbackAfter;
-// the pods of a workload with no Ready pod, a pod that cannot run on spot, and
-// the pods of a namespace the policy does not select are never held.
+// the pods of a workload with no Ready pod, a pod that cannot run on spot, a
+// pod whose spread constraint the spot label would narrow, and the pods of a
+// namespace the policy does not select are never held.
 func TestChartSpotFirst(t *testing.T) {
 	env := testenv.StartLab(t)
 	ctx := testenv.Context(t, 8*time.Minute)
@@ -171,6 +172,14 @@ func TestChartSpotFirst(t *testing.T) {
 	// at once, it takes on-demand room.
 	deploy("shop", "solo", 1)
 	want(30*time.Second, "shop", "solo", map[string]int{"od-1": 1})
+	// A workload with a DoNotSchedule spread constraint: the spot label would
+	// narrow the constraint's domains to the spot nodes, so its extra replica
+	// is released, not steered, and takes on-demand room while spot is full.
+	deploy("shop", "spread", 1, tu.CPU("500m"), tu.Spread("spread", corev1.LabelHostname, 10))
+	want(30*time.Second, "shop", "spread", map[string]int{"od-1": 1})
+	env.WaitForPodsRunning("shop", "app=spread", 1, time.Minute)
+	scaleTo("shop", "spread", 2)
+	want(30*time.Second, "shop", "spread", map[string]int{"od-1": 2})
 	waitEventReason(t, env, spotfirst.ReasonFallback)
 	assertNotRefused(t, controller)
 }

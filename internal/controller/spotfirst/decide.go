@@ -13,8 +13,9 @@
 //     cannot run on spot (no spot node the pod's node selector, required node
 //     affinity and tolerations admit), has no controller that would recreate
 //     it (a bare pod, a DaemonSet's or a Job's pod), is needed now (its owner
-//     has no Ready pod, or a PodDisruptionBudget that selects it is short), or
-//     its owner fell back lately;
+//     has no Ready pod, or a PodDisruptionBudget that selects it is short),
+//     has a spread constraint the spot selector would narrow
+//     (SpreadNarrowed), or its owner fell back lately;
 //   - else steers it: adds the spot label those spot nodes carry to its node
 //     selector (the API allows tightening a gated pod's node selector) and
 //     takes the gate off, so that the scheduler places it on spot only and the
@@ -99,6 +100,25 @@ func SpotLabel(pod *corev1.Pod, spotNodes []*corev1.Node) (key, value string, ok
 		return "", "", false
 	}
 	return best[0], best[1], true
+}
+
+// SpreadNarrowed reports whether steering would change what one of the pod's
+// topology spread constraints means: a DoNotSchedule constraint that honours
+// the pod's node affinity (nodeAffinityPolicy Honor, the default) counts only
+// the nodes the pod's node selector admits, so the spot selector would make
+// it spread over the spot nodes' domains only. With minDomains above the
+// zones that have spot nodes, a steered pod may fit no spot node the
+// unsteered pod would: it waits out FallbackAfter and lands on on-demand,
+// where a plan (which sees the pod as it will be recreated, unsteered) finds
+// it room on spot again, and the rescheduler moves it in circles. Such pods
+// are released, not steered.
+func SpreadNarrowed(pod *corev1.Pod) bool {
+	for _, c := range pod.Spec.TopologySpreadConstraints {
+		if c.WhenUnsatisfiable == corev1.DoNotSchedule && (c.NodeAffinityPolicy == nil || *c.NodeAffinityPolicy == corev1.NodeInclusionPolicyHonor) {
+			return true
+		}
+	}
+	return false
 }
 
 // Steer returns the pod released and restricted to nodes labelled key=value,

@@ -127,3 +127,33 @@ func TestWithinBudget(t *testing.T) {
 		t.Error("a budget selecting other pods counted")
 	}
 }
+
+// A DoNotSchedule spread constraint that honours node affinity (the
+// default) is narrowed by the spot selector; one that ignores it, or a
+// ScheduleAnyway one, is not.
+func TestSpreadNarrowed(t *testing.T) {
+	ignore := corev1.NodeInclusionPolicyIgnore
+	honor := corev1.NodeInclusionPolicyHonor
+	spread := func(opts ...func(*corev1.TopologySpreadConstraint)) *corev1.Pod {
+		p := tu.Pod("p", tu.Spread("web", corev1.LabelTopologyZone, 1))
+		for _, o := range opts {
+			o(&p.Spec.TopologySpreadConstraints[0])
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+		want bool
+	}{
+		{"no constraint", tu.Pod("p"), false},
+		{"DoNotSchedule, default policy", spread(), true},
+		{"DoNotSchedule, Honor", spread(func(c *corev1.TopologySpreadConstraint) { c.NodeAffinityPolicy = &honor }), true},
+		{"DoNotSchedule, Ignore", spread(func(c *corev1.TopologySpreadConstraint) { c.NodeAffinityPolicy = &ignore }), false},
+		{"ScheduleAnyway", spread(func(c *corev1.TopologySpreadConstraint) { c.WhenUnsatisfiable = corev1.ScheduleAnyway }), false},
+	} {
+		if got := SpreadNarrowed(tc.pod); got != tc.want {
+			t.Errorf("%s: SpreadNarrowed = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -182,9 +182,10 @@ func (c *Controller) admit(ctx context.Context, pod *corev1.Pod, spot []*corev1.
 	var out *corev1.Pod
 	decision := DecisionReleased
 	switch {
-	case !recreated || !toSpot || needed:
+	case !recreated || !toSpot || needed || SpreadNarrowed(pod):
 		// Never held: it would not come back if deleted, cannot run on
-		// spot, or its workload needs it now.
+		// spot, its workload needs it now, or the spot selector would
+		// change where its spread constraint counts.
 		out = Release(pod)
 	case c.fellBack[owner] > 0:
 		out = Release(pod)
