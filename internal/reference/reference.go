@@ -14,6 +14,7 @@ import (
 	"spotter.dev/spotter/internal/controller/labeler"
 	"spotter.dev/spotter/internal/controller/migrator"
 	"spotter.dev/spotter/internal/controller/preemptible"
+	"spotter.dev/spotter/internal/controller/rescheduler"
 	"spotter.dev/spotter/internal/controller/spotfirst"
 	"spotter.dev/spotter/internal/drain"
 	"spotter.dev/spotter/internal/plan"
@@ -109,7 +110,8 @@ var Reasons = []Reason{
 	{"SpotterDrainable", "Node", "Normal", "rescheduler", "the plan found all the node's pods fit on spot"},
 	{"SpotterNotDrainable", "Node", "Normal", "rescheduler", "why the node stays on-demand, as spotter plan says it; recorded again when the reason changes"},
 	{"SpotterReplacementsOnOnDemand", "Node", "Warning", "rescheduler", "replacements of evicted pods were scheduled on on-demand nodes; the rescheduler pauses"},
-	{"SpotterReplacementsReturned", "Node", "Warning", "rescheduler", "replacements of evicted pods (a StatefulSet's, recreated once the drain ended) were scheduled on the drained node again; the node is not drained again for a while, longer each time"},
+	{rescheduler.ReasonReplacementsReturned, "Node", "Warning", "rescheduler", "replacements of evicted pods (a StatefulSet's, recreated once the drain ended) were scheduled on the drained node again; the node is not drained again for a while, longer each time"},
+	{rescheduler.ReasonEmptiedAgain, "Node", "Warning", "rescheduler", "the node had to be emptied again less than an hour after the rescheduler emptied it (pods came back); the node is not drained again for a while, longer each time"},
 	{spotfirst.ReasonFallback, "Pod", "Normal", "spot-first", "a pod steered to spot waited spotFirst.fallbackAfter without a node and was deleted; its replacement may run on on-demand nodes"},
 	{"SpotterLabeled", "Node", "Normal", "labeler", "labels or taints changed, and why"},
 	{"SpotterWouldLabel", "Node", "Normal", "labeler (dry run)", "what the labeler would change"},

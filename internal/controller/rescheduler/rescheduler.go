@@ -418,6 +418,30 @@ func (c *Controller) choose(p *plan.Plan, now time.Time) *plan.NodePlan {
 	}, c.opts.OwnNode, c.holdConsolidations(p, now))
 }
 
+// Event reasons of a node that cools down after a successful drain.
+const (
+	ReasonReplacementsReturned = "SpotterReplacementsReturned"
+	ReasonEmptiedAgain         = "SpotterEmptiedAgain"
+)
+
+// emptiedAgainWithin is how soon after the rescheduler emptied a node a
+// second emptying makes it cool down (emptiedAgain).
+const emptiedAgainWithin = time.Hour
+
+// emptiedAgain records that the rescheduler emptied node at now, and reports
+// whether it had emptied it less than emptiedAgainWithin before: pods came
+// back to it since. Whatever brought them (the scheduler preferring the node
+// for replacements, a controller that recreates pods there, a policy that
+// keeps them off spot), emptying it again and again moves the same pods in
+// circles. Measured in `spotter simulate`: with spot-first steering pods its
+// plan saw unsteered, the rescheduler emptied one node every 12 minutes for
+// hours (BENCHMARKS.md, "Zone spread with minDomains").
+func (c *Controller) emptiedAgain(node string, now time.Time) bool {
+	before, ok := c.emptied[node]
+	c.emptied[node] = now
+	return ok && now.Sub(before) < emptiedAgainWithin
+}
+
 // holdConsolidations reports whether a node the rescheduler emptied less than
 // disruption.ConsolidationHold ago (the bound: a node its group keeps at its
 // minimum size is never removed) is still in plan p with nothing to move. The
@@ -506,25 +530,35 @@ func (c *Controller) drainNode(ctx context.Context, target *plan.NodePlan, snap 
 	}
 	cooling := c.failures[target.Name]
 	delete(c.failures, target.Name)
-	c.emptied[target.Name] = c.clock.Now()
+	again := c.emptiedAgain(target.Name, c.clock.Now())
 	for _, dest := range target.OnDemandDestinations() {
 		c.budget.Received(dest, c.clock.Now())
 	}
 	drains.WithLabelValues(drain.OutcomeSucceeded).Inc()
 	misplaced, returned := c.waitReplacements(ctx, target.Name, owners, existing, toOnDemand)
-	if len(returned) > 0 {
-		// A StatefulSet recreates a pod only once the old one is gone, after
-		// the drain took its marks off: the scheduler put it back on the
-		// emptied node. Draining the node again would evict it in circles:
-		// the node cools down, longer each time it happens again.
+	if len(returned) > 0 || again {
+		// Pods came back to the node: a StatefulSet recreates a pod only
+		// once the old one is gone, after the drain took its marks off, and
+		// the scheduler put it back on the emptied node (returned); or
+		// something put pods back later, so that the node had to be emptied
+		// again within the hour (again). Draining it again and again would
+		// evict in circles: the node cools down, longer each time.
 		f := cooling
 		f.Fail(c.clock.Now(), c.opts.FailureBackoff, c.opts.MaxFailureBackoff)
 		c.failures[target.Name] = f
-		logger.Info("Replacements came back to the drained node; node cooling down", "pods", returned, "until", f.Until)
-		if c.recorder != nil {
-			c.recorder.Eventf(&corev1.ObjectReference{Kind: "Node", Name: target.Name, UID: types.UID(target.Name)}, nil,
-				corev1.EventTypeWarning, "SpotterReplacementsReturned", "Reschedule",
-				"replacements of the evicted pods were scheduled on this node again (%v); not draining it until %s", returned, f.Until.UTC().Format(time.RFC3339))
+		ref := &corev1.ObjectReference{Kind: "Node", Name: target.Name, UID: types.UID(target.Name)}
+		if len(returned) > 0 {
+			logger.Info("Replacements came back to the drained node; node cooling down", "pods", returned, "until", f.Until)
+			if c.recorder != nil {
+				c.recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonReplacementsReturned, "Reschedule",
+					"replacements of the evicted pods were scheduled on this node again (%v); not draining it until %s", returned, f.Until.UTC().Format(time.RFC3339))
+			}
+		} else {
+			logger.Info("Node emptied again within the hour; node cooling down", "within", emptiedAgainWithin, "until", f.Until, "failures", f.Failures)
+			if c.recorder != nil {
+				c.recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonEmptiedAgain, "Reschedule",
+					"this node had been emptied less than %s before and had pods to move again; not draining it until %s", emptiedAgainWithin, f.Until.UTC().Format(time.RFC3339))
+			}
 		}
 	}
 	if len(misplaced) > 0 {

@@ -50,3 +50,25 @@ func TestReplacementsSorted(t *testing.T) {
 		t.Errorf("returned %v, want [default/db-0]", returned)
 	}
 }
+
+// A node emptied again less than an hour after the rescheduler emptied it
+// counts as emptied again; an hour or more later, or a first time, not.
+func TestEmptiedAgain(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	c := New(crfake.NewClientBuilder().Build(), plan.New(plan.Options{}), nil, disruption.NewWithWindows(1), testingclock.NewFakeClock(start), nil, Options{})
+	for _, tc := range []struct {
+		node  string
+		after time.Duration
+		want  bool
+	}{
+		{"od-1", 0, false},
+		{"od-2", 0, false},
+		{"od-1", 12 * time.Minute, true},
+		{"od-1", 73 * time.Minute, false},
+		{"od-1", 133*time.Minute - time.Second, true},
+	} {
+		if got := c.emptiedAgain(tc.node, start.Add(tc.after)); got != tc.want {
+			t.Errorf("%s emptied at +%s: again = %v, want %v", tc.node, tc.after, got, tc.want)
+		}
+	}
+}
