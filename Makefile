@@ -3,7 +3,7 @@ SHELL := /usr/bin/env bash -o pipefail
 GO ?= go
 LINT := $(GO) tool -modfile=hack/tools/lint/go.mod golangci-lint
 # Modules whose go.mod/go.sum `go mod tidy` must leave unchanged.
-MODULES := . hack/tools/kube hack/tools/etcd hack/tools/capi hack/tools/helm hack/tools/lint
+MODULES := . hack/tools/kube hack/tools/etcd hack/tools/capi hack/tools/helm hack/tools/lint hack/tools/promrules
 
 .PHONY: all build kube-bin capi-bin helm-bin chromium test unit verify fmt lint tidy golden lab lab-down clean simulate image
 
