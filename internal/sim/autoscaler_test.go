@@ -11,6 +11,23 @@ import (
 // Cooldown) for ever longer, and the rest always ends in the future: with a
 // 24h first rest and no cap, a doubling shifted past 17 failures would
 // overflow and end it in the past.
+// scheduledOnce builds the world of sc (seed 1) with its scheduler and
+// autoscaler, and runs the scheduler once at the start.
+func scheduledOnce(t *testing.T, sc *Scenario) (*World, *scheduler, *autoscaler) {
+	t.Helper()
+	w, err := newWorld(sc, 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := mustEngine(t, w)
+	sched, as := &scheduler{w: w, e: e}, &autoscaler{w: w, e: e}
+	w.advance(0)
+	if err := sched.run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return w, sched, as
+}
+
 func TestAutoscalerBackoffNeverEndsInThePast(t *testing.T) {
 	body := strings.Replace(tiny, "{name: b, spotCapacity: {nodes: 3}}", "{name: b, spotCapacity: {nodes: 0}}", 1)
 	body = strings.Replace(body, "pricePerHour: 0.1, initial: 1}", "pricePerHour: 0.1, initial: 0, max: 0}", 1)
@@ -20,17 +37,8 @@ func TestAutoscalerBackoffNeverEndsInThePast(t *testing.T) {
 	}
 	// Beyond what a scenario file allows (24h at most): built in Go.
 	sc.Cluster.ScaleUpBackoff.Duration, sc.Cluster.MaxScaleUpBackoff.Duration = 24*time.Hour, 0
-	w, err := newWorld(sc, 1, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := mustEngine(t, w)
-	sched, as := &scheduler{w: w, e: e}, &autoscaler{w: w, e: e}
+	w, sched, as := scheduledOnce(t, sc)
 	ctx := context.Background()
-	w.advance(0)
-	if err := sched.run(ctx); err != nil {
-		t.Fatal(err)
-	}
 	if len(sched.unschedulable) == 0 {
 		t.Fatal("no pod waits for a node")
 	}

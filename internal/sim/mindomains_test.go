@@ -24,17 +24,7 @@ func TestMinDomainsBringsAZoneBack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := newWorld(sc, 1, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e := mustEngine(t, w)
-		sched, as := &scheduler{w: w, e: e}, &autoscaler{w: w, e: e}
-		ctx := context.Background()
-		w.advance(0)
-		if err := sched.run(ctx); err != nil {
-			t.Fatal(err)
-		}
+		w, sched, as := scheduledOnce(t, sc)
 		if len(sched.unschedulable) != tc.pending {
 			t.Errorf("minDomains %q: %d pods wait, want %d", tc.minDomains, len(sched.unschedulable), tc.pending)
 		}
@@ -43,7 +33,7 @@ func TestMinDomainsBringsAZoneBack(t *testing.T) {
 				t.Errorf("minDomains %q: pod %s placed in zone %s", tc.minDomains, p.Obj.Name, p.Node.Group.Zone)
 			}
 		}
-		if err := as.scaleUp(ctx, sched.unschedulable); err != nil {
+		if err := as.scaleUp(context.Background(), sched.unschedulable); err != nil {
 			t.Fatal(err)
 		}
 		launched := 0
