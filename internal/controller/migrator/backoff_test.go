@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	testingclock "k8s.io/utils/clock/testing"
 
@@ -78,6 +79,36 @@ func TestSpotBackoffOnTheClock(t *testing.T) {
 		g.SetNextError(fake.IncreaseSize, errors.New("no spot capacity"))
 		if delivered, short := c.addCapacity(ctx, node, g, 1); delivered || !short {
 			t.Fatalf("addCapacity: delivered %v, short %v; want short, as IncreaseSize failed", delivered, short)
+		}
+	}
+}
+
+// A new node takes pods once Ready, uncordoned and rid of the lifecycle
+// taints it starts with; a taint of its kind (a spot taint the pods
+// tolerate) or a PreferNoSchedule one does not hold it back.
+func TestTakesPods(t *testing.T) {
+	ready := corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue}
+	node := func(unschedulable bool, taints ...corev1.Taint) *corev1.Node {
+		return &corev1.Node{Spec: corev1.NodeSpec{Unschedulable: unschedulable, Taints: taints},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{ready}}}
+	}
+	notReady := node(false)
+	notReady.Status.Conditions[0].Status = corev1.ConditionFalse
+	for _, tc := range []struct {
+		name string
+		node *corev1.Node
+		want bool
+	}{
+		{"Ready", node(false), true},
+		{"not Ready", notReady, false},
+		{"cordoned", node(true), false},
+		{"not-ready taint still on", node(false, corev1.Taint{Key: "node.kubernetes.io/not-ready", Effect: corev1.TaintEffectNoSchedule}), false},
+		{"uninitialized", node(false, corev1.Taint{Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: corev1.TaintEffectNoSchedule}), false},
+		{"spot taint", node(false, corev1.Taint{Key: "cloud.google.com/gke-spot", Value: "true", Effect: corev1.TaintEffectNoSchedule}), true},
+		{"PreferNoSchedule", node(false, corev1.Taint{Key: "node.kubernetes.io/whatever", Effect: corev1.TaintEffectPreferNoSchedule}), true},
+	} {
+		if got := takesPods(tc.node); got != tc.want {
+			t.Errorf("%s: takesPods = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

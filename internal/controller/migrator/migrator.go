@@ -744,7 +744,7 @@ func (c *Controller) planOnGroup(ctx context.Context, snap *snapshot.Snapshot, n
 	return np, len(used), nil
 }
 
-// addCapacity asks g for need more nodes and waits until they are Ready:
+// addCapacity asks g for need more nodes and waits until they can take pods (takesPods):
 // delivered. When they do not come in time, it cancels what is unfulfilled
 // and backs g off: short. Neither when g's nodes could not be listed: g was
 // not asked.
@@ -830,11 +830,32 @@ func (c *Controller) newReady(ctx context.Context, g cloud.NodeGroup, known map[
 			continue
 		}
 		n, err := c.kube.CoreV1().Nodes().Get(ctx, inst.NodeName, metav1.GetOptions{})
-		if err == nil && nodeutil.IsNodeReady(n) {
+		if err == nil && takesPods(n) {
 			ready++
 		}
 	}
 	return ready, late
+}
+
+// takesPods reports whether a new node can take pods: Ready, not cordoned,
+// and rid of the lifecycle taints a node starts with (node.kubernetes.io/...,
+// such as not-ready, which the node lifecycle controller removes a few
+// seconds after the Ready condition, and the cloud provider's
+// node.cloudprovider.kubernetes.io/uninitialized). A drain that starts
+// before that fails its re-check on the new node's taint and is rolled back:
+// in the lab's GCP and Azure migrator tests, every such first try cost the
+// node a minute's rest.
+func takesPods(n *corev1.Node) bool {
+	if !nodeutil.IsNodeReady(n) || n.Spec.Unschedulable {
+		return false
+	}
+	for _, t := range n.Spec.Taints {
+		if t.Effect != corev1.TaintEffectPreferNoSchedule &&
+			(strings.HasPrefix(t.Key, "node.kubernetes.io/") || strings.HasPrefix(t.Key, "node.cloudprovider.kubernetes.io/")) {
+			return false
+		}
+	}
+	return true
 }
 
 // spotUnavailable backs g off, longer while the shortage lasts, has the loop
