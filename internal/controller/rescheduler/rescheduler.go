@@ -90,8 +90,11 @@ type Controller struct {
 	// neverOpens is set once it was logged that no drain window will open.
 	neverOpens bool
 	// spreadWarned is the last plan.SpreadWarnings logged, so that each
-	// change is logged once.
+	// change is logged once, and spreadOf the plan it was read with: the
+	// planner gives the same plan for an unchanged cluster, and the pods
+	// are not read again for it.
 	spreadWarned string
+	spreadOf     *plan.Plan
 	// wake carries NodeChanged's news of new spot capacity to Start; idle is
 	// set when the last cycle's wait may be cut short by it (not the pause
 	// after a drain).
@@ -245,10 +248,13 @@ func (c *Controller) Cycle(ctx context.Context) time.Duration {
 	drainableNodes.Set(float64(work.nodes))
 	hourlySavings.Set(work.saving)
 	c.report(p)
-	if w := strings.Join(plan.SpreadWarnings(snap), "; "); w != c.spreadWarned {
-		c.spreadWarned = w
-		if w != "" {
-			logger.Info("Workloads spread over zones without minDomains", "warning", w)
+	if p != c.spreadOf {
+		c.spreadOf = p
+		if w := strings.Join(plan.SpreadWarnings(snap), "; "); w != c.spreadWarned {
+			c.spreadWarned = w
+			if w != "" {
+				logger.Info("Workloads spread over zones without minDomains", "warning", w)
+			}
 		}
 	}
 	unfinished := c.unfinished(ctx, snap)
