@@ -73,11 +73,14 @@ func TestPlanAgreesWithScheduler(t *testing.T) {
 	setUnschedulable(ctx, t, env, false, "od-a", "od-b")
 	setUnschedulable(ctx, t, env, true, "od-c")
 	waitUntainted(t, env, "od-a", "od-b")
+	// The two hostPort pods go first: they need one node each, and od-a and
+	// od-b are the only two open. Created with the rest, the scheduler could
+	// fill one node before the second of them, which would then wait for od-c.
+	create(workload{"ports", 2, []tu.PodOption{tolerate, grace, tu.CPU("100m"), tu.HostPort(8080)}, false})
 	create(
 		workload{"web", 3, []tu.PodOption{tolerate, grace, tu.CPU("500m"), tu.Memory("512Mi")}, true},
 		workload{"spread", 2, []tu.PodOption{tolerate, grace, tu.CPU("250m"), tu.Spread("spread", lab.ZoneLabel, 1)}, false},
 		workload{"anti", 2, []tu.PodOption{tolerate, grace, tu.CPU("250m"), tu.AntiAffinity("anti", "kubernetes.io/hostname")}, true},
-		workload{"ports", 2, []tu.PodOption{tolerate, grace, tu.CPU("100m"), tu.HostPort(8080)}, false},
 		workload{"huge", 1, []tu.PodOption{tolerate, grace, tu.CPU("2500m")}, false},
 	)
 	setUnschedulable(ctx, t, env, false, "od-c")
