@@ -424,7 +424,7 @@ func (r *run) movableOf(ctx context.Context, i int) *movableOn {
 	}
 	m.valid, m.keys, m.cpu, m.mem = true, m.keys[:0], 0, 0
 	for _, j := range c.podsOn[c.onDemand[i]] {
-		if r.facts[j].verdict.Action == Move && !c.displaced[j] && !r.pinnedAt(ctx, j) {
+		if r.facts[j].verdict.Action == Move && !c.displaced[j] && !r.pinnedAt(ctx, j) && !interPod(r.pods[j]) {
 			k := r.sizeKey(j)
 			m.keys = append(m.keys, k)
 			m.cpu, m.mem = m.cpu+k.cpu, m.mem+k.mem
@@ -442,8 +442,11 @@ const maxRoomTries = 8
 // the nodes that need the fewest such moves first (then the best fit, then
 // the name); on each it moves the fewest pods it can (the smallest that makes
 // the room, else the largest, again), each to its best-fitting spot node. The
-// pods to move must have the Move verdict, not be pinned, and not be moved
-// already by the plan; already is how many the node at hand displaced so far
+// pods to move must have the Move verdict, not be pinned, not be moved
+// already by the plan, and have no required constraint on other pods
+// (interPod): the plan places a displaced pod with the drained node's pods
+// taken off, but the drain evicts it, and re-checks it first, while they are
+// still there; already is how many the node at hand displaced so far
 // (the plan's allowance is consolidation.mayDisplace). It returns nil and why
 // when no node would do.
 func (r *run) makeRoom(ctx context.Context, pod, orig *corev1.Pod, res fwk.PodResource, from string, already int) (*roomMade, string, error) {

@@ -329,3 +329,35 @@ func TestConsolidationPodsToOnDemandFollowTheDisplaced(t *testing.T) {
 		}
 	}
 }
+
+// A pod with a required constraint on other pods (here a zone spread) is
+// never displaced: where it may go depends on pods of the drained node that
+// leave in a later wave, and the drain's re-check before its eviction sees
+// them still in place. (A consolidation displaced a zone-b replica of a
+// spread workload to spot in another zone, counting the drained node's own
+// replica of zone c as gone already; each drain evicted its first wave and
+// stopped at that re-check, every few minutes.) Another pod of the node
+// makes the room instead, or none does.
+func TestConsolidationDisplacesNoPodWithInterPodConstraints(t *testing.T) {
+	spread := []tu.PodOption{tu.WithLabels("app", "web"), tu.Spread("web", corev1.LabelTopologyZone, 1)}
+	base := func(web1b ...tu.PodOption) *snapshot.Snapshot {
+		return &snapshot.Snapshot{
+			Nodes: []*corev1.Node{priced("od-1", tu.OnDemand(), tu.Zone("a")), priced("od-2", tu.OnDemand(), tu.Zone("a")), priced("spot", tu.Spot(), tu.Zone("a"))},
+			Pods: []*corev1.Pod{
+				// web-1a is the smallest pod that makes room on od-1 for db-2.
+				pinned("db-1", "od-1", "1500m"), pod("web-1a", "od-1", "1", spread...), pod("web-1b", "od-1", "1200m", web1b...),
+				pinned("db-2", "od-2", "600m"), pod("web-2", "od-2", "2"),
+			},
+		}
+	}
+	on := Consolidation{Enabled: true, MinHourlySavingPerEviction: 0.01}
+	od2 := node(planConsolidating(t, on, base()), "od-2")
+	if !od2.Drainable || len(od2.Displaced) != 1 || od2.Displaced[0].Name != "web-1b" {
+		t.Errorf("od-2 should displace web-1b, not web-1a: %+v", od2)
+	}
+	// With web-1b spread too, no pod of od-1 may make the room.
+	od2 = node(planConsolidating(t, on, base(tu.Spread("web", corev1.LabelTopologyZone, 1))), "od-2")
+	if od2.Drainable || len(od2.Displaced) > 0 {
+		t.Errorf("od-2 drainable by displacing a spread pod: %+v", od2)
+	}
+}
