@@ -361,3 +361,44 @@ func TestConsolidationDisplacesNoPodWithInterPodConstraints(t *testing.T) {
 		t.Errorf("od-2 drainable by displacing a spread pod: %+v", od2)
 	}
 }
+
+// The pods a consolidation sends to on-demand nodes in more than one wave
+// are placed by the scheduler's scores (least allocated first), not by the
+// plan's best fit: when that leaves a later wave's pod no node, the node is
+// not consolidated. big-1 and big-2 share a budget of one disruption, so
+// big-2 goes in the second wave; the plan puts small on z, the fullest node
+// it fits, but the scheduler puts it on y, the emptier one, and big-2 then
+// fits nowhere.
+func TestConsolidationPlacesOnDemandPodsAsTheSchedulerWill(t *testing.T) {
+	base := func(zRoom string) *snapshot.Snapshot {
+		onDemand := tu.RequireNodeLabel(capacityType, "on-demand")
+		return &snapshot.Snapshot{
+			Nodes: []*corev1.Node{priced("od-w", tu.OnDemand()), priced("od-x", tu.OnDemand()), priced("od-y", tu.OnDemand()),
+				priced("od-z", tu.OnDemand()), priced("spot", tu.Spot())},
+			Pods: []*corev1.Pod{
+				pod("big-1", "od-w", "1", onDemand, tu.WithLabels("app", "big")),
+				pod("big-2", "od-w", "1", onDemand, tu.WithLabels("app", "big")),
+				pinned("small", "od-w", "500m"),
+				pinned("fill-x", "od-x", "3"), pinned("fill-y", "od-y", "3"), pinned("fill-z", "od-z", zRoom),
+			},
+			PDBs: []*policyv1.PodDisruptionBudget{pdb("big", "big", 1)},
+		}
+	}
+	on := Consolidation{Enabled: true, MinHourlySavingPerEviction: 0.01}
+	// (A node not consolidated keeps the reason of the spot-only passes.)
+	if w := node(planConsolidating(t, on, base("3500m")), "od-w"); w.Drainable {
+		t.Errorf("od-w consolidated, though big-2 would find no node: %+v", w)
+	}
+	// With room for a second big pod on z, the scheduler's placement works too.
+	w := node(planConsolidating(t, on, base("3")), "od-w")
+	if !w.Drainable || !w.Consolidated {
+		t.Errorf("od-w with room on z: %+v", w)
+	}
+	waves := map[string]int{}
+	for _, pp := range w.Pods {
+		waves[pp.Name] = pp.Wave
+	}
+	if waves["big-1"] == waves["big-2"] {
+		t.Errorf("waves %v: the test needs big-1 and big-2 in different waves", waves)
+	}
+}

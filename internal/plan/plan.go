@@ -747,6 +747,8 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, idx []int32) (needsWav
 			plans[j].Destination, plans[j].OnDemand = "", false
 		}
 	}
+	// placed are the copies the plan bound to their destinations.
+	placed := make([]*corev1.Pod, len(movable))
 	for i, j := range movable {
 		// One copy for every question: none of them modifies it.
 		pod, rep := r.pods[j], replacement(r.pods[j])
@@ -782,6 +784,7 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, idx []int32) (needsWav
 			return false, rollback()
 		}
 		plans[i].Destination = dest
+		placed[i] = moved
 		undo = append(undo, func() error { return r.fit.remove(moved, dest) })
 	}
 	waves := d.waves
@@ -823,12 +826,132 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, idx []int32) (needsWav
 		}
 		waves = d.waves[len(displaced):]
 	}
+	if r.consolidating != nil {
+		i, why, err := r.scheduledInWaves(ctx, np.Name, movable, plans, placed, waves)
+		if err != nil {
+			return false, errors.Join(err, rollback())
+		}
+		if i >= 0 {
+			r.budgets.give(d.taken)
+			pod := r.pods[movable[i]]
+			np.Reason = fmt.Sprintf("pod %s/%s: %s", pod.Namespace, pod.Name, why)
+			plans[i].Reason = why
+			np.Displaced, np.Waves = nil, 0
+			unplan(len(plans))
+			return false, rollback()
+		}
+	}
 	np.Drainable = true
 	for i := range plans {
 		plans[i].Wave = int(waves[i])
 		np.Waves = max(np.Waves, int(waves[i]))
 	}
 	return false, nil
+}
+
+// scheduledInWaves checks a consolidation's pods that go to on-demand nodes
+// that stay (plans[i].OnDemand, bound by the plan at placed[i]) as the
+// drain will have them placed: wave by wave, each where the scheduler's
+// scores put it (ScorePick), not where the plan's best fit put it. The
+// scheduler spreads them over the emptiest nodes; in room that is tight in
+// CPU on some nodes and in memory on others, a pod of a later wave can then
+// find no node left, and the drain would stop at its re-check with the earlier
+// waves evicted. It returns the index of the first pod that finds no node
+// and why, or -1. It leaves the snapshot as it found it.
+func (r *run) scheduledInWaves(ctx context.Context, from string, movable []int32, plans []PodPlan, placed []*corev1.Pod, waves []int32) (int, string, error) {
+	var order []int
+	for i := range plans {
+		if plans[i].OnDemand {
+			order = append(order, i)
+		}
+	}
+	// Pods of one wave go at once: their replacements are placed after
+	// every one of them has passed its re-check.
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(waves[a], waves[b]) })
+	if len(order) < 2 || waves[order[0]] == waves[order[len(order)-1]] {
+		return -1, "", nil
+	}
+	c := r.consolidating
+	var undo []func() error
+	restore := func() error { return undoAll(undo) }
+	for _, i := range order {
+		p, dest, res := placed[i], plans[i].Destination, r.fit.resOf[movable[i]]
+		if err := r.fit.remove(p, dest); err != nil {
+			return -1, "", errors.Join(err, restore())
+		}
+		undo = append(undo, func() error { return r.fit.add(p, dest, res) })
+	}
+	// feasible returns the on-demand nodes that stay on which the filter
+	// plugins accept a replacement of the pod of index i, the first most of
+	// them (all: most < 0).
+	feasible := func(i, most int) (*corev1.Pod, []fwk.NodeInfo, []string, error) {
+		j := movable[i]
+		pod, res := r.pods[j], r.fit.resOf[j]
+		rep := *pod
+		rep.Spec.NodeName = ""
+		cyc, status := r.fit.cycleFor(ctx, &rep, r.templates.of(pod))
+		if status != nil {
+			return &rep, nil, nil, nil
+		}
+		var infos []fwk.NodeInfo
+		var names []string
+		for k, n := range r.staying(from) {
+			if len(infos) == most {
+				break
+			}
+			if n.fits(res.Resource.GetMilliCPU(), res.Resource.GetMemory()) != "" {
+				continue
+			}
+			name := c.onDemand[k]
+			if err := r.fit.materializeNode(name); err != nil {
+				return nil, nil, nil, err
+			}
+			if r.fit.filterOn(ctx, cyc, &rep, c.infos[k]).IsSuccess() {
+				infos, names = append(infos, c.infos[k]), append(names, name)
+			}
+		}
+		return &rep, infos, names, nil
+	}
+	// The pods before a pod in the order take one node each: when more
+	// nodes than that take it with all of them gone, some node is left for
+	// it wherever they go. Only tight room needs the scheduler's choices
+	// played out. (A constraint on other pods could let one pod shut
+	// several nodes: such pods are always played out.)
+	loose := true
+	for t, i := range order {
+		if interPod(r.pods[movable[i]]) {
+			loose = false
+			break
+		}
+		_, infos, _, err := feasible(i, t+1)
+		if err != nil {
+			return -1, "", errors.Join(err, restore())
+		}
+		if len(infos) <= t {
+			loose = false
+			break
+		}
+	}
+	if loose {
+		return -1, "", restore()
+	}
+	for _, i := range order {
+		res := r.fit.resOf[movable[i]]
+		rep, infos, names, err := feasible(i, -1)
+		if err != nil {
+			return -1, "", errors.Join(err, restore())
+		}
+		if len(infos) == 0 {
+			return i, fmt.Sprintf("fits on no on-demand node once the scheduler has placed the pods of the waves before it (wave %d) where its scores put them", waves[i]), restore()
+		}
+		name := names[ScorePick(rep, infos)]
+		_, why, bound := r.commit(rep, name, res)
+		if bound == nil {
+			return -1, "", errors.Join(errors.New(why), restore())
+		}
+		undo = append(undo, func() error { return r.fit.remove(bound, name) })
+	}
+	return -1, "", restore()
 }
 
 // mayFit reports whether some spot node passes the static plugins for a
