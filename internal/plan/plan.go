@@ -832,10 +832,7 @@ func (r *run) planNode(ctx context.Context, np *NodePlan, idx []int32) (needsWav
 			return false, errors.Join(err, rollback())
 		}
 		if i >= 0 {
-			r.budgets.give(d.taken)
-			pod := r.pods[movable[i]]
-			np.Reason = fmt.Sprintf("pod %s/%s: %s", pod.Namespace, pod.Name, why)
-			plans[i].Reason = why
+			fail(i, why)
 			np.Displaced, np.Waves = nil, 0
 			unplan(len(plans))
 			return false, rollback()

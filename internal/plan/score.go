@@ -1,6 +1,8 @@
 package plan
 
 import (
+	"math"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -68,7 +70,7 @@ func ScorePick(pod *corev1.Pod, feasible []fwk.NodeInfo) int {
 		cpuFrac := (float64(used.GetMilliCPU()) + cpu) / max(float64(alloc.GetMilliCPU()), 1)
 		memFrac := (float64(used.GetMemory()) + mem) / max(float64(alloc.GetMemory()), 1)
 		least := 100 * ((1 - cpuFrac) + (1 - memFrac)) / 2
-		balanced := 100 * (1 - abs(cpuFrac-memFrac))
+		balanced := 100 * (1 - math.Abs(cpuFrac-memFrac))
 		spread := (reverse(siblings[i], maxS) + reverse(zoneCount[ni.Node().Labels[corev1.LabelTopologyZone]], maxZ)) / 2
 		s := 3*reverse(taints[i], maxT) + 2*spread + least + balanced
 		if s > bestScore {
@@ -86,13 +88,6 @@ func controlledBy(pod *corev1.Pod, uid types.UID) bool {
 		}
 	}
 	return false
-}
-
-func abs(x float64) float64 {
-	if x < 0 {
-		return -x
-	}
-	return x
 }
 
 func tolerates(pod *corev1.Pod, t *corev1.Taint) bool {
