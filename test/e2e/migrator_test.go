@@ -39,10 +39,7 @@ type migratorLab struct {
 
 func startMigratorLab(t *testing.T, spotCapacity string, grace int64) *migratorLab {
 	t.Helper()
-	env := testenv.StartLab(t)
-	ctx := testenv.Context(t, 5*time.Minute)
-	dir := t.TempDir()
-	groups := fmt.Sprintf(`interval: 500ms
+	l := startGroupsLab(t, fmt.Sprintf(`interval: 500ms
 nodeGroups:
 - id: od
   maxSize: 3
@@ -57,42 +54,9 @@ nodeGroups:
   instanceType: m5.xlarge
   pricePerHour: 0.07
   provisioningDelay: 2s
-%s`, spotCapacity)
-	if err := os.WriteFile(filepath.Join(dir, "groups.yaml"), []byte(groups), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// The on-demand nodes first, through the provider itself, so that they
-	// are its instances: a short-lived provider brings the od group to 3.
-	kc, err := kwok.LoadConfig(filepath.Join(dir, "groups.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := kwok.New(env.Client, clock.RealClock{}, *kc)
-	if err == nil {
-		pctx, stop := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { _ = p.Start(pctx); close(done) }()
-		testenv.Eventually(t, time.Minute, "three on-demand nodes Ready", func(ctx context.Context) (bool, string, error) {
-			nodes, err := env.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: kwok.NodeGroupLabel + "=od"})
-			if err != nil {
-				return false, "", err
-			}
-			ready := 0
-			for _, n := range nodes.Items {
-				for _, c := range n.Status.Conditions {
-					if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-						ready++
-					}
-				}
-			}
-			return ready == 3, fmt.Sprintf("%d ready", ready), nil
-		})
-		stop()
-		<-done
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+%s`, spotCapacity), 3)
+	env := l.env
+	ctx := testenv.Context(t, 5*time.Minute)
 	for _, w := range []string{"web", "api"} {
 		d := tu.Deployment(w, 3, tu.CPU("1500m"), tu.GracePeriod(grace), tu.AntiAffinity(w, "kubernetes.io/hostname"))
 		if _, err := env.Client.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
@@ -105,6 +69,49 @@ nodeGroups:
 	env.WaitForPodsRunning("default", "app=web", 3, time.Minute)
 	env.WaitForPodsRunning("default", "app=api", 3, time.Minute)
 	waitPDBsComputed(ctx, t, env)
+	return l
+}
+
+// startGroupsLab starts a lab whose nodes come from the kwok provider
+// configured by groups (a kwok.Config), with the od group's odNodes nodes
+// Ready: brought up through the provider itself, so that they are its
+// instances, by a short-lived provider.
+func startGroupsLab(t *testing.T, groups string, odNodes int) *migratorLab {
+	t.Helper()
+	env := testenv.StartLab(t)
+	ctx := testenv.Context(t, 5*time.Minute)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "groups.yaml"), []byte(groups), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kc, err := kwok.LoadConfig(filepath.Join(dir, "groups.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := kwok.New(env.Client, clock.RealClock{}, *kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { _ = p.Start(pctx); close(done) }()
+	testenv.Eventually(t, time.Minute, fmt.Sprintf("%d on-demand nodes Ready", odNodes), func(ctx context.Context) (bool, string, error) {
+		nodes, err := env.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: kwok.NodeGroupLabel + "=od"})
+		if err != nil {
+			return false, "", err
+		}
+		ready := 0
+		for _, n := range nodes.Items {
+			for _, c := range n.Status.Conditions {
+				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+					ready++
+				}
+			}
+		}
+		return ready == odNodes, fmt.Sprintf("%d ready", ready), nil
+	})
+	stop()
+	<-done
 	return &migratorLab{env: env, dir: dir}
 }
 

@@ -42,7 +42,7 @@ func TestSpotBackoffOnTheClock(t *testing.T) {
 	g.SetCapacityUnavailable(true)
 	done := make(chan bool)
 	go func() {
-		delivered, _ := c.addCapacity(ctx, node, g, 1)
+		delivered, _ := c.addCapacity(ctx, node, g, 1, false)
 		done <- delivered
 	}()
 	for waited := time.Duration(0); waited < 10*time.Minute; waited += time.Second {
@@ -77,7 +77,7 @@ func TestSpotBackoffOnTheClock(t *testing.T) {
 			t.Fatalf("after %d shortages the group is still backed off once its rest of %s ended", shortages, rest)
 		}
 		g.SetNextError(fake.IncreaseSize, errors.New("no spot capacity"))
-		if delivered, short := c.addCapacity(ctx, node, g, 1); delivered || !short {
+		if delivered, short := c.addCapacity(ctx, node, g, 1, false); delivered || !short {
 			t.Fatalf("addCapacity: delivered %v, short %v; want short, as IncreaseSize failed", delivered, short)
 		}
 	}

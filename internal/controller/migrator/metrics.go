@@ -34,8 +34,14 @@ var (
 	})
 	evictionsHeld = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "spotter", Subsystem: "migrator", Name: "evictions_held_total",
-		Help: "Eviction attempts from replaced nodes held back, each asked again after a backoff, because another pod under the same PodDisruptionBudget is on a node under a termination notice.",
+		Help: "Eviction attempts from replaced nodes held back, each asked again after a backoff: another pod under the same PodDisruptionBudget is on a node under a termination notice, " +
+			"or the pod no longer fitted on spot and a node was added for it (top_ups_total).",
 	})
+	topUps = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "spotter", Subsystem: "migrator", Name: "top_ups_total",
+		Help: "Spot nodes added during a drain, by node group: a pod of a later wave no longer fitted on the spot capacity (other pods had taken the room asked for), " +
+			"and the drain, which had evicted pods already, went on instead of being rolled back.",
+	}, []string{"node_group"})
 	drains = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "spotter", Subsystem: "migrator", Name: "drains_total",
 		Help: "Drains of on-demand nodes being replaced by spot capacity, by outcome: started, succeeded, failed, rolled_back.",
@@ -69,7 +75,7 @@ func refusedKind(err error) string {
 }
 
 func init() {
-	metrics.Registry.MustRegister(runs, nodesMigrated, spotUnavailable, refusedGroups, evictionRetries, evictionsHeld, drains, podsEvicted)
+	metrics.Registry.MustRegister(runs, nodesMigrated, spotUnavailable, refusedGroups, evictionRetries, evictionsHeld, topUps, drains, podsEvicted)
 	// Every outcome's series from the start: increase() does not count a
 	// series' first sample, and SpotterMigrationsFailing would miss the
 	// first failure after a restart.

@@ -24,6 +24,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -73,6 +74,7 @@ const (
 const (
 	ReasonSelected        = "SpotterSelectedForDeletion"
 	ReasonSpotRequested   = "SpotterSpotRequested"
+	ReasonSpotTopUp       = "SpotterSpotTopUp"
 	ReasonSpotUnavailable = "SpotterSpotUnavailable"
 	ReasonMigrated        = "SpotterMigrated"
 	ReasonMigrationFailed = "SpotterMigrationFailed"
@@ -628,7 +630,7 @@ func (c *Controller) migrate(ctx context.Context, snap *snapshot.Snapshot, node 
 			return false, true
 		}
 		if need > 0 {
-			if delivered, wasShort := c.addCapacity(ctx, node, g, need); !delivered {
+			if delivered, wasShort := c.addCapacity(ctx, node, g, need, false); !delivered {
 				// Nothing was drained.
 				c.budget.Release(node.Name)
 				if !wasShort || ctx.Err() != nil {
@@ -643,7 +645,8 @@ func (c *Controller) migrate(ctx context.Context, snap *snapshot.Snapshot, node 
 			}
 		}
 		defer c.budget.Release(node.Name)
-		ok := c.replaceOrReport(ctx, node, fmt.Sprintf("replaced by spot capacity of group %s", g.ID()), c.resident.Recheck(np), np)
+		recheck := c.topUp(node, g, max(need, 1), np, c.resident.Recheck(np))
+		ok := c.replaceOrReport(ctx, node, fmt.Sprintf("replaced by spot capacity of group %s", g.ID()), recheck, np)
 		if ok {
 			for _, dest := range np.OnDemandDestinations() {
 				c.budget.Received(dest, c.clock.Now())
@@ -744,11 +747,81 @@ func (c *Controller) planOnGroup(ctx context.Context, snap *snapshot.Snapshot, n
 	return np, len(used), nil
 }
 
+// topUp wraps the re-check of a drain onto g's nodes. Once the drain has let
+// a pod go, a pod bound for spot that no longer fits there (other pods, new
+// or scaled up, took the room the migrator asked for while the drain waited
+// between its waves) is not the end of the drain: g is asked for one more
+// node, at most limit in all, and the pod's eviction is held until the next
+// attempt (drain.ErrNotNow), which re-checks it with the new node. Rolling
+// back instead would leave the pods already evicted evicted for nothing. A
+// pod bound for an on-demand node, a drain that has let no pod go yet (its
+// rollback costs nothing), and a group that cannot deliver end the drain as
+// the re-check says.
+func (c *Controller) topUp(node *corev1.Node, g cloud.NodeGroup, limit int, np *plan.NodePlan, recheck func(context.Context, *corev1.Pod) error) func(context.Context, *corev1.Pod) error {
+	onDemand := np.OnDemandPods()
+	// A wave's evictions run in parallel; the state is shared, and no lock
+	// is held while the node comes (the simulator runs the goroutines one
+	// at a time: one blocked on a lock would stop it).
+	var mu sync.Mutex
+	started, adding := false, false
+	var added time.Time
+	waitForIt := func(pod *corev1.Pod) error {
+		return fmt.Errorf("%w: waiting for the node spot group %s adds for this drain; %s/%s is checked again then", drain.ErrNotNow, g.ID(), pod.Namespace, pod.Name)
+	}
+	return func(ctx context.Context, pod *corev1.Pod) error {
+		mu.Lock()
+		busy := adding
+		mu.Unlock()
+		if busy {
+			return waitForIt(pod)
+		}
+		err := recheck(ctx, pod)
+		mu.Lock()
+		if err == nil {
+			started = true
+			mu.Unlock()
+			return nil
+		}
+		if adding || (!added.IsZero() && c.clock.Since(added) < topUpSettle) {
+			// The node asked for, or the cluster view (the informer behind
+			// the re-check) not showing it yet.
+			mu.Unlock()
+			return waitForIt(pod)
+		}
+		if !started || limit == 0 || onDemand[pod.Namespace+"/"+pod.Name] || errors.Is(err, drain.ErrNotNow) {
+			mu.Unlock()
+			return err
+		}
+		limit--
+		adding = true
+		mu.Unlock()
+		klog.FromContext(ctx).Info("A pod of the drain no longer fits on spot; asking for one more node", "pod", klog.KObj(pod), "group", g.ID(), "why", err.Error())
+		delivered, _ := c.addCapacity(ctx, node, g, 1, true)
+		mu.Lock()
+		adding = false
+		if delivered {
+			added = c.clock.Now()
+		}
+		mu.Unlock()
+		if !delivered {
+			return fmt.Errorf("%w; spot node group %s could not add a node for it", err, g.ID())
+		}
+		topUps.WithLabelValues(g.ID()).Inc()
+		return fmt.Errorf("%w: spot node group %s added a node for %s/%s, which %w", drain.ErrNotNow, g.ID(), pod.Namespace, pod.Name, err)
+	}
+}
+
+// topUpSettle is how long after a node added mid-drain came a pod that
+// still does not fit is held rather than failed: the re-check reads the
+// cluster through an informer, which may not show the node yet.
+const topUpSettle = 10 * time.Second
+
 // addCapacity asks g for need more nodes and waits until they can take pods (takesPods):
 // delivered. When they do not come in time, it cancels what is unfulfilled
 // and backs g off: short. Neither when g's nodes could not be listed: g was
-// not asked.
-func (c *Controller) addCapacity(ctx context.Context, node *corev1.Node, g cloud.NodeGroup, need int) (delivered, short bool) {
+// not asked. midDrain is set for a node asked for while node's drain is under
+// way (topUp), and changes only what the log and the Events say.
+func (c *Controller) addCapacity(ctx context.Context, node *corev1.Node, g cloud.NodeGroup, need int, midDrain bool) (delivered, short bool) {
 	logger := klog.FromContext(ctx).WithValues("group", g.ID(), "newNodes", need)
 	before, err := g.Nodes(ctx)
 	if err != nil {
@@ -760,11 +833,15 @@ func (c *Controller) addCapacity(ctx context.Context, node *corev1.Node, g cloud
 		known[inst.ID] = true
 	}
 	if err := g.IncreaseSize(ctx, need); err != nil {
-		c.spotUnavailable(ctx, node, g, err)
+		c.spotUnavailable(ctx, node, g, err, midDrain)
 		return false, true
 	}
 	logger.Info("Asked for spot capacity")
-	c.event(nodeRef(node), corev1.EventTypeNormal, ReasonSpotRequested, "asked spot node group %s for %d node(s) to replace this node", g.ID(), need)
+	if midDrain {
+		c.event(nodeRef(node), corev1.EventTypeNormal, ReasonSpotTopUp, "asked spot node group %s for %d more node(s) during this node's drain: a pod of a later wave no longer fits on the spot capacity there is", g.ID(), need)
+	} else {
+		c.event(nodeRef(node), corev1.EventTypeNormal, ReasonSpotRequested, "asked spot node group %s for %d node(s) to replace this node", g.ID(), need)
+	}
 	deadline := c.clock.Now().Add(c.opts.NodeReadyTimeout)
 	for {
 		ready, late := c.newReady(ctx, g, known)
@@ -788,7 +865,7 @@ func (c *Controller) addCapacity(ctx context.Context, node *corev1.Node, g cloud
 				}
 				cancel()
 			}
-			c.spotUnavailable(ctx, node, g, cause)
+			c.spotUnavailable(ctx, node, g, cause, midDrain)
 			return false, true
 		}
 		_ = coop.Sleep(ctx, c.clock, c.opts.PollInterval)
@@ -859,17 +936,22 @@ func takesPods(n *corev1.Node) bool {
 }
 
 // spotUnavailable backs g off, longer while the shortage lasts, has the loop
-// run again when the pause ends, and says so.
-func (c *Controller) spotUnavailable(ctx context.Context, node *corev1.Node, g cloud.NodeGroup, cause error) {
+// run again when the pause ends, and says so. midDrain: the request was
+// made during node's drain (topUp), which is then rolled back.
+func (c *Controller) spotUnavailable(ctx context.Context, node *corev1.Node, g cloud.NodeGroup, cause error, midDrain bool) {
 	f := c.backoff[g.ID()]
 	now := c.clock.Now()
 	f.FailStreak(now, c.opts.SpotUnavailableBackoff, c.opts.MaxSpotUnavailable)
 	c.backoff[g.ID()] = f
 	spotUnavailable.WithLabelValues(g.ID()).Inc()
-	klog.FromContext(ctx).Info("Spot capacity unavailable; request cancelled, nothing drained", "group", g.ID(), "backoff", f.Until.Sub(now), "shortages", f.Failures, "cause", cause.Error())
+	outcome := "nothing drained"
+	if midDrain {
+		outcome = "the drain is rolled back"
+	}
+	klog.FromContext(ctx).Info("Spot capacity unavailable; request cancelled, "+outcome, "group", g.ID(), "backoff", f.Until.Sub(now), "shortages", f.Failures, "cause", cause.Error())
 	c.event(nodeRef(node), corev1.EventTypeWarning, ReasonSpotUnavailable,
-		"spot node group %s could not deliver capacity (%v); request cancelled, nothing drained; the group is skipped until %s",
-		g.ID(), cause, f.Until.UTC().Format(time.RFC3339))
+		"spot node group %s could not deliver capacity (%v); request cancelled, %s; the group is skipped until %s",
+		g.ID(), cause, outcome, f.Until.UTC().Format(time.RFC3339))
 }
 
 // acquire takes a slot of the shared disruption budget for node, within an
