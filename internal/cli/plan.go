@@ -247,6 +247,9 @@ func printPlanTable(out io.Writer, p *plan.Plan) error {
 		if n.Consolidated {
 			reason = consolidationReason(&n)
 		}
+		if n.ConsolidationReason != "" {
+			reason += "; not consolidated: " + n.ConsolidationReason
+		}
 		if n.Warning != "" {
 			reason = "WARNING: " + n.Warning
 		}

@@ -94,3 +94,56 @@ func TestPlanWarnsOfSpreadWithoutMinDomains(t *testing.T) {
 		t.Errorf("json: exit %d, %v\n%s\n%s", code, err, out, errOut)
 	}
 }
+
+// spotter plan says why an on-demand node was not consolidated, in the
+// table's REASON and as consolidationReason in the JSON: here the node's price
+// over its evictions is under the threshold of the configuration.
+func TestPlanSaysWhyNotConsolidated(t *testing.T) {
+	node := func(name, capacity string) string {
+		return "- {apiVersion: v1, kind: Node, metadata: {name: " + name + ", labels: {karpenter.sh/capacity-type: " + capacity +
+			", node.kubernetes.io/instance-type: m5.xlarge}}, status: {allocatable: {cpu: \"4\", memory: 16Gi, pods: \"110\"}}}\n"
+	}
+	pod := func(name, nodeName, extra string) string {
+		return "- {apiVersion: v1, kind: Pod, metadata: {name: " + name + ", namespace: ns, annotations: {cluster-autoscaler.kubernetes.io/safe-to-evict: \"true\"}}, spec: {nodeName: " + nodeName + extra +
+			", containers: [{name: c, resources: {requests: {cpu: 500m}}}]}, status: {phase: Running}}\n"
+	}
+	pinned := ", nodeSelector: {karpenter.sh/capacity-type: on-demand}"
+	dir := t.TempDir()
+	snap, config := filepath.Join(dir, "snap.yaml"), filepath.Join(dir, "spotter.yaml")
+	body := "items:\n" + node("od-1", "on-demand") + node("od-2", "on-demand") + node("spot-1", "spot") +
+		pod("db-1", "od-1", pinned) + pod("web-1", "od-1", "") + pod("db-2", "od-2", pinned) + pod("web-2", "od-2", "")
+	if err := os.WriteFile(snap, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(config, []byte(`apiVersion: spotter.dev/v1alpha1
+kind: SpotterConfiguration
+pricing:
+  instanceTypes:
+    m5.xlarge: {onDemand: 0.192, spot: 0.07}
+planner:
+  consolidation:
+    minHourlySavingPerEviction: 0.1
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := "0.192 per hour over 2 evictions is less than planner.consolidation.minHourlySavingPerEviction (0.1) each"
+	code, out, errOut := run(t, "plan", "--snapshot", snap, "--config", config)
+	if code != 0 || !strings.Contains(out, "; not consolidated: "+want) {
+		t.Errorf("table: exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, errOut = run(t, "plan", "--snapshot", snap, "--config", config, "-o", "json")
+	var p struct {
+		Nodes []struct {
+			Name                string `json:"name"`
+			ConsolidationReason string `json:"consolidationReason"`
+		} `json:"nodes"`
+	}
+	if err := json.Unmarshal([]byte(out), &p); code != 0 || err != nil {
+		t.Fatalf("json: exit %d, %v\n%s\n%s", code, err, out, errOut)
+	}
+	for _, n := range p.Nodes {
+		if wantNode := map[bool]string{true: want, false: ""}[strings.HasPrefix(n.Name, "od-")]; n.ConsolidationReason != wantNode {
+			t.Errorf("%s: consolidationReason %q, want %q", n.Name, n.ConsolidationReason, wantNode)
+		}
+	}
+}

@@ -37,8 +37,9 @@ type Consolidation struct {
 type consolidation struct {
 	// pinned memoizes pinned by pod index: 0 not asked yet, 1 no, 2 yes.
 	pinned []int8
-	// receivers are the on-demand nodes that got pods: they stay.
-	receivers map[string]bool
+	// receivers are the on-demand nodes that got pods (each with the first
+	// node that sent it some): they stay.
+	receivers map[string]string
 	// emptied are the nodes the plan empties: they receive nothing.
 	emptied map[string]bool
 	// onDemand are the on-demand nodes, by name, infos their NodeInfos in
@@ -67,9 +68,10 @@ type consolidation struct {
 // nodes that stay as further destinations (see Consolidation). A node that
 // received pods is never emptied, and an emptied node receives none. A node
 // that cannot be consolidated keeps the verdict and reason of the spot-only
-// passes.
+// passes, and gets a ConsolidationReason when consolidation had more to say.
+// Consolidation needs another on-demand node and a spot node.
 func (r *run) consolidate(ctx context.Context, candidates []*NodePlan, podsOf map[*NodePlan][]int32) error {
-	c := &consolidation{receivers: map[string]bool{}, emptied: map[string]bool{}, pinned: make([]int8, len(r.pods)),
+	c := &consolidation{receivers: map[string]string{}, emptied: map[string]bool{}, pinned: make([]int8, len(r.pods)),
 		podsOn: make(map[string][]int32, len(candidates)), displaced: map[int32]bool{}}
 	var leftover []*NodePlan
 	for _, np := range candidates {
@@ -81,7 +83,13 @@ func (r *run) consolidate(ctx context.Context, candidates []*NodePlan, podsOf ma
 			leftover = append(leftover, np)
 		}
 	}
-	if len(leftover) == 0 || len(c.onDemand) < 2 || len(r.spot) == 0 {
+	if len(leftover) == 0 || len(r.spot) == 0 {
+		return nil
+	}
+	if len(c.onDemand) < 2 {
+		for _, np := range leftover {
+			np.ConsolidationReason = "no other on-demand node to send pods to"
+		}
 		return nil
 	}
 	slices.Sort(c.onDemand)
@@ -92,10 +100,13 @@ func (r *run) consolidate(ctx context.Context, candidates []*NodePlan, podsOf ma
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if c.receivers[np.Name] {
+		if from := c.receivers[np.Name]; from != "" {
+			np.ConsolidationReason = fmt.Sprintf("receives pods from the consolidation of %s", from)
 			continue
 		}
-		if c.mayDisplace = r.worthConsolidating(ctx, np, podsOf[np]); c.mayDisplace < 0 {
+		var why string
+		if c.mayDisplace, why = r.worthConsolidating(ctx, np, podsOf[np]); c.mayDisplace < 0 {
+			np.ConsolidationReason = why
 			continue
 		}
 		before := *np
@@ -104,7 +115,9 @@ func (r *run) consolidate(ctx context.Context, candidates []*NodePlan, podsOf ma
 			return err
 		}
 		if !np.Drainable {
+			why := np.Reason
 			*np = before
+			np.ConsolidationReason = why
 			continue
 		}
 		// The node is emptied either way; when everything fitted on spot
@@ -112,7 +125,9 @@ func (r *run) consolidate(ctx context.Context, candidates []*NodePlan, podsOf ma
 		c.emptied[np.Name] = true
 		for i := range np.Pods {
 			if np.Pods[i].OnDemand {
-				c.receivers[np.Pods[i].Destination] = true
+				if dest := np.Pods[i].Destination; c.receivers[dest] == "" {
+					c.receivers[dest] = np.Name
+				}
 				np.Consolidated = true
 			}
 		}
@@ -122,11 +137,12 @@ func (r *run) consolidate(ctx context.Context, candidates []*NodePlan, podsOf ma
 
 // worthConsolidating reports whether a node's price justifies the evictions
 // that empty it, that none of its pods blocks it, and that one of them may be
-// bound to on-demand capacity (mayBeBound; else the spot-only passes said it
-// all): it
-// returns how many pods of other nodes its plan may displace on top of its
-// own evictions (makeRoom), or -1 when the node is not worth consolidating.
-func (r *run) worthConsolidating(ctx context.Context, np *NodePlan, idx []int32) int {
+// bound to on-demand capacity (mayBeBound): it returns how many pods of other
+// nodes its plan may displace on top of its own evictions (makeRoom), or -1
+// when the node is not worth consolidating, with why when the spot-only
+// passes did not say it all (a blocking pod, a spent budget, nothing bound to
+// on-demand capacity: they did).
+func (r *run) worthConsolidating(ctx context.Context, np *NodePlan, idx []int32) (int, string) {
 	moves := 0
 	for _, j := range idx {
 		switch r.facts[j].verdict.Action {
@@ -136,27 +152,33 @@ func (r *run) worthConsolidating(ctx context.Context, np *NodePlan, idx []int32)
 			// any pod is placed (budgets.take), consolidation or not.
 			for _, bud := range r.facts[j].covers {
 				if bud.allowed-bud.used <= 0 {
-					return -1
+					return -1, ""
 				}
 			}
 		case Block:
-			return -1
+			return -1, ""
 		}
 	}
 	least := r.opts.Consolidation.MinHourlySavingPerEviction
-	if moves == 0 || np.HourlyPrice <= 0 || np.HourlyPrice/float64(moves) < least {
-		return -1
+	switch {
+	case moves == 0:
+		return -1, ""
+	case np.HourlyPrice <= 0:
+		return -1, "the node's on-demand price is unknown (pricing.instanceTypes, or the cloud provider's prices)"
+	case np.HourlyPrice/float64(moves) < least:
+		return -1, fmt.Sprintf("%g per hour over %d evictions is less than planner.consolidation.minHourlySavingPerEviction (%g) each",
+			np.HourlyPrice, moves, least)
 	}
 	for _, j := range idx {
 		if r.facts[j].verdict.Action == Move && r.mayBeBound(ctx, j) {
 			if least <= 0 {
-				return len(r.pods)
+				return len(r.pods), ""
 			}
 			// The float division may land a hair under a whole number.
-			return int(math.Floor(np.HourlyPrice/least+1e-9)) - moves
+			return int(math.Floor(np.HourlyPrice/least+1e-9)) - moves, ""
 		}
 	}
-	return -1
+	return -1, ""
 }
 
 // pinned reports whether no spot node would ever take pod: the static

@@ -3,6 +3,7 @@ package plan
 import (
 	"context"
 	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -54,8 +55,8 @@ func TestConsolidationPacksPinnedPods(t *testing.T) {
 	if !od1.Drainable || !od1.Consolidated || od1.Reason != "" {
 		t.Fatalf("od-1: %+v", od1)
 	}
-	if od2.Drainable || od2.Reason != node(without, "od-2").Reason {
-		t.Errorf("od-2 received a pod and stays, with its reason as without consolidation: %+v", od2)
+	if od2.Drainable || od2.Reason != node(without, "od-2").Reason || od2.ConsolidationReason != "receives pods from the consolidation of od-1" {
+		t.Errorf("od-2 received a pod and stays, with its reason as without consolidation and the consolidation's: %+v", od2)
 	}
 	want := map[string]struct {
 		dest     string
@@ -78,7 +79,9 @@ func TestConsolidationPacksPinnedPods(t *testing.T) {
 
 // What stops a consolidation: a price too low for its evictions, an unknown
 // price, a pod that blocks the node, no room on the on-demand nodes that stay;
-// and the node that received pods is never emptied in the same plan.
+// and the node that received pods is never emptied in the same plan. Each
+// node says why in ConsolidationReason, unless its spot-only reason said it
+// (a blocking pod).
 func TestConsolidationRefusals(t *testing.T) {
 	base := func() *snapshot.Snapshot {
 		return &snapshot.Snapshot{
@@ -93,25 +96,28 @@ func TestConsolidationRefusals(t *testing.T) {
 	cases := map[string]struct {
 		change func(*snapshot.Snapshot)
 		c      Consolidation
+		// why is what each on-demand node's ConsolidationReason says.
+		why string
 	}{
 		// 0.192/h for two evictions is 0.096 per eviction.
-		"saving per eviction below the threshold": {func(*snapshot.Snapshot) {}, Consolidation{Enabled: true, MinHourlySavingPerEviction: 0.1}},
+		"saving per eviction below the threshold": {func(*snapshot.Snapshot) {}, Consolidation{Enabled: true, MinHourlySavingPerEviction: 0.1},
+			"0.192 per hour over 2 evictions is less than planner.consolidation.minHourlySavingPerEviction (0.1) each"},
 		"price unknown": {func(s *snapshot.Snapshot) {
 			for _, n := range s.Nodes {
 				delete(n.Labels, InstanceTypeLabel)
 			}
-		}, on},
+		}, on, "the node's on-demand price is unknown (pricing.instanceTypes, or the cloud provider's prices)"},
 		"a pod blocks the node": {func(s *snapshot.Snapshot) {
 			s.Pods[1].Annotations[DoNotMoveKey] = "true"
 			s.Pods[3].Annotations[DoNotMoveKey] = "true"
-		}, on},
+		}, on, ""},
 		"no room on the other on-demand node": {func(s *snapshot.Snapshot) {
 			s.Pods = append(s.Pods, pinned("big-2", "od-2", "2"), pinned("big-1", "od-1", "2800m"))
-		}, on},
+		}, on, "0/1 other on-demand nodes fit: 1 NodeResourcesFit: Insufficient cpu; moving pods that may run on spot off the other on-demand nodes makes no room"},
 		"the only on-demand node": {func(s *snapshot.Snapshot) {
 			s.Nodes = []*corev1.Node{s.Nodes[0], s.Nodes[2]}
 			s.Pods = s.Pods[:2]
-		}, on},
+		}, on, "no other on-demand node to send pods to"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -126,6 +132,12 @@ func TestConsolidationRefusals(t *testing.T) {
 					if pp.OnDemand || pp.Destination != "" {
 						t.Errorf("%s/%s: %+v", n.Name, pp.Name, pp)
 					}
+				}
+				if n.Class != "on-demand" {
+					continue
+				}
+				if !strings.Contains(n.ConsolidationReason, tc.why) || (tc.why == "") != (n.ConsolidationReason == "") {
+					t.Errorf("%s: not consolidated because %q, want %q (reason %q)", n.Name, n.ConsolidationReason, tc.why, n.Reason)
 				}
 			}
 		})

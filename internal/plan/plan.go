@@ -115,6 +115,13 @@ type NodePlan struct {
 	// Reason says why a candidate is not drainable, or why a node is no
 	// candidate at all.
 	Reason string `json:"reason"`
+	// ConsolidationReason says, of a candidate drainable neither onto spot
+	// nor by a consolidation, why consolidation did not empty it, when
+	// Reason does not say it all: its attempt's own reason (a pinned pod no
+	// on-demand node that stays takes, say), a saving per eviction below the
+	// threshold, an unknown price, or that the node receives another
+	// consolidation's pods.
+	ConsolidationReason string `json:"consolidationReason,omitempty"`
 	// PodCount is the number of pods bound to the node (any class).
 	PodCount int `json:"podCount"`
 	// Pods lists the pods of candidate nodes with their destination or reason.

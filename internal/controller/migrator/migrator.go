@@ -1125,6 +1125,9 @@ func (c *Controller) notMigratable(ctx context.Context, node *corev1.Node, np *p
 	case np != nil && np.Reason != "":
 		reason = np.Reason
 	}
+	if np != nil && np.ConsolidationReason != "" {
+		reason += "; not consolidated: " + np.ConsolidationReason
+	}
 	klog.FromContext(ctx).V(1).Info("Not migratable", "reason", reason)
 }
 
