@@ -16,18 +16,24 @@ import (
 	tu "spotter.dev/spotter/internal/testutil"
 )
 
+// spotController is a migrator over one fake spot group (0 to 10 nodes), on a
+// fake clock, with a fake clientset: pure logic.
+func spotController(opts Options) (*Controller, *fake.NodeGroup, *testingclock.FakeClock) {
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	p := fake.New("fake")
+	g := fake.NewNodeGroup("spot", true, 0, 10)
+	p.AddNodeGroup(g)
+	c := New(nil, k8sfake.NewClientset(), p, plan.New(plan.Options{}), nil, disruption.NewWithWindows(1), clk, nil, opts)
+	return c, g, clk
+}
+
 // Spot capacity that does not come within nodeReadyTimeout, on the injected
 // clock, is cancelled and its group backed off: for spotUnavailableBackoff,
 // twice as long after each further shortage, never more than
 // maxSpotUnavailableBackoff, also after many shortages.
 func TestSpotBackoffOnTheClock(t *testing.T) {
-	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	p := fake.New("fake")
-	g := fake.NewNodeGroup("spot", true, 0, 10)
-	p.AddNodeGroup(g)
 	const week = 7 * 24 * time.Hour
-	c := New(nil, k8sfake.NewClientset(), p, plan.New(plan.Options{}), nil, disruption.NewWithWindows(1), clk, nil,
-		Options{NodeReadyTimeout: 10 * time.Minute, SpotUnavailableBackoff: time.Second, MaxSpotUnavailable: week})
+	c, g, clk := spotController(Options{NodeReadyTimeout: 10 * time.Minute, SpotUnavailableBackoff: time.Second, MaxSpotUnavailable: week})
 	ctx := context.Background()
 	node := tu.Node("od-1", tu.OnDemand())
 	usable := func() bool {

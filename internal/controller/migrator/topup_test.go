@@ -8,11 +8,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	k8sfake "k8s.io/client-go/kubernetes/fake"
-	testingclock "k8s.io/utils/clock/testing"
 
 	"spotter.dev/spotter/internal/cloud/fake"
-	"spotter.dev/spotter/internal/disruption"
 	"spotter.dev/spotter/internal/drain"
 	"spotter.dev/spotter/internal/plan"
 	tu "spotter.dev/spotter/internal/testutil"
@@ -25,12 +22,7 @@ import (
 // that does not come ends it too, with the group's failure added. (The lab's
 // TestMigratorTopsUpADrain has a node come, and the drain finish.)
 func TestTopUpDecisions(t *testing.T) {
-	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	p := fake.New("fake")
-	g := fake.NewNodeGroup("spot", true, 0, 10)
-	p.AddNodeGroup(g)
-	c := New(nil, k8sfake.NewClientset(), p, plan.New(plan.Options{}), nil, disruption.NewWithWindows(1), clk, nil,
-		Options{NodeReadyTimeout: time.Minute, SpotUnavailableBackoff: time.Second, MaxSpotUnavailable: time.Hour})
+	c, g, _ := spotController(Options{NodeReadyTimeout: time.Minute, SpotUnavailableBackoff: time.Second, MaxSpotUnavailable: time.Hour})
 	ctx := context.Background()
 	node := tu.Node("od-1", tu.OnDemand())
 	np := &plan.NodePlan{Pods: []plan.PodPlan{
