@@ -119,7 +119,7 @@ var Reasons = []Reason{
 		"a control-plane node looks like spot, or a KubeadmControlPlane's machine template asks for spot capacity; Spotter never uses either as spot"},
 	{migrator.ReasonSelected, "Node", "Normal", "migrator", "the node was selected for replacement"},
 	{migrator.ReasonSpotRequested, "Node", "Normal", "migrator", "spot capacity was asked of a node group"},
-	{migrator.ReasonSpotTopUp, "Node", "Normal", "migrator", "during the node's drain, a pod of a later wave no longer fitted on spot (other pods took the room asked for): one more node was asked of the group, and the drain goes on"},
+	{migrator.ReasonSpotTopUp, "Node", "Normal", "migrator", "during the node's drain, a pod still to be evicted no longer fitted on spot (other pods took the room asked for): one more node was asked of the group, and the drain goes on"},
 	{migrator.ReasonSpotUnavailable, "Node", "Warning", "migrator", "the spot group could not deliver; the request was cancelled, and nothing was drained (or, for a request made during a drain, the drain is rolled back)"},
 	{migrator.ReasonMigrated, "Node", "Normal", "migrator", "the node was replaced by spot capacity"},
 	{migrator.ReasonMigrationFailed, "Node", "Warning", "migrator", "a replacement failed, and why"},

@@ -39,7 +39,7 @@ var (
 	})
 	topUps = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "spotter", Subsystem: "migrator", Name: "top_ups_total",
-		Help: "Spot nodes added during a drain, by node group: a pod of a later wave no longer fitted on the spot capacity (other pods had taken the room asked for), " +
+		Help: "Spot nodes added during a drain, by node group: a pod still to be evicted no longer fitted on the spot capacity (other pods had taken the room asked for), " +
 			"and the drain, which had evicted pods already, went on instead of being rolled back.",
 	}, []string{"node_group"})
 	drains = prometheus.NewCounterVec(prometheus.CounterOpts{

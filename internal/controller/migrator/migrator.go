@@ -838,7 +838,7 @@ func (c *Controller) addCapacity(ctx context.Context, node *corev1.Node, g cloud
 	}
 	logger.Info("Asked for spot capacity")
 	if midDrain {
-		c.event(nodeRef(node), corev1.EventTypeNormal, ReasonSpotTopUp, "asked spot node group %s for %d more node(s) during this node's drain: a pod of a later wave no longer fits on the spot capacity there is", g.ID(), need)
+		c.event(nodeRef(node), corev1.EventTypeNormal, ReasonSpotTopUp, "asked spot node group %s for %d more node(s) during this node's drain: a pod still to be evicted no longer fits on the spot capacity there is", g.ID(), need)
 	} else {
 		c.event(nodeRef(node), corev1.EventTypeNormal, ReasonSpotRequested, "asked spot node group %s for %d node(s) to replace this node", g.ID(), need)
 	}
