@@ -141,7 +141,11 @@ func (r *run) consolidate(ctx context.Context, candidates []*NodePlan, podsOf ma
 // nodes its plan may displace on top of its own evictions (makeRoom), or -1
 // when the node is not worth consolidating, with why when the spot-only
 // passes did not say it all (a blocking pod, a spent budget, nothing bound to
-// on-demand capacity: they did).
+// on-demand capacity: they did). An unknown price or a saving per eviction
+// below the threshold is said before mayBeBound is asked, so also of a node
+// with nothing bound to on-demand capacity: asking it of every node of a
+// cluster without prices (the default configuration) would make each plan
+// about half as slow again (1,000-node file: 92 – 99 ms → 151 – 161 ms).
 func (r *run) worthConsolidating(ctx context.Context, np *NodePlan, idx []int32) (int, string) {
 	moves := 0
 	for _, j := range idx {
