@@ -25,7 +25,10 @@ import (
 // soon as a spot node comes, and falls back to on-demand after fallbackAfter;
 // the pods of a workload with no Ready pod, a pod that cannot run on spot, a
 // pod whose spread constraint the spot label would narrow, and the pods of a
-// namespace the policy does not select are never held.
+// namespace the policy does not select are never held. The pods carry what
+// the controller's cache leaves out (an environment, a command, a volume
+// mount): the controller's updates start from the pod as the apiserver has
+// it, which may not lose them.
 func TestChartSpotFirst(t *testing.T) {
 	env := testenv.StartLab(t)
 	ctx := testenv.Context(t, 8*time.Minute)
@@ -59,6 +62,16 @@ func TestChartSpotFirst(t *testing.T) {
 		t.Helper()
 		d := tu.Deployment(name, replicas, append([]tu.PodOption{tu.InNamespace(ns), tu.CPU("900m"), tu.GracePeriod(1)}, opts...)...)
 		d.Namespace = ns
+		// What the controller's cache leaves out of a pod (an environment,
+		// a command, a volume mount): its update must keep them.
+		for i := range d.Spec.Template.Spec.Containers {
+			c := &d.Spec.Template.Spec.Containers[i]
+			c.Env = []corev1.EnvVar{{Name: "MODE", Value: "serve"}}
+			c.Command = []string{"/app", "--serve"}
+			c.VolumeMounts = []corev1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}
+		}
+		d.Spec.Template.Spec.Volumes = append(d.Spec.Template.Spec.Volumes, corev1.Volume{Name: "scratch",
+			VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}})
 		out, err := env.Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)

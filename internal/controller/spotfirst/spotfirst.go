@@ -179,26 +179,41 @@ func (c *Controller) admit(ctx context.Context, pod *corev1.Pod, spot []*corev1.
 	logger := klog.FromContext(ctx).WithValues("pod", klog.KObj(pod))
 	owner, recreated := Recreated(pod)
 	key, value, toSpot := SpotLabel(pod, spot)
-	var out *corev1.Pod
 	decision := DecisionReleased
 	switch {
 	case !recreated || !toSpot || needed || SpreadNarrowed(pod):
 		// Never held: it would not come back if deleted, cannot run on
 		// spot, its workload needs it now, or the spot selector would
 		// change where its spread constraint counts.
-		out = Release(pod)
 	case c.fellBack[owner] > 0:
-		out = Release(pod)
 		decision = DecisionFallback
 	default:
-		out = Steer(pod, key, value, now.UTC().Format(time.RFC3339))
 		decision = DecisionSteered
 	}
 	if c.opts.DryRun {
 		logger.Info("Dry run: would admit the pod", "decision", decision, "spotLabel", key+"="+value)
 		return true
 	}
-	if _, err := c.kube.CoreV1().Pods(pod.Namespace).Update(ctx, out, metav1.UpdateOptions{FieldManager: "spotter-" + Component}); err != nil {
+	// The decision reads the cache; the update starts from the pod as the
+	// apiserver has it. The cache's copy lacks what the cache leaves out
+	// (snapshot.Transform: environment, probes, volume mounts, ...), and an
+	// update of a pod may change nothing of its spec but the gates and the
+	// node selector.
+	fresh, err := c.kube.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return true
+	case err != nil:
+		logger.Error(err, "Reading the pod before admitting it", "decision", decision)
+		return false
+	case fresh.UID != pod.UID || !Gated(fresh):
+		return true // gone and replaced, or admitted already
+	}
+	out := Release(fresh)
+	if decision == DecisionSteered {
+		out = Steer(fresh, key, value, now.UTC().Format(time.RFC3339))
+	}
+	if _, err = c.kube.CoreV1().Pods(pod.Namespace).Update(ctx, out, metav1.UpdateOptions{FieldManager: "spotter-" + Component}); err != nil {
 		if apierrors.IsNotFound(err) {
 			return true
 		}
