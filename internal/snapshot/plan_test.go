@@ -122,6 +122,7 @@ func TestTransformChangesNoPlan(t *testing.T) {
 			c.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}}
 			c.Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 5}}}
 		}
+		withKubelet(p)
 	}
 	before := read.DeepCopy()
 	trimmed := read.DeepCopy()
@@ -133,8 +134,12 @@ func TestTransformChangesNoPlan(t *testing.T) {
 		}
 	}
 	if c := trimmed.Pods[0].Spec.Containers[0]; c.Env != nil || c.Command != nil || c.ReadinessProbe != nil || c.Lifecycle != nil ||
-		trimmed.Pods[0].ManagedFields != nil || c.Resources.Requests == nil {
+		c.VolumeMounts != nil || trimmed.Pods[0].ManagedFields != nil || c.Resources.Requests == nil {
 		t.Fatalf("Transform left %+v", c)
+	}
+	if p := trimmed.Pods[0]; len(p.Spec.Volumes) != 1 || p.Status.PodIP != "" || p.Status.ContainerStatuses[0].Image != "" ||
+		p.Status.ContainerStatuses[0].AllocatedResources == nil {
+		t.Fatalf("Transform left volumes %+v, status %+v", p.Spec.Volumes, p.Status)
 	}
 	prices := v1alpha1.PricingConfig{Currency: "USD", InstanceTypes: map[string]v1alpha1.InstancePrice{"synthetic.8x32": {OnDemand: 0.4, Spot: 0.12}}}
 	for _, consolidation := range []bool{false, true} {
@@ -158,6 +163,28 @@ func TestTransformChangesNoPlan(t *testing.T) {
 	}
 	if !reflect.DeepEqual(read, before) {
 		t.Error("planning changed the snapshot it was given")
+	}
+}
+
+// withKubelet gives a pod what admission and the kubelet add to a real one:
+// the service account token volume and its mount, a local volume, the pod's
+// IP, and a status for each container (with the resources it runs with).
+func withKubelet(p *corev1.Pod) {
+	p.Spec.Volumes = append(p.Spec.Volumes,
+		corev1.Volume{Name: "kube-api-access-x7k2p", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}}}}}},
+		corev1.Volume{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}})
+	p.Status.PodIP, p.Status.PodIPs = "10.0.3.7", []corev1.PodIP{{IP: "10.0.3.7"}}
+	p.Status.HostIP, p.Status.HostIPs = "192.168.0.3", []corev1.HostIP{{IP: "192.168.0.3"}}
+	for i := range p.Spec.Containers {
+		c := &p.Spec.Containers[i]
+		c.VolumeMounts = []corev1.VolumeMount{{Name: "kube-api-access-x7k2p", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"}}
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{
+			Name: c.Name, Ready: true, Image: "example/app:1.0", ImageID: "example/app@sha256:0123", ContainerID: "containerd://4567",
+			State:              corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: p.CreationTimestamp}},
+			AllocatedResources: c.Resources.Requests.DeepCopy(),
+			Resources:          &corev1.ResourceRequirements{Requests: c.Resources.Requests.DeepCopy()},
+		})
 	}
 }
 

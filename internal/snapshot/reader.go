@@ -2,6 +2,8 @@ package snapshot
 
 import (
 	"context"
+	"fmt"
+	"reflect"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -9,6 +11,8 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -26,6 +30,12 @@ type Snapshotter interface {
 	Snapshot(ctx context.Context) (*Snapshot, error)
 }
 
+// Informers is the part of the manager's cache (cache.Cache) that hands out
+// its informers.
+type Informers interface {
+	GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error)
+}
+
 // FromReader builds a snapshot from a controller-runtime reader: the manager's
 // cache in the controller, so that after the initial sync a snapshot costs no
 // request to the apiserver.
@@ -33,11 +43,16 @@ type Snapshotter interface {
 // A reader that implements Revisioner gives the snapshot its Revision; one
 // that implements Snapshotter gives the whole snapshot.
 //
-// The snapshot holds the reader's own objects, not copies
-// (client.UnsafeDisableDeepCopy): a deep copy of every pod of a large
-// cluster on every cycle, and before every eviction, is garbage the size of
-// the cache. Whoever holds the snapshot
-// reads its objects and never changes them; the planner places copies.
+// The snapshot holds the reader's own objects, not copies: a deep copy of
+// every pod of a large cluster on every cycle, and before every eviction, is
+// garbage the size of the cache. From the manager's cache (Informers whose
+// informers are client-go's SharedIndexInformer) the objects are read
+// straight from the informers' stores. A List, even with
+// client.UnsafeDisableDeepCopy (the way for other readers), copies every
+// object's top-level struct into the list's items: for a pod about 1.2 KB,
+// 18 MB a cycle at 15,000 pods, kept alive as long as the snapshot is.
+// Whoever holds the snapshot reads its objects and never changes them; the
+// planner places copies.
 func FromReader(ctx context.Context, r client.Reader) (*Snapshot, error) {
 	if ss, ok := r.(Snapshotter); ok {
 		return ss.Snapshot(ctx)
@@ -68,7 +83,17 @@ func FromReader(ctx context.Context, r client.Reader) (*Snapshot, error) {
 		{"services", &svcs}, {"replicationcontrollers", &rcs}, {"replicasets", &rss}, {"statefulsets", &stss},
 		{"persistentvolumes", &pvs}, {"persistentvolumeclaims", &pvcs}, {"storageclasses", &scs}, {"csinodes", &csinds},
 	}
+	inf, _ := r.(Informers)
 	for _, l := range lists {
+		if inf != nil {
+			done, err := fromStore(ctx, inf, l.list, s)
+			if err != nil {
+				return nil, &ListError{Resource: l.resource, Err: err}
+			}
+			if done {
+				continue
+			}
+		}
 		if err := r.List(ctx, l.list, client.UnsafeDisableDeepCopy); err != nil {
 			return nil, &ListError{Resource: l.resource, Err: err}
 		}
@@ -78,4 +103,40 @@ func FromReader(ctx context.Context, r client.Reader) (*Snapshot, error) {
 		}
 	}
 	return s, nil
+}
+
+// fromStore adds to s the objects of list's kind from the store of inf's
+// informer for it, when that informer is a client-go SharedIndexInformer (the
+// manager's cache); done is false when it is not, and the caller lists.
+func fromStore(ctx context.Context, inf Informers, list client.ObjectList, s *Snapshot) (done bool, err error) {
+	obj, err := itemOf(list)
+	if err != nil {
+		return false, err
+	}
+	i, err := inf.GetInformer(ctx, obj)
+	if err != nil {
+		return false, err
+	}
+	shared, ok := i.(toolscache.SharedIndexInformer)
+	if !ok {
+		return false, nil
+	}
+	for _, o := range shared.GetIndexer().List() {
+		s.add(o)
+	}
+	return true, nil
+}
+
+// itemOf returns a new, empty item of list (a *corev1.Pod for a PodList).
+func itemOf(list client.ObjectList) (client.Object, error) {
+	items, err := meta.GetItemsPtr(list)
+	if err != nil {
+		return nil, err
+	}
+	t := reflect.TypeOf(items).Elem().Elem()
+	obj, ok := reflect.New(t).Interface().(client.Object)
+	if !ok {
+		return nil, fmt.Errorf("the items of %T are not objects", list)
+	}
+	return obj, nil
 }
