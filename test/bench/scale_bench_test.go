@@ -52,7 +52,8 @@ const scaleCycles = 3
 // planning every 30 s. Reported: the time to write the cluster, the time
 // from the controller's start to its first plan, the plan time over at least
 // three cycles after the initial sync (spotter_rescheduler_plan_duration_seconds),
-// its requests to the apiserver per minute by verb, its RSS and peak RSS;
+// its requests to the apiserver per minute by verb, its RSS (anonymous and
+// file-backed: the binary's pages) and peak RSS;
 // and, on the same file, `spotter plan --snapshot`: the whole process's wall
 // time and peak RSS (with /usr/bin/time when there is one) and the read and
 // plan times it prints. Run one size at a time:
@@ -192,14 +193,19 @@ func benchmarkAtScale(b *testing.B, nodes int) {
 		b.ReportMetric(reqs[verb]/elapsed.Minutes(), verb+"/min")
 	}
 	rss, peak := rssMiB(b, pid), procStatusMiB(b, pid, "VmHWM")
+	// Of the RSS, the binary's pages that were read (file-backed: shared,
+	// and given back under memory pressure) and the process's own memory.
+	anonMiB, fileMiB := procStatusMiB(b, pid, "RssAnon"), procStatusMiB(b, pid, "RssFile")
 	b.ReportMetric(rss, "RSS-MiB")
 	b.ReportMetric(peak, "peak-RSS-MiB")
+	b.ReportMetric(anonMiB, "RSS-anon-MiB")
+	b.ReportMetric(fileMiB, "RSS-file-MiB")
 	b.ReportMetric(ps.wall.Seconds(), "snapshot-wall-s")
 	b.ReportMetric(ps.plan.Seconds(), "snapshot-plan-s")
 	b.ReportMetric(ps.peakMiB, "snapshot-peak-RSS-MiB")
 	b.Logf("measured %.0f cycles in %s: plan time mean %s, per cycle %v; requests %v (since start: %v); "+
-		"RSS %.0f MiB (at most %.0f while measured), peak %.0f MiB; last GC: %s",
-		n, elapsed.Round(time.Second), seconds(mean), secondsList(cycles), reqs, requestsByVerb(after), rss, maxRSS, peak, lastGC(p.Log))
+		"RSS %.0f MiB (at most %.0f while measured; %.0f anonymous, %.0f the binary's pages), peak %.0f MiB; last GC: %s",
+		n, elapsed.Round(time.Second), seconds(mean), secondsList(cycles), reqs, requestsByVerb(after), rss, maxRSS, anonMiB, fileMiB, peak, lastGC(p.Log))
 	saveHeapProfile(b, pprof, nodes)
 }
 
