@@ -34,7 +34,7 @@ func FromConfig(ctx context.Context, kube kubernetes.Interface, clk clock.Clock,
 	if sdk.Region == "" {
 		return nil, fmt.Errorf("cloud.aws: no region: set cloud.aws.region or AWS_REGION, or run where the instance metadata service answers")
 	}
-	return New(ec2.NewFromConfig(sdk), autoscaling.NewFromConfig(sdk), kube, clk,
+	return New(newEC2Direct(ec2.NewFromConfig(sdk)), newAutoScalingDirect(autoscaling.NewFromConfig(sdk)), kube, clk,
 		Options{ClusterName: cfg.ClusterName, GroupNames: cfg.AutoScalingGroups, Pricing: pricing, Region: sdk.Region})
 }
 
