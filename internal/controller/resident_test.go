@@ -9,9 +9,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"spotter.dev/spotter/internal/plan"
 	"spotter.dev/spotter/internal/snapshot"
@@ -27,24 +25,13 @@ import (
 func TestResidentFollowsTheCache(t *testing.T) {
 	env := testenv.StartAPIServer(t)
 	ctx := testenv.Context(t, 2*time.Minute)
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Cache:                  cache.Options{DefaultTransform: snapshot.Transform},
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
+	var res *plan.Resident
+	mgr := env.StartCache(ctx, t, func(mgr ctrl.Manager) error {
+		res = plan.New(plan.Options{}).NewResident(func(ctx context.Context) (*snapshot.Snapshot, error) {
+			return snapshot.FromReader(ctx, mgr.GetCache())
+		})
+		return feedResidents(ctx, mgr, plan.Residents{res})
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := plan.New(plan.Options{}).NewResident(func(ctx context.Context) (*snapshot.Snapshot, error) {
-		return snapshot.FromReader(ctx, mgr.GetCache())
-	})
-	if err := feedResidents(ctx, mgr, plan.Residents{res}); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = mgr.Start(ctx) }()
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		t.Fatal("the cache did not sync")
-	}
 
 	for _, n := range []*corev1.Node{tu.Node("od-1", tu.OnDemand(), tu.Capacity("4", "16Gi")), tu.Node("spot-1", tu.Spot(), tu.Capacity("2", "16Gi"))} {
 		created, err := env.Client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})

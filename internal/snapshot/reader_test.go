@@ -10,10 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"spotter.dev/spotter/internal/snapshot"
 	"spotter.dev/spotter/internal/testenv"
@@ -27,19 +24,9 @@ import (
 func TestFromReaderReadsTheCacheItself(t *testing.T) {
 	env := testenv.StartAPIServer(t)
 	ctx := testenv.Context(t, 2*time.Minute)
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Cache:                  cache.Options{DefaultTransform: snapshot.Transform},
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
+	mgr := env.StartCache(ctx, t, nil)
+	_, err := env.Client.CoreV1().Nodes().Create(ctx, tu.Node("od-1", tu.OnDemand()), metav1.CreateOptions{})
 	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = mgr.Start(ctx) }()
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		t.Fatal("the cache did not sync")
-	}
-	if _, err := env.Client.CoreV1().Nodes().Create(ctx, tu.Node("od-1", tu.OnDemand()), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"web-1", "web-2", "web-3"} {
