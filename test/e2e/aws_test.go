@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"spotter.dev/spotter/internal/cli"
@@ -109,17 +108,9 @@ func nodeName(instanceID string) string { return "ip-" + strings.TrimPrefix(inst
 // readyNodes counts the Ready nodes of a capacity type (SPOT or ON_DEMAND).
 func (l *awsLab) readyNodes(ctx context.Context, t *testing.T, capType string) int {
 	t.Helper()
-	nodes, err := l.env.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: awsprovider.CapacityTypeLabel + "=" + capType})
+	ready, err := readyNodes(ctx, l.env, awsprovider.CapacityTypeLabel+"="+capType)
 	if err != nil {
 		t.Fatal(err)
-	}
-	ready := 0
-	for _, n := range nodes.Items {
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				ready++
-			}
-		}
 	}
 	return ready
 }
@@ -166,17 +157,9 @@ func TestAWSMigratorReplacesOnDemandBySpot(t *testing.T) {
 	stopWatch := lm.watch(t)
 	l.start(t)
 	testenv.Eventually(t, 3*time.Minute, "every pod Running on spot, the on-demand group empty", func(ctx context.Context) (bool, string, error) {
-		pods, err := l.env.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		onSpot, err := podsOnSpot(ctx, l.env, "ip-", awsprovider.CapacityTypeLabel, "SPOT")
 		if err != nil {
 			return false, "", err
-		}
-		onSpot := 0
-		for _, p := range pods.Items {
-			if strings.HasPrefix(p.Spec.NodeName, "ip-") && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
-				if n, err := l.env.Client.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{}); err == nil && n.Labels[awsprovider.CapacityTypeLabel] == "SPOT" {
-					onSpot++
-				}
-			}
 		}
 		od, _ := l.emu.GroupStatus("od")
 		sp, _ := l.emu.GroupStatus("spot")

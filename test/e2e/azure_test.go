@@ -109,17 +109,9 @@ func startAzureLab(t *testing.T) *azureLab {
 // readyNodes counts the Ready nodes of an AKS node pool.
 func (l *azureLab) readyNodes(ctx context.Context, t *testing.T, pool string) int {
 	t.Helper()
-	nodes, err := l.env.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: azureprovider.AgentPoolLabel + "=" + pool})
+	ready, err := readyNodes(ctx, l.env, azureprovider.AgentPoolLabel+"="+pool)
 	if err != nil {
 		t.Fatal(err)
-	}
-	ready := 0
-	for _, n := range nodes.Items {
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				ready++
-			}
-		}
 	}
 	return ready
 }
@@ -177,17 +169,9 @@ func TestAzureMigratorReplacesOnDemandBySpot(t *testing.T) {
 	stopWatch := lm.watch(t)
 	l.start(t)
 	testenv.Eventually(t, 3*time.Minute, "every pod Running on spot, the on-demand set empty", func(ctx context.Context) (bool, string, error) {
-		pods, err := l.env.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		onSpot, err := podsOnSpot(ctx, l.env, "aks-", azureprovider.ScaleSetPriorityLabel, "spot")
 		if err != nil {
 			return false, "", err
-		}
-		onSpot := 0
-		for _, p := range pods.Items {
-			if strings.HasPrefix(p.Spec.NodeName, "aks-") && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
-				if n, err := l.env.Client.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{}); err == nil && n.Labels[azureprovider.ScaleSetPriorityLabel] == "spot" {
-					onSpot++
-				}
-			}
 		}
 		od, _ := l.emu.GetScaleSet(azureSetID("aks-od-12345678-vmss"))
 		sp, _ := l.emu.GetScaleSet(azureSetID("aks-spot-12345678-vmss"))

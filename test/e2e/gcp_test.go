@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"spotter.dev/spotter/internal/cli"
@@ -115,17 +114,9 @@ func startGCPLab(t *testing.T) *gcpLab {
 // readyNodes counts the Ready nodes of a GKE node pool.
 func (l *gcpLab) readyNodes(ctx context.Context, t *testing.T, pool string) int {
 	t.Helper()
-	nodes, err := l.env.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: gcpprovider.NodePoolLabel + "=" + pool})
+	ready, err := readyNodes(ctx, l.env, gcpprovider.NodePoolLabel+"="+pool)
 	if err != nil {
 		t.Fatal(err)
-	}
-	ready := 0
-	for _, n := range nodes.Items {
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				ready++
-			}
-		}
 	}
 	return ready
 }
@@ -181,17 +172,9 @@ func TestGCPMigratorReplacesOnDemandBySpot(t *testing.T) {
 	stopWatch := lm.watch(t)
 	l.start(t)
 	testenv.Eventually(t, 3*time.Minute, "every pod Running on spot, the on-demand group empty", func(ctx context.Context) (bool, string, error) {
-		pods, err := l.env.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		onSpot, err := podsOnSpot(ctx, l.env, "gke-lab-", gcpprovider.SpotLabel, "true")
 		if err != nil {
 			return false, "", err
-		}
-		onSpot := 0
-		for _, p := range pods.Items {
-			if strings.HasPrefix(p.Spec.NodeName, "gke-lab-") && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
-				if n, err := l.env.Client.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{}); err == nil && n.Labels[gcpprovider.SpotLabel] == "true" {
-					onSpot++
-				}
-			}
 		}
 		od, _ := l.emu.GroupStatus(gcpGroupPath("gke-lab-od-a"))
 		sp, _ := l.emu.GroupStatus(gcpGroupPath("gke-lab-spot-a"))

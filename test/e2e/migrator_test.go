@@ -96,19 +96,8 @@ func startGroupsLab(t *testing.T, groups string, odNodes int) *migratorLab {
 	done := make(chan struct{})
 	go func() { _ = p.Start(pctx); close(done) }()
 	testenv.Eventually(t, time.Minute, fmt.Sprintf("%d on-demand nodes Ready", odNodes), func(ctx context.Context) (bool, string, error) {
-		nodes, err := env.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: kwok.NodeGroupLabel + "=od"})
-		if err != nil {
-			return false, "", err
-		}
-		ready := 0
-		for _, n := range nodes.Items {
-			for _, c := range n.Status.Conditions {
-				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-					ready++
-				}
-			}
-		}
-		return ready == odNodes, fmt.Sprintf("%d ready", ready), nil
+		ready, err := readyNodes(ctx, env, kwok.NodeGroupLabel+"=od")
+		return ready == odNodes, fmt.Sprintf("%d ready", ready), err
 	})
 	stop()
 	<-done
@@ -476,4 +465,40 @@ func TestMigratorDryRun(t *testing.T) {
 			}
 		})
 	}
+}
+
+// readyNodes counts the Ready nodes selector selects.
+func readyNodes(ctx context.Context, env *testenv.Env, selector string) (int, error) {
+	nodes, err := env.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return 0, err
+	}
+	ready := 0
+	for _, n := range nodes.Items {
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				ready++
+			}
+		}
+	}
+	return ready, nil
+}
+
+// podsOnSpot counts the Running pods of the default namespace, not being
+// deleted, on nodes whose name starts with prefix and whose label key is
+// value (the cloud's spot label).
+func podsOnSpot(ctx context.Context, env *testenv.Env, prefix, key, value string) (int, error) {
+	pods, err := env.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, err
+	}
+	onSpot := 0
+	for _, p := range pods.Items {
+		if strings.HasPrefix(p.Spec.NodeName, prefix) && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			if n, err := env.Client.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{}); err == nil && n.Labels[key] == value {
+				onSpot++
+			}
+		}
+	}
+	return onSpot, nil
 }
