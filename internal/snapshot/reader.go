@@ -2,8 +2,6 @@ package snapshot
 
 import (
 	"context"
-	"fmt"
-	"reflect"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -78,15 +76,19 @@ func FromReader(ctx context.Context, r client.Reader) (*Snapshot, error) {
 	lists := []struct {
 		resource string
 		list     client.ObjectList
+		item     client.Object // of the list's kind, for its informer
 	}{
-		{"nodes", &nodes}, {"pods", &pods}, {"poddisruptionbudgets", &pdbs}, {"namespaces", &nss},
-		{"services", &svcs}, {"replicationcontrollers", &rcs}, {"replicasets", &rss}, {"statefulsets", &stss},
-		{"persistentvolumes", &pvs}, {"persistentvolumeclaims", &pvcs}, {"storageclasses", &scs}, {"csinodes", &csinds},
+		{"nodes", &nodes, &corev1.Node{}}, {"pods", &pods, &corev1.Pod{}}, {"poddisruptionbudgets", &pdbs, &policyv1.PodDisruptionBudget{}},
+		{"namespaces", &nss, &corev1.Namespace{}}, {"services", &svcs, &corev1.Service{}},
+		{"replicationcontrollers", &rcs, &corev1.ReplicationController{}}, {"replicasets", &rss, &appsv1.ReplicaSet{}},
+		{"statefulsets", &stss, &appsv1.StatefulSet{}}, {"persistentvolumes", &pvs, &corev1.PersistentVolume{}},
+		{"persistentvolumeclaims", &pvcs, &corev1.PersistentVolumeClaim{}}, {"storageclasses", &scs, &storagev1.StorageClass{}},
+		{"csinodes", &csinds, &storagev1.CSINode{}},
 	}
 	inf, _ := r.(Informers)
 	for _, l := range lists {
 		if inf != nil {
-			done, err := fromStore(ctx, inf, l.list, s)
+			done, err := fromStore(ctx, inf, l.item, s)
 			if err != nil {
 				return nil, &ListError{Resource: l.resource, Err: err}
 			}
@@ -105,14 +107,10 @@ func FromReader(ctx context.Context, r client.Reader) (*Snapshot, error) {
 	return s, nil
 }
 
-// fromStore adds to s the objects of list's kind from the store of inf's
+// fromStore adds to s the objects of obj's kind from the store of inf's
 // informer for it, when that informer is a client-go SharedIndexInformer (the
 // manager's cache); done is false when it is not, and the caller lists.
-func fromStore(ctx context.Context, inf Informers, list client.ObjectList, s *Snapshot) (done bool, err error) {
-	obj, err := itemOf(list)
-	if err != nil {
-		return false, err
-	}
+func fromStore(ctx context.Context, inf Informers, obj client.Object, s *Snapshot) (done bool, err error) {
 	i, err := inf.GetInformer(ctx, obj)
 	if err != nil {
 		return false, err
@@ -125,18 +123,4 @@ func fromStore(ctx context.Context, inf Informers, list client.ObjectList, s *Sn
 		s.add(o)
 	}
 	return true, nil
-}
-
-// itemOf returns a new, empty item of list (a *corev1.Pod for a PodList).
-func itemOf(list client.ObjectList) (client.Object, error) {
-	items, err := meta.GetItemsPtr(list)
-	if err != nil {
-		return nil, err
-	}
-	t := reflect.TypeOf(items).Elem().Elem()
-	obj, ok := reflect.New(t).Interface().(client.Object)
-	if !ok {
-		return nil, fmt.Errorf("the items of %T are not objects", list)
-	}
-	return obj, nil
 }

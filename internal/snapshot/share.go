@@ -2,9 +2,6 @@ package snapshot
 
 import (
 	"encoding/json"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -57,133 +54,36 @@ var (
 	sharedSpreads     sharer[[]corev1.TopologySpreadConstraint]
 )
 
-// sep separates the fields of a key: no label, name or quantity holds it.
-const sep = "\x00"
-
 // sharePod makes pod's labels, owner references, tolerations, affinity,
 // topology spread constraints and its containers' resource lists the shared
 // copies of equal ones.
 func sharePod(pod *corev1.Pod) {
-	if len(pod.Labels) > 0 {
-		pod.Labels = sharedLabels.share(labelsKey(pod.Labels), pod.Labels)
-	}
-	if len(pod.OwnerReferences) > 0 {
-		pod.OwnerReferences = sharedOwners.share(ownersKey(pod.OwnerReferences), pod.OwnerReferences)
-	}
-	if len(pod.Spec.Tolerations) > 0 {
-		pod.Spec.Tolerations = sharedTolerations.share(tolerationsKey(pod.Spec.Tolerations), pod.Spec.Tolerations)
-	}
-	// Affinity and spread constraints are rarer, and their keys are their
-	// JSON form: exact, and written once per pod event.
-	if a := pod.Spec.Affinity; a != nil {
-		if key, err := json.Marshal(a); err == nil {
-			pod.Spec.Affinity = sharedAffinities.share(string(key), a)
-		}
-	}
-	if c := pod.Spec.TopologySpreadConstraints; len(c) > 0 {
-		if key, err := json.Marshal(c); err == nil {
-			pod.Spec.TopologySpreadConstraints = sharedSpreads.share(string(key), c)
-		}
-	}
+	pod.Labels = share(&sharedLabels, pod.Labels)
+	pod.OwnerReferences = share(&sharedOwners, pod.OwnerReferences)
+	pod.Spec.Tolerations = share(&sharedTolerations, pod.Spec.Tolerations)
+	pod.Spec.Affinity = share(&sharedAffinities, pod.Spec.Affinity)
+	pod.Spec.TopologySpreadConstraints = share(&sharedSpreads, pod.Spec.TopologySpreadConstraints)
 	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for i := range cs {
 			r := &cs[i].Resources
-			r.Requests = shareResources(r.Requests)
-			r.Limits = shareResources(r.Limits)
+			r.Requests = share(&sharedResources, r.Requests)
+			r.Limits = share(&sharedResources, r.Limits)
 		}
 	}
 }
 
-func shareResources(l corev1.ResourceList) corev1.ResourceList {
-	if len(l) == 0 {
-		return l
+// share returns the copy of v that table t shares, keyed by v's JSON form:
+// equal exactly when the parts are (maps are written in key order), whatever
+// fields the API gives them. An empty part (null, {} or []) is left as it is.
+func share[T any](t *sharer[T], v T) T {
+	key, err := json.Marshal(v)
+	if err != nil {
+		return v
 	}
-	return sharedResources.share(resourcesKey(l), l)
-}
-
-func labelsKey(m map[string]string) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+	switch k := string(key); k {
+	case "null", "{}", "[]":
+		return v
+	default:
+		return t.share(k, v)
 	}
-	slices.Sort(keys)
-	var b strings.Builder
-	for _, k := range keys {
-		b.WriteString(k)
-		b.WriteString(sep)
-		b.WriteString(m[k])
-		b.WriteString(sep)
-	}
-	return b.String()
-}
-
-func resourcesKey(l corev1.ResourceList) string {
-	names := make([]string, 0, len(l))
-	for n := range l {
-		names = append(names, string(n))
-	}
-	slices.Sort(names)
-	var b strings.Builder
-	for _, n := range names {
-		q := l[corev1.ResourceName(n)]
-		b.WriteString(n)
-		b.WriteString(sep)
-		// The string form and the format: equal quantities written
-		// differently (1 and 1000m) stay apart, as the decoded objects
-		// would have them.
-		b.WriteString(q.String())
-		b.WriteString(sep)
-		b.WriteString(string(q.Format))
-		b.WriteString(sep)
-	}
-	return b.String()
-}
-
-func tolerationsKey(ts []corev1.Toleration) string {
-	var b strings.Builder
-	for i := range ts {
-		t := &ts[i]
-		b.WriteString(t.Key)
-		b.WriteString(sep)
-		b.WriteString(string(t.Operator))
-		b.WriteString(sep)
-		b.WriteString(t.Value)
-		b.WriteString(sep)
-		b.WriteString(string(t.Effect))
-		b.WriteString(sep)
-		if t.TolerationSeconds != nil {
-			b.WriteString(strconv.FormatInt(*t.TolerationSeconds, 10))
-		}
-		b.WriteString(sep)
-	}
-	return b.String()
-}
-
-func ownersKey(os []metav1.OwnerReference) string {
-	var b strings.Builder
-	flag := func(p *bool) {
-		switch {
-		case p == nil:
-			b.WriteString("-")
-		case *p:
-			b.WriteString("t")
-		default:
-			b.WriteString("f")
-		}
-	}
-	for i := range os {
-		o := &os[i]
-		b.WriteString(o.APIVersion)
-		b.WriteString(sep)
-		b.WriteString(o.Kind)
-		b.WriteString(sep)
-		b.WriteString(o.Name)
-		b.WriteString(sep)
-		b.WriteString(string(o.UID))
-		b.WriteString(sep)
-		flag(o.Controller)
-		flag(o.BlockOwnerDeletion)
-		b.WriteString(sep)
-	}
-	return b.String()
 }

@@ -209,9 +209,11 @@ func (c *Controller) admit(ctx context.Context, pod *corev1.Pod, spot []*corev1.
 	case fresh.UID != pod.UID || !Gated(fresh):
 		return true // gone and replaced, or admitted already
 	}
-	out := Release(fresh)
+	var out *corev1.Pod
 	if decision == DecisionSteered {
 		out = Steer(fresh, key, value, now.UTC().Format(time.RFC3339))
+	} else {
+		out = Release(fresh)
 	}
 	if _, err = c.kube.CoreV1().Pods(pod.Namespace).Update(ctx, out, metav1.UpdateOptions{FieldManager: "spotter-" + Component}); err != nil {
 		if apierrors.IsNotFound(err) {
