@@ -1,8 +1,10 @@
 // Command image builds Spotter's container images (see internal/image): it
 // cross-compiles spotter and spotter-agent for linux/amd64 and linux/arm64,
-// writes both image indexes to an OCI image layout, and with --push pushes them
-// to REPO/spotter:TAG and REPO/spotter-agent:TAG. Run it from the module root
-// (`make image`). Progress goes to stderr; pushed references to stdout.
+// writes both image indexes, each image with the SBOM of its Go modules, to an
+// OCI image layout, and with --push pushes them to REPO/spotter:TAG and
+// REPO/spotter-agent:TAG. Run it from the module root (`make image`). Progress
+// goes to stderr (the digest of each index among it); pushed references, by
+// digest, to stdout.
 package main
 
 import (
@@ -32,7 +34,7 @@ func run() error {
 	version := flag.String("version", "", "version to stamp (default: git describe --tags --always --dirty)")
 	commit := flag.String("commit", "", "commit to stamp (default: git rev-parse HEAD)")
 	source := flag.String("source", "", "org.opencontainers.image.source label (left out when empty)")
-	caCerts := flag.String("ca-certs", image.DefaultCACerts, "CA bundle to copy into the images")
+	extraCA := flag.String("extra-ca-certs", "", "PEM file of CA certificates to add to the images after the pinned Mozilla roots (default: none)")
 	platforms := flag.String("platforms", "linux/amd64,linux/arm64", "comma-separated platforms")
 	flag.Parse()
 
@@ -63,15 +65,15 @@ func run() error {
 	defer os.RemoveAll(work)
 
 	idxs, err := image.Build(ctx, image.Options{
-		ModuleDir: ".",
-		WorkDir:   work,
-		Platforms: plats,
-		Version:   stamp.Version,
-		Commit:    stamp.Commit,
-		Source:    image.CleanSource(*source),
-		Created:   stamp.Created,
-		CACerts:   *caCerts,
-		Log:       os.Stderr,
+		ModuleDir:    ".",
+		WorkDir:      work,
+		Platforms:    plats,
+		Version:      stamp.Version,
+		Commit:       stamp.Commit,
+		Source:       image.CleanSource(*source),
+		Created:      stamp.Created,
+		ExtraCACerts: *extraCA,
+		Log:          os.Stderr,
 	})
 	if err != nil {
 		return err

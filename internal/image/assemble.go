@@ -1,6 +1,7 @@
 package image
 
 import (
+	"debug/buildinfo"
 	"fmt"
 	"path"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/partial"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
@@ -21,6 +23,7 @@ const (
 	LabelSource   = "org.opencontainers.image.source"
 	LabelTitle    = "org.opencontainers.image.title"
 	LabelCreated  = "org.opencontainers.image.created"
+	LabelLicenses = "org.opencontainers.image.licenses"
 )
 
 // Assemble builds the index of every binary from the binaries Compile left in
@@ -30,13 +33,18 @@ func Assemble(o Options) ([]Index, error) {
 	if err := o.setDefaults(); err != nil {
 		return nil, err
 	}
-	base, err := BaseLayer(o.CACerts, o.Created)
+	ca, err := caBundle(o.ExtraCACerts)
+	if err != nil {
+		return nil, err
+	}
+	base, err := BaseLayer(ca, o.Created)
 	if err != nil {
 		return nil, err
 	}
 	var out []Index
 	for _, name := range o.Binaries {
 		idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+		var sboms []mutate.IndexAddendum
 		for _, p := range o.Platforms {
 			img, err := o.image(base, name, p)
 			if err != nil {
@@ -46,7 +54,16 @@ func Assemble(o Options) ([]Index, error) {
 				Add:        img,
 				Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: p.OS, Architecture: p.Architecture, Variant: p.Variant}},
 			})
+			sbom, err := o.sbom(img, name, p)
+			if err != nil {
+				return nil, err
+			}
+			sboms = append(sboms, mutate.IndexAddendum{Add: sbom, Descriptor: v1.Descriptor{ArtifactType: SBOMMediaType}})
 		}
+		// The SBOMs come after every image: they have no platform, which
+		// runtimes rank below a matching one (containerd, containers/image),
+		// and a tool that takes the first manifest still gets an image.
+		idx = mutate.AppendManifests(idx, sboms...)
 		idx, ok := mutate.Annotations(idx, o.labels(name)).(v1.ImageIndex)
 		if !ok {
 			return nil, fmt.Errorf("annotating the index of %s: not an index", name)
@@ -61,14 +78,14 @@ func Assemble(o Options) ([]Index, error) {
 	return out, nil
 }
 
-// labels are the image labels (and index annotations) of binary name. There is
-// no org.opencontainers.image.licenses: the repository has no LICENSE yet.
+// labels are the image labels (and index annotations) of binary name.
 func (o *Options) labels(name string) map[string]string {
 	l := map[string]string{
 		LabelVersion:  o.Version,
 		LabelRevision: o.Commit,
 		LabelTitle:    name,
 		LabelCreated:  o.Created.Format(time.RFC3339),
+		LabelLicenses: License,
 	}
 	if o.Source != "" {
 		l[LabelSource] = o.Source
@@ -121,4 +138,22 @@ func (o *Options) image(base v1.Layer, name string, p v1.Platform) (v1.Image, er
 	}
 	o.logf("%s %s: image %s, binary layer %.1f MB", name, p.String(), d, float64(size)/1e6)
 	return img, nil
+}
+
+// sbom is the SBOM artifact of img, the image of binary name for platform p:
+// the Go modules its binary's build information lists.
+func (o *Options) sbom(img v1.Image, name string, p v1.Platform) (v1.Image, error) {
+	bi, err := buildinfo.ReadFile(o.binaryPath(p, name))
+	if err != nil {
+		return nil, fmt.Errorf("reading the build information of %s for %s: %w", name, p.String(), err)
+	}
+	doc, err := SBOM(bi, name, p, o.Version, o.Created)
+	if err != nil {
+		return nil, err
+	}
+	subject, err := partial.Descriptor(img)
+	if err != nil {
+		return nil, fmt.Errorf("SBOM of %s for %s: %w", name, p.String(), err)
+	}
+	return Artifact(SBOMMediaType, doc, *subject, o.Created)
 }

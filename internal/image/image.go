@@ -5,15 +5,19 @@
 // elsewhere. Every image has two layers:
 //
 //   - a base layer shared by all images: /etc/passwd and /etc/group with the
-//     non-root user 65532, the CA bundle of the build machine at
-//     /etc/ssl/certs/ca-certificates.crt (the cloud SDKs speak TLS), /tmp and
-//     the user's home; no shell, no package manager;
+//     non-root user 65532, the CA roots at /etc/ssl/certs/ca-certificates.crt
+//     (the cloud SDKs speak TLS) taken from a module go.mod pins, never from
+//     the build machine (CARoots), /tmp and the user's home; no shell, no
+//     package manager;
 //   - the binary, at /usr/local/bin/<name>.
 //
-// The images of one binary form an OCI image index, one image per platform.
-// The output is reproducible: every timestamp is Options.Created (the commit
-// time or SOURCE_DATE_EPOCH), tar headers and gzip streams carry nothing of the
-// machine, so one commit built with one Go toolchain gives the same digests.
+// The images of one binary form an OCI image index, one image per platform,
+// and with each image an SPDX SBOM of the Go modules linked into its binary,
+// an OCI artifact whose subject is the image (sbom.go, artifact.go). The
+// output is reproducible: every timestamp is Options.Created (the commit time
+// or SOURCE_DATE_EPOCH), tar headers and gzip streams carry nothing of the
+// machine, so one commit built with one Go toolchain gives the same digests
+// on any machine.
 package image
 
 import (
@@ -44,10 +48,6 @@ const User = 65532
 // BinDir is where the binaries live in the images.
 const BinDir = "/usr/local/bin"
 
-// DefaultCACerts is the system CA bundle copied into the images (Debian's path,
-// the first one Go's crypto/x509 looks for on Linux).
-const DefaultCACerts = "/etc/ssl/certs/ca-certificates.crt"
-
 // Options say what to build. Version, Commit and Created must be set; the rest
 // have defaults.
 type Options struct {
@@ -67,8 +67,9 @@ type Options struct {
 	Source string
 	// Created is every timestamp of the images and their layers.
 	Created time.Time
-	// CACerts is the CA bundle to copy in; default DefaultCACerts.
-	CACerts string
+	// ExtraCACerts is a PEM file of CA certificates added to the images after
+	// CARoots; empty (the default) adds none and reads nothing of the machine.
+	ExtraCACerts string
 	// Go is the go command; default "go".
 	Go string
 	// Log receives one progress line per step; nil discards them.
@@ -97,9 +98,6 @@ func (o *Options) setDefaults() error {
 	}
 	if len(o.Platforms) == 0 {
 		o.Platforms = Platforms
-	}
-	if o.CACerts == "" {
-		o.CACerts = DefaultCACerts
 	}
 	if o.Go == "" {
 		o.Go = "go"

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
@@ -153,6 +154,9 @@ func TestImagesThroughRegistry(t *testing.T) {
 			}
 			var plats []string
 			for _, desc := range im.Manifests {
+				if desc.ArtifactType == SBOMMediaType {
+					continue
+				}
 				if desc.Platform == nil {
 					t.Fatalf("manifest %s has no platform", desc.Digest)
 				}
@@ -162,7 +166,9 @@ func TestImagesThroughRegistry(t *testing.T) {
 					t.Fatal(err)
 				}
 				checkImage(t, img, bin, *desc.Platform)
+				checkReferrers(t, ref.Context().Digest(desc.Digest.String()))
 			}
+			checkModules(t, bin, checkSBOMs(t, idx))
 			slices.Sort(plats)
 			var want []string
 			for _, p := range testPlatforms() {
@@ -289,5 +295,47 @@ func TestImagesReproducible(t *testing.T) {
 	}
 	if !slices.Equal(first, fromLayout) {
 		t.Errorf("digests changed between two assemblies of the same binaries:\n%v\n%v", first, fromLayout)
+	}
+}
+
+// checkReferrers checks that the registry lists the image's SBOM among its
+// referrers, as a tool that starts from the image's digest finds it.
+func checkReferrers(t *testing.T, img name.Digest) {
+	t.Helper()
+	refs, err := remote.Referrers(img)
+	if err != nil {
+		t.Fatalf("referrers of %s: %v", img, err)
+	}
+	im, err := refs.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(im.Manifests) != 1 || im.Manifests[0].ArtifactType != SBOMMediaType {
+		t.Errorf("referrers of %s: %+v, want its SBOM", img, im.Manifests)
+	}
+}
+
+// checkModules checks that each SBOM of binary bin lists the module versions
+// go.mod selects (after its replacements), such as client-go's.
+func checkModules(t *testing.T, bin string, docs map[v1.Hash]spdxDocument) {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{if .Replace}}{{.Replace.Version}}{{else}}{{.Version}}{{end}}", "k8s.io/client-go").Output()
+	if err != nil {
+		t.Fatalf("go list -m k8s.io/client-go: %v", err)
+	}
+	want := "pkg:golang/k8s.io/client-go@" + strings.TrimSpace(string(out))
+	for d, doc := range docs {
+		found := false
+		for _, pkg := range doc.Packages {
+			for _, r := range pkg.ExternalRefs {
+				found = found || r.ReferenceLocator == want
+			}
+		}
+		if !found {
+			t.Errorf("%s: the SBOM of %s has no %s", bin, d, want)
+		}
+		if doc.Packages[0].Name != "spotter.dev/spotter" || doc.Packages[0].VersionInfo != testVersion {
+			t.Errorf("%s: the SBOM of %s describes %s %s", bin, d, doc.Packages[0].Name, doc.Packages[0].VersionInfo)
+		}
 	}
 }

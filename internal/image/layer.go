@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -80,14 +81,17 @@ func gzipWriter(w io.Writer) *gzip.Writer {
 	return zw
 }
 
-// BaseLayer returns the layer every image starts with (see the package comment).
-func BaseLayer(caCertsPath string, created time.Time) (v1.Layer, error) {
-	ca, err := os.ReadFile(caCertsPath)
+// BaseLayer returns the layer every image starts with (see the package
+// comment), with the PEM bundle ca as its CA certificates: CARoots, followed
+// by the operator's own where Options.ExtraCACerts names them. The layer
+// depends on ca and created only.
+func BaseLayer(ca []byte, created time.Time) (v1.Layer, error) {
+	n, err := countCertificates(ca)
 	if err != nil {
-		return nil, fmt.Errorf("reading the CA bundle: %w", err)
+		return nil, fmt.Errorf("CA bundle: %w", err)
 	}
-	if !bytes.Contains(ca, []byte("-----BEGIN CERTIFICATE-----")) {
-		return nil, fmt.Errorf("CA bundle %s holds no PEM certificate", caCertsPath)
+	if n == 0 {
+		return nil, errors.New("the CA bundle holds no PEM certificate")
 	}
 	var buf bytes.Buffer
 	zw := gzipWriter(&buf)

@@ -5,25 +5,11 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 )
 
 var testCreated = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
-
-func writeCA(t *testing.T) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "ca.crt")
-	if err := os.WriteFile(p, []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // layerFiles reads the uncompressed tar of a layer into headers and contents.
 func layerFiles(t *testing.T, r io.Reader) (map[string]*tar.Header, map[string][]byte) {
@@ -47,7 +33,7 @@ func layerFiles(t *testing.T, r io.Reader) (map[string]*tar.Header, map[string][
 }
 
 func TestBaseLayer(t *testing.T) {
-	ca := writeCA(t)
+	ca := CARoots()
 	l1, err := BaseLayer(ca, testCreated)
 	if err != nil {
 		t.Fatal(err)
@@ -75,8 +61,7 @@ func TestBaseLayer(t *testing.T) {
 	}
 	defer rc.Close()
 	hs, data := layerFiles(t, rc)
-	want, _ := os.ReadFile(ca)
-	if !bytes.Equal(data["etc/ssl/certs/ca-certificates.crt"], want) {
+	if !bytes.Equal(data["etc/ssl/certs/ca-certificates.crt"], ca) {
 		t.Errorf("CA bundle not copied")
 	}
 	if !bytes.Contains(data["etc/passwd"], []byte("nonroot:x:65532:65532:")) || !bytes.Contains(data["etc/group"], []byte("nonroot:x:65532:")) {
@@ -101,15 +86,15 @@ func TestBaseLayer(t *testing.T) {
 }
 
 func TestBaseLayerRefusesBadCA(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "empty.crt")
-	if err := os.WriteFile(p, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := BaseLayer(p, testCreated); err == nil {
-		t.Errorf("an empty CA bundle was accepted")
-	}
-	if _, err := BaseLayer(filepath.Join(t.TempDir(), "missing"), testCreated); err == nil {
-		t.Errorf("a missing CA bundle was accepted")
+	for name, ca := range map[string][]byte{
+		"empty":       nil,
+		"no PEM":      []byte("not a certificate\n"),
+		"a key block": []byte("-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----\n"),
+		"not X.509":   []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"),
+	} {
+		if _, err := BaseLayer(ca, testCreated); err == nil {
+			t.Errorf("%s: CA bundle accepted", name)
+		}
 	}
 }
 
@@ -135,57 +120,6 @@ func TestCleanSource(t *testing.T) {
 	} {
 		if got := CleanSource(tc.in); got != tc.want {
 			t.Errorf("CleanSource(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
-}
-
-// Assemble puts one image per platform of Platforms in each binary's index,
-// each with its platform's binary: checked with stand-in binaries, so that
-// `make test` need not cross-compile (the integration test builds this
-// machine's platform only; `make image` builds them all).
-func TestAssembleEveryPlatform(t *testing.T) {
-	o := Options{WorkDir: t.TempDir(), Version: "v1", Commit: "c", Created: time.Unix(1, 0), CACerts: writeCA(t)}
-	if err := o.setDefaults(); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range o.Platforms {
-		for _, b := range o.Binaries {
-			path := o.binaryPath(p, b)
-			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(path, []byte(b+" for "+p.String()), 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	idxs, err := Assemble(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(idxs) != len(Binaries) {
-		t.Fatalf("%d indexes", len(idxs))
-	}
-	for _, ix := range idxs {
-		im, err := ix.Index.IndexManifest()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(im.Manifests) != len(Platforms) {
-			t.Fatalf("%s: %d manifests, want %d", ix.Name, len(im.Manifests), len(Platforms))
-		}
-		for i, desc := range im.Manifests {
-			if desc.Platform == nil || desc.Platform.String() != Platforms[i].String() {
-				t.Errorf("%s: manifest %d for %v, want %s", ix.Name, i, desc.Platform, Platforms[i])
-			}
-			img, err := ix.Index.Image(desc.Digest)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, files := layerFiles(t, mutate.Extract(img))
-			if got, want := string(files[strings.TrimPrefix(BinDir, "/")+"/"+ix.Name]), ix.Name+" for "+Platforms[i].String(); got != want {
-				t.Errorf("%s on %s: binary %q, want %q", ix.Name, Platforms[i], got, want)
-			}
 		}
 	}
 }
