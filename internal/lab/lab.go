@@ -242,13 +242,23 @@ func Start(ctx context.Context, opts Options) (l *Lab, err error) {
 	if err != nil {
 		return nil, err
 	}
-	err = start(ControllerManager, append(common,
+	// The controller-manager runs as kubeadm and the managed clusters run it:
+	// as system:kube-controller-manager, each controller with its own
+	// ServiceAccount's token (kube-system:daemon-set-controller creates the
+	// DaemonSets' pods, which the chart's agent-identity policy checks).
+	kcmKubeconfig, err := l.UserKubeconfig("system:kube-controller-manager")
+	if err != nil {
+		return nil, err
+	}
+	kcmArgs := append([]string{}, common...)
+	kcmArgs[0] = "--kubeconfig=" + kcmKubeconfig
+	err = start(ControllerManager, append(kcmArgs,
 		"--secure-port="+strconv.Itoa(kcmPort),
 		"--service-account-private-key-file="+pki.saKey,
 		"--root-ca-file="+pki.caCert,
 		"--cluster-signing-cert-file="+pki.caCert,
 		"--cluster-signing-key-file="+pki.caKey,
-		"--use-service-account-credentials=false",
+		"--use-service-account-credentials=true",
 	), nil, func(ctx context.Context) error {
 		if err := healthz(kcmPort)(ctx); err != nil {
 			return err

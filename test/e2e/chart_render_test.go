@@ -55,19 +55,29 @@ func TestChartRefusesBadValues(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		set, want string
+		kube      string // --kube-version; empty: helm's own
 	}{
-		{"image.repository=", "image/repository"},
-		{"controller.replicas=two", "controller/replicas"},
-		{"controler.replicas=2", "controler"},
-		{"agent.cloud=aliyun", "agent/cloud"},
-		{"config.rescheduler.intervall=1m", "intervall"},
+		{set: "image.repository=", want: "image/repository"},
+		{set: "controller.replicas=two", want: "controller/replicas"},
+		{set: "controler.replicas=2", want: "controler"},
+		{set: "agent.cloud=aliyun", want: "agent/cloud"},
+		{set: "agent.hostNetwork=yes", want: "agent/hostNetwork"},
+		{set: "config.rescheduler.intervall=1m", want: "intervall"},
+		{set: "controller.serviceAccount.name=spotter,agent.serviceAccount.name=spotter", want: `the controller and the agent would both run as the ServiceAccount "spotter"`},
+		{set: "controller.serviceAccount.create=false,agent.serviceAccount.create=false", want: `both run as the ServiceAccount "default"`},
+		{set: "agent.enabled=true", kube: "1.31.9", want: "Spotter needs Kubernetes 1.32 or later, this cluster is v1.31.9: the agent's admission policies"},
+		{set: "config.spotFirst.enabled=true", kube: "1.35.2", want: "config.spotFirst.enabled needs Kubernetes 1.36 or later, this cluster is v1.35.2: the scheduling gate"},
 	} {
-		t.Run(tc.set, func(t *testing.T) {
+		t.Run(tc.set+tc.kube, func(t *testing.T) {
 			set := tc.set
 			if !strings.HasPrefix(set, "image.repository") {
 				set += ",image.repository=spotter"
 			}
-			out, err := runHelm(t, nil, "template", chartRelease, chartDir, "--set", set)
+			args := []string{"template", chartRelease, chartDir, "--set", set}
+			if tc.kube != "" {
+				args = append(args, "--kube-version", tc.kube)
+			}
+			out, err := runHelm(t, nil, args...)
 			if err == nil {
 				t.Fatalf("helm template --set %s succeeded, want refused", tc.set)
 			}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,9 +19,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
+	"spotter.dev/spotter/internal/agent/interrupt"
 	"spotter.dev/spotter/internal/controller/migrator"
 	"spotter.dev/spotter/internal/drain"
 	"spotter.dev/spotter/internal/emulator/gcpmetadata"
@@ -53,14 +57,17 @@ func runHelm(t *testing.T, env *testenv.Env, args ...string) (string, error) {
 // (kwok's), pass the rescheduler and agent scenarios, and the agent's token is
 // refused anything on another node.
 func TestChartIdentities(t *testing.T) {
-	env := testenv.StartLab(t)
+	chartIdentities(t, testenv.StartLab(t))
+}
+
+func chartIdentities(t *testing.T, env *testenv.Env) {
 	ctx := testenv.Context(t, 8*time.Minute)
 	env.CreateNodes(
 		lab.NodeSpec{Name: "od-1", Class: lab.ClassOnDemand, CPU: "4"},
 		lab.NodeSpec{Name: "od-2", Class: lab.ClassOnDemand, CPU: "4"},
 		systemNode,
 	)
-	web := tu.Deployment("web", 4, tu.CPU("500m"), tu.GracePeriod(1))
+	web := tu.Deployment("web", 4, tu.CPU("500m"), tu.GracePeriod(1), tu.Tolerate(dedicatedTaint.Key, dedicatedTaint.Value))
 	if _, err := env.Client.AppsV1().Deployments("default").Create(ctx, web, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -70,11 +77,14 @@ func TestChartIdentities(t *testing.T) {
 	env.WaitForPodsRunning("default", "app=web", 4, time.Minute)
 
 	installChart(t, env)
+	// spot-1 is a pool of its own (a label, a dedicated taint that web
+	// tolerates); spot-gpu's taint nothing of the test tolerates.
 	env.CreateNodes(
-		lab.NodeSpec{Name: "spot-1", Class: lab.ClassSpot, CPU: "4"},
+		lab.NodeSpec{Name: "spot-1", Class: lab.ClassSpot, CPU: "4", Labels: map[string]string{"example.com/pool": "web"}, Taints: []corev1.Taint{dedicatedTaint}},
 		lab.NodeSpec{Name: "spot-2", Class: lab.ClassSpot, CPU: "4"},
+		lab.NodeSpec{Name: "spot-gpu", Class: lab.ClassSpot, CPU: "4", Taints: []corev1.Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}}},
 	)
-	// The agent's DaemonSet runs on the spot nodes, and only there.
+	// The agent's DaemonSet runs on every spot node, tainted or not, and only there.
 	testenv.Eventually(t, 2*time.Minute, "an agent pod on each spot node, none elsewhere", func(ctx context.Context) (bool, string, error) {
 		pods, err := env.Client.CoreV1().Pods(chartNS).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=agent"})
 		if err != nil {
@@ -84,7 +94,8 @@ func TestChartIdentities(t *testing.T) {
 		for _, p := range pods.Items {
 			on = append(on, p.Spec.NodeName)
 		}
-		return strings.Join(on, ",") == "spot-1,spot-2" || strings.Join(on, ",") == "spot-2,spot-1", strings.Join(on, ","), nil
+		slices.Sort(on)
+		return strings.Join(on, ",") == "spot-1,spot-2,spot-gpu", strings.Join(on, ","), nil
 	})
 	agentPod := waitPod(ctx, t, env, "app.kubernetes.io/component=agent", func(p *corev1.Pod) bool { return p.Spec.NodeName == "spot-1" })
 
@@ -118,22 +129,88 @@ func TestChartIdentities(t *testing.T) {
 	agentKC := env.TokenKubeconfig("agent", podToken(ctx, t, env, agentPod))
 	agent := kubeClient(t, agentKC)
 	t.Run("the agent's token is held to its node", func(t *testing.T) {
-		label := []byte(`{"metadata":{"labels":{"e2e-touched":"true"}}}`)
-		if _, err := agent.CoreV1().Nodes().Patch(ctx, "spot-1", types.MergePatchType, label, metav1.PatchOptions{}); err != nil {
-			t.Errorf("the agent could not patch its own node: %v", err)
-		}
-		_, err := agent.CoreV1().Nodes().Patch(ctx, "od-1", types.MergePatchType, label, metav1.PatchOptions{})
-		wantRefused(t, "patch another node", err, "may not change node od-1")
+		label := func(n *corev1.Node) { n.Labels["e2e-touched"] = "true" }
+		wantRefused(t, "change another node", updateNode(ctx, agent, "od-1", label), "may not change node od-1")
+		_, err := agent.CoreV1().Nodes().Patch(ctx, "spot-1", types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{})
+		wantRefused(t, "patch its node (updates only)", err, `cannot patch resource "nodes"`)
 		other := podOn(ctx, t, env, "app=web", "spot-2")
 		eviction := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: other.Name, Namespace: other.Namespace, Labels: map[string]string{drain.EvictedByLabel: "agent"}}}
 		wantRefused(t, "evict a pod on another node", agent.CoreV1().Pods(other.Namespace).EvictV1(ctx, eviction), "may not evict pod default/"+other.Name)
 		eviction.Labels = nil
 		wantRefused(t, "evict without the label", agent.CoreV1().Pods(other.Namespace).EvictV1(ctx, eviction), "must carry the label")
 		wantRefused(t, "delete a pod on another node", agent.CoreV1().Pods(other.Namespace).Delete(ctx, other.Name, metav1.DeleteOptions{}), "may not delete pod default/"+other.Name)
-		// A token of the agent's account that no pod binds names no node.
-		unbound := kubeClient(t, env.TokenKubeconfig("agent-unbound", saToken(ctx, t, env, agentPod.Spec.ServiceAccountName, nil)))
-		_, err = unbound.CoreV1().Nodes().Patch(ctx, "spot-1", types.MergePatchType, label, metav1.PatchOptions{})
-		wantRefused(t, "patch with an unbound token", err, "names no node")
+	})
+	t.Run("on its node the agent's token changes only the cordon and Spotter's marks", func(t *testing.T) {
+		// What the agent does on a notice, and undoes when it ends.
+		mark := func(n *corev1.Node) {
+			n.Spec.Unschedulable = true
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: interrupt.TaintKey, Value: "e2e", Effect: corev1.TaintEffectPreferNoSchedule},
+				corev1.Taint{Key: drain.DrainingTaintKey, Value: "agent", Effect: corev1.TaintEffectNoSchedule})
+			n.Annotations[interrupt.Annotation] = "{}"
+			n.Annotations[drain.DrainingAnnotation] = "{}"
+		}
+		unmark := func(n *corev1.Node) {
+			n.Spec.Unschedulable = false
+			n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(x corev1.Taint) bool { return x.Key == interrupt.TaintKey || x.Key == drain.DrainingTaintKey })
+			delete(n.Annotations, interrupt.Annotation)
+			delete(n.Annotations, drain.DrainingAnnotation)
+		}
+		if err := updateNode(ctx, agent, "spot-1", mark); err != nil {
+			t.Errorf("cordon, taint and mark its node: %v", err)
+		}
+		if err := updateNode(ctx, agent, "spot-1", unmark); err != nil {
+			t.Errorf("lift the cordon, taints and marks of its node: %v", err)
+		}
+		for _, tc := range []struct {
+			what, message string
+			change        func(*corev1.Node)
+		}{
+			{"add a label", "may not change the labels of node spot-1", func(n *corev1.Node) { n.Labels["node-role.kubernetes.io/control-plane"] = "" }},
+			{"remove a label", "may not change the labels of node spot-1", func(n *corev1.Node) { delete(n.Labels, "example.com/pool") }},
+			{"remove a taint not Spotter's", "may change only the taints spotter.dev/interruption, spotter.dev/draining", func(n *corev1.Node) {
+				n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(x corev1.Taint) bool { return x.Key == dedicatedTaint.Key })
+			}},
+			{"add a taint not Spotter's", "may change only the taints", func(n *corev1.Node) {
+				n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "example.com/other", Effect: corev1.TaintEffectNoSchedule})
+			}},
+			{"add a finalizer", "may not change the finalizers or owner references of node spot-1", func(n *corev1.Node) {
+				n.Finalizers = append(n.Finalizers, "example.com/keep")
+			}},
+			{"add an annotation not Spotter's", "not example.com/note", func(n *corev1.Node) { n.Annotations["example.com/note"] = "x" }},
+		} {
+			wantRefused(t, tc.what, updateNode(ctx, agent, "spot-1", tc.change), tc.message)
+		}
+	})
+	t.Run("nobody but the DaemonSet controller and kubelets makes an agent identity", func(t *testing.T) {
+		account := agentPod.Spec.ServiceAccountName
+		// A pod made by hand that runs as the agent on another node.
+		forged := tu.Pod("forged-agent", tu.InNamespace(chartNS), tu.OnNode("od-1"))
+		forged.Spec.ServiceAccountName = account
+		_, err := env.Client.CoreV1().Pods(chartNS).Create(ctx, forged, metav1.CreateOptions{})
+		wantRefused(t, "create a pod as the agent", err, "only the DaemonSet controller may create pods that run as spotter-agent's ServiceAccount")
+		// A token bound to the agent pod of spot-1, asked for by the admin.
+		_, err = requestToken(ctx, t, env, env.Client, account, &authnv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: agentPod.Name, UID: agentPod.UID})
+		wantRefused(t, "ask for a token bound to an agent pod as the admin", err, "only kubelets may request tokens of spotter-agent's ServiceAccount")
+		// An unbound one, by the kubelet of a node the agent runs on.
+		_, err = requestToken(ctx, t, env, kubelet(t, env, "spot-1"), account, nil)
+		wantRefused(t, "ask for an unbound token as a kubelet", err, "must be bound to a pod")
+		// A legacy token Secret carries no node: the own-node policy refuses it.
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "agent-legacy-token", Namespace: chartNS,
+			Annotations: map[string]string{corev1.ServiceAccountNameKey: account}}, Type: corev1.SecretTypeServiceAccountToken}
+		if _, err := env.Client.CoreV1().Secrets(chartNS).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var legacy string
+		testenv.Eventually(t, time.Minute, "the legacy token filled in", func(ctx context.Context) (bool, string, error) {
+			s, err := env.Client.CoreV1().Secrets(chartNS).Get(ctx, secret.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, "", err
+			}
+			legacy = string(s.Data[corev1.ServiceAccountTokenKey])
+			return legacy != "", "", nil
+		})
+		unbound := kubeClient(t, env.TokenKubeconfig("agent-legacy", legacy))
+		wantRefused(t, "change its node with a token that names no node", updateNode(ctx, unbound, "spot-1", func(n *corev1.Node) { n.Spec.Unschedulable = true }), "names no node")
 	})
 
 	// A preemption notice: the agent empties spot-1 with the same token, its
@@ -173,6 +250,30 @@ func TestChartIdentities(t *testing.T) {
 	if vaps, err := env.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().List(ctx, metav1.ListOptions{}); err != nil || len(vaps.Items) > 0 {
 		t.Errorf("ValidatingAdmissionPolicies left after uninstall: %d (%v)", len(vaps.Items), err)
 	}
+}
+
+// dedicatedTaint keeps spot-1 for the pods that tolerate it.
+var dedicatedTaint = corev1.Taint{Key: "example.com/dedicated", Value: "web", Effect: corev1.TaintEffectNoSchedule}
+
+// updateNode reads node with client, changes it and updates it with client,
+// as the agent does (a read-modify-update, never a patch), again on a conflict
+// (kwok renews the node's status).
+func updateNode(ctx context.Context, client kubernetes.Interface, node string, change func(*corev1.Node)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if n.Labels == nil {
+			n.Labels = map[string]string{}
+		}
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		change(n)
+		_, err = client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 // systemNode is where the chart's controller pods go (testdata/chart/lab.yaml):
@@ -292,22 +393,41 @@ func kubeClient(t *testing.T, kubeconfig string) kubernetes.Interface {
 	return kubernetes.NewForConfigOrDie(rc)
 }
 
-// podToken returns a token of pod's ServiceAccount bound to pod, as the
-// kubelet projects into it: it carries the pod's node.
+// podToken returns a token of pod's ServiceAccount bound to pod, asked for
+// as the kubelet of the pod's node asks for the token it projects into the
+// pod: it carries the pod's node. (The chart lets only kubelets ask for the
+// agent's tokens.)
 func podToken(ctx context.Context, t *testing.T, env *testenv.Env, pod *corev1.Pod) string {
 	t.Helper()
-	return saToken(ctx, t, env, pod.Spec.ServiceAccountName, &authnv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID})
+	tr, err := requestToken(ctx, t, env, kubelet(t, env, pod.Spec.NodeName), pod.Spec.ServiceAccountName,
+		&authnv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID})
+	if err != nil {
+		t.Fatalf("a token of %s/%s for pod %s: %v", chartNS, pod.Spec.ServiceAccountName, pod.Name, err)
+	}
+	return tr
 }
 
-func saToken(ctx context.Context, t *testing.T, env *testenv.Env, account string, bound *authnv1.BoundObjectReference) string {
+// requestToken asks client for a token of the ServiceAccount account of the
+// chart's namespace, bound to bound (nil: unbound).
+func requestToken(ctx context.Context, t *testing.T, env *testenv.Env, client kubernetes.Interface, account string, bound *authnv1.BoundObjectReference) (string, error) {
 	t.Helper()
-	tr, err := env.Client.CoreV1().ServiceAccounts(chartNS).CreateToken(ctx, account, &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{
+	tr, err := client.CoreV1().ServiceAccounts(chartNS).CreateToken(ctx, account, &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{
 		ExpirationSeconds: ptr.To[int64](3600), BoundObjectRef: bound,
 	}}, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatalf("a token of %s/%s: %v", chartNS, account, err)
+		return "", err
 	}
-	return tr.Status.Token
+	return tr.Status.Token, nil
+}
+
+// kubelet returns a client that acts as node's kubelet (user system:node:NODE
+// of group system:nodes, whom the Node authorizer lets ask for the tokens of
+// the pods bound to node), impersonated by the lab's admin.
+func kubelet(t *testing.T, env *testenv.Env, node string) kubernetes.Interface {
+	t.Helper()
+	rc := rest.CopyConfig(env.Config)
+	rc.Impersonate = rest.ImpersonationConfig{UserName: "system:node:" + node, Groups: []string{"system:nodes", "system:authenticated"}}
+	return kubernetes.NewForConfigOrDie(rc)
 }
 
 // chartConfig writes the SpotterConfiguration of the chart's ConfigMap to a

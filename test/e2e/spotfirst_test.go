@@ -38,7 +38,7 @@ func TestChartSpotFirst(t *testing.T) {
 	)
 	installChart(t, env, "config.spotFirst.enabled=true", "config.spotFirst.fallbackAfter=1m",
 		"config.rescheduler.enabled=false", "agent.enabled=false")
-	controller, _, _ := startChartController(ctx, t, env)
+	controller, _, controllerKC := startChartController(ctx, t, env)
 	for name, selected := range map[string]bool{"shop": true, "other": false} {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		if selected {
@@ -195,4 +195,43 @@ func TestChartSpotFirst(t *testing.T) {
 	want(30*time.Second, "shop", "spread", map[string]int{"od-1": 2})
 	waitEventReason(t, env, spotfirst.ReasonFallback)
 	assertNotRefused(t, controller)
+
+	// Under the chart's identity the controller may do what spot-first does
+	// and no more (RBAC lets it update and delete any pod). It is stopped
+	// first, so that it admits none of the pods below itself.
+	controller.Stop()
+	ctl := kubeClient(t, controllerKC)
+	gated := tu.Pod("gated", tu.InNamespace("other"), tu.CPU("100m"), tu.WithLabels("app", "gated"))
+	gated.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: spotfirst.GateName}}
+	gated, err := env.Client.CoreV1().Pods("other").Create(ctx, gated, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	update := func(pod *corev1.Pod, change func(*corev1.Pod)) error {
+		p := pod.DeepCopy()
+		change(p)
+		_, err := ctl.CoreV1().Pods(p.Namespace).Update(ctx, p, metav1.UpdateOptions{})
+		return err
+	}
+	wantRefused(t, "change a gated pod's image", update(gated, func(p *corev1.Pod) {
+		p.Spec.Containers[0].Image = "example.com/other:latest"
+		p.Spec.SchedulingGates = nil
+	}), "may change only the scheduling gates and the node selector of pod other/gated")
+	wantRefused(t, "label a gated pod", update(gated, func(p *corev1.Pod) { p.Labels["e2e"] = "x" }), "may add only its annotation")
+	solos, err := env.Client.CoreV1().Pods("shop").List(ctx, metav1.ListOptions{LabelSelector: "app=solo"})
+	if err != nil || len(solos.Items) != 1 {
+		t.Fatalf("the solo pod: %d (%v)", len(solos.Items), err)
+	}
+	solo := &solos.Items[0]
+	wantRefused(t, "update a pod without the gate", update(solo, func(p *corev1.Pod) {
+		p.Annotations = map[string]string{spotfirst.SteeredAnnotation: "2026-01-01T00:00:00Z"}
+	}), "may update only pods gated by spotter.dev/spot-first, not shop/"+solo.Name)
+	wantRefused(t, "delete a bound pod", ctl.CoreV1().Pods("shop").Delete(ctx, solo.Name, metav1.DeleteOptions{}),
+		"may delete only unbound pods it steered")
+	// What spot-first does passes: steering the gated pod.
+	if err := update(gated, func(p *corev1.Pod) {
+		*p = *spotfirst.Steer(p, lab.CapacityTypeLabel, "spot", "2026-01-01T00:00:00Z")
+	}); err != nil {
+		t.Errorf("steering a gated pod under the controller's identity: %v", err)
+	}
 }

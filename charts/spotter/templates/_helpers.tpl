@@ -194,6 +194,94 @@ address.
 {{- if eq (dig "agent" "metricsAuthentication" "Kubernetes" (.Values.config | default dict)) "None" -}}http{{- else -}}https{{- end -}}
 {{- end -}}
 
+{{/*
+The well-known labels that mark a node spot (internal/classify), each with the
+value that means spot (none: the label's presence does). Cluster API's
+cluster.x-k8s.io/interruptible, true with any value but "false", is added by
+the two definitions below. The agent runs where one of them says spot; the
+controller where none does.
+*/}}
+{{- define "spotter.spotLabels" -}}
+- [karpenter.sh/capacity-type, spot]
+- [eks.amazonaws.com/capacityType, SPOT]
+- [cloud.google.com/gke-spot, "true"]
+- [cloud.google.com/gke-preemptible, "true"]
+- [kubernetes.azure.com/scalesetpriority, spot]
+- [node.kubernetes.io/lifecycle, spot]
+- [node-role.kubernetes.io/spot-worker]
+{{- end -}}
+
+{{/* nodeSelectorTerms of spot nodes: one term a label (terms are ORed). */}}
+{{- define "spotter.spotTerms" -}}
+{{- range (include "spotter.spotLabels" . | fromYamlArray) }}
+- matchExpressions:
+    - key: {{ index . 0 }}
+      {{- if gt (len .) 1 }}
+      operator: In
+      values: [{{ index . 1 | quote }}]
+      {{- else }}
+      operator: Exists
+      {{- end }}
+{{- end }}
+# Cluster API writes the label with an empty value; any value
+# but "false" means interruptible.
+- matchExpressions:
+    - key: cluster.x-k8s.io/interruptible
+      operator: Exists
+    - key: cluster.x-k8s.io/interruptible
+      operator: NotIn
+      values: ["false"]
+{{- end -}}
+
+{{/*
+nodeSelectorTerms of nodes no label marks spot: none of the labels, and
+Cluster API's label absent or "false" (two terms, ORed).
+*/}}
+{{- define "spotter.notSpotTerms" -}}
+{{- $labels := include "spotter.spotLabels" . | fromYamlArray -}}
+{{- range $interruptible := list "DoesNotExist" "In" }}
+- matchExpressions:
+  {{- range $labels }}
+    - key: {{ index . 0 }}
+      {{- if gt (len .) 1 }}
+      operator: NotIn
+      values: [{{ index . 1 | quote }}]
+      {{- else }}
+      operator: DoesNotExist
+      {{- end }}
+  {{- end }}
+    - key: cluster.x-k8s.io/interruptible
+      operator: {{ $interruptible }}
+      {{- if eq $interruptible "In" }}
+      values: ["false"]
+      {{- end }}
+{{- end }}
+{{- end -}}
+
+{{/*
+Whether the agent runs in the node's network namespace: "true" or "".
+agent.hostNetwork auto means yes unless the agent's cloud is azure (Azure's
+instance metadata service answers pods; AWS's and GKE's may not: see the
+DaemonSet).
+*/}}
+{{- define "spotter.agent.hostNetwork" -}}
+{{- $v := .Values.agent.hostNetwork -}}
+{{- if eq (toString $v) "auto" -}}
+{{- $cloud := .Values.agent.cloud | default (dig "agent" "cloud" "auto" (.Values.config | default dict)) -}}
+{{- if ne $cloud "azure" -}}true{{- end -}}
+{{- else if $v -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+The checksum of what the agent reads of its configuration file (agent, drain,
+dryRun; internal/agent/app) and of its metrics certificate's mount: the
+DaemonSet's pods roll when it changes, and only then.
+*/}}
+{{- define "spotter.agent.configChecksum" -}}
+{{- $config := .Values.config | default dict -}}
+{{- dict "agent" (get $config "agent") "drain" (get $config "drain") "dryRun" (get $config "dryRun") "metricsCert" .Values.agent.metrics.certSecretName | toJson | sha256sum -}}
+{{- end -}}
+
 {{/* Whether leader election is on (config.manager.leaderElection.enabled, default true): "true" or "". */}}
 {{- define "spotter.leaderElection" -}}
 {{- $enabled := dig "manager" "leaderElection" "enabled" true (.Values.config | default dict) -}}
@@ -201,10 +289,43 @@ address.
 {{- end -}}
 
 {{/*
+Whether the chart makes the metrics scraper's token (metrics-scraper.yaml):
+"true" when an enabled ServiceMonitor or PodMonitor scrapes over HTTPS and
+its bearerTokenSecret names no Secret of the operator's.
+*/}}
+{{- define "spotter.metricsScraper" -}}
+{{- $https := or (eq (include "spotter.controller.metricsScheme" .) "https") (and .Values.agent.enabled (eq (include "spotter.agent.metricsScheme" .) "https")) -}}
+{{- $monitor := ternary .Values.serviceMonitor .Values.podMonitor .Values.serviceMonitor.enabled -}}
+{{- if and $https $monitor.enabled (not $monitor.bearerTokenSecret.name) -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+The monitors' authorization over HTTPS: the Prometheus Operator's
+authorization field with the token of the Secret named by
+MONITOR.bearerTokenSecret, or of the chart's metrics scraper. Called with
+(dict "root" $ "secret" .Values.serviceMonitor.bearerTokenSecret).
+*/}}
+{{- define "spotter.monitorAuthorization" -}}
+authorization:
+  type: Bearer
+  credentials:
+    name: {{ .secret.name | default (printf "%s-metrics-scraper" (include "spotter.fullname" .root)) }}
+    key: {{ ternary .secret.key "token" (not (empty .secret.name)) }}
+{{- end -}}
+
+{{/*
 Checks across values that the schema cannot express; each failure says what
 to change. Included by the controller Deployment, so every render runs it.
 */}}
 {{- define "spotter.validate" -}}
+{{- $kube := .Capabilities.KubeVersion.Version -}}
+{{- if semverCompare "<1.32.0-0" $kube -}}
+{{- fail (printf "Spotter needs Kubernetes 1.32 or later, this cluster is %s: the agent's admission policies hold each agent to the node named in its token's authentication.kubernetes.io/node-name claim, which bound tokens carry from 1.32 (a beta feature before)" $kube) -}}
+{{- end -}}
+{{- $sf := .Values.config.spotFirst | default dict -}}
+{{- if and ($sf.enabled | default false) (not ($sf.dryRun | default false)) (not (.Values.config.dryRun | default false)) (semverCompare "<1.36.0-0" $kube) -}}
+{{- fail (printf "config.spotFirst.enabled needs Kubernetes 1.36 or later, this cluster is %s: the scheduling gate is put on new pods by a MutatingAdmissionPolicy (admissionregistration.k8s.io/v1, from 1.36); turn spot-first off, or set config.spotFirst.dryRun to log its decisions without the gate" $kube) -}}
+{{- end -}}
 {{- if and (gt (int .Values.controller.replicas) 1) (not (include "spotter.leaderElection" .)) -}}
 {{- fail (printf "controller.replicas is %d but config.manager.leaderElection.enabled is false: replicas would act at once and drain nodes twice; set controller.replicas to 1 or turn leader election on" (int .Values.controller.replicas)) -}}
 {{- end -}}
@@ -216,12 +337,10 @@ to change. Included by the controller Deployment, so every render runs it.
 {{- if and $fileCloud .Values.agent.cloud (ne $fileCloud .Values.agent.cloud) -}}
 {{- fail (printf "agent.cloud is %q but config.agent.cloud is %q: the agent's --cloud flag (agent.cloud) would override the file; set one of them" .Values.agent.cloud $fileCloud) -}}
 {{- end -}}
+{{- if and .Values.agent.enabled (eq (include "spotter.controller.serviceAccountName" .) (include "spotter.agent.serviceAccountName" .)) -}}
+{{- fail (printf "the controller and the agent would both run as the ServiceAccount %q: the agent's admission policies would hold the controller to one node, and every agent would hold the controller's rights; give each its own (controller.serviceAccount.name and agent.serviceAccount.name, or serviceAccount.create)" (include "spotter.agent.serviceAccountName" .)) -}}
+{{- end -}}
 {{- if and .Values.serviceMonitor.enabled .Values.podMonitor.enabled -}}
 {{- fail "serviceMonitor.enabled and podMonitor.enabled are both true: Prometheus would scrape every target twice; enable one" -}}
-{{- end -}}
-{{- if and .Values.podMonitor.enabled (not .Values.podMonitor.bearerTokenSecret.name) -}}
-{{- if or (eq (include "spotter.controller.metricsScheme" .) "https") (and .Values.agent.enabled (eq (include "spotter.agent.metricsScheme" .) "https")) -}}
-{{- fail "podMonitor.enabled needs podMonitor.bearerTokenSecret.name: Spotter's metrics are readable only with a bearer token (a PodMonitor cannot use Prometheus' own token file); name a Secret holding a token allowed to get /metrics, use serviceMonitor instead, or set config.manager.metricsAuthentication and config.agent.metricsAuthentication to None (docs/metrics.md)" -}}
-{{- end -}}
 {{- end -}}
 {{- end -}}
