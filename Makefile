@@ -3,7 +3,7 @@ SHELL := /usr/bin/env bash -o pipefail
 GO ?= go
 LINT := $(GO) tool -modfile=hack/tools/lint/go.mod golangci-lint
 # Modules whose go.mod/go.sum `go mod tidy` must leave unchanged.
-MODULES := . hack/tools/kube hack/tools/etcd hack/tools/capi hack/tools/helm hack/tools/lint hack/tools/promrules
+MODULES := . hack/tools/kube hack/tools/kube-oldest hack/tools/etcd hack/tools/capi hack/tools/helm hack/tools/lint hack/tools/promrules
 
 .PHONY: all build kube-bin capi-bin helm-bin chromium test unit verify fmt lint tidy golden lab lab-down clean simulate image
 
@@ -12,8 +12,9 @@ all: build
 build: ## Build bin/spotter and bin/spotter-agent.
 	$(GO) build -o bin/ ./cmd/spotter ./cmd/spotter-agent
 
-kube-bin: ## Build the Kubernetes binaries the tests use (cached; see hack/kube-bin.sh).
+kube-bin: ## Build the Kubernetes binaries the tests use, of today's minor and of the oldest the chart supports (cached; see hack/kube-bin.sh).
 	bash hack/kube-bin.sh >/dev/null
+	bash hack/kube-bin.sh --oldest >/dev/null
 
 capi-bin: ## Build the Cluster API manager and CRDs the lab's Cluster API tests use (cached; see hack/capi-bin.sh).
 	bash hack/capi-bin.sh >/dev/null
@@ -25,7 +26,7 @@ chromium: ## Install Debian's chromium for the report test of spotter simulate, 
 	bash hack/chromium.sh >/dev/null
 
 test: kube-bin capi-bin helm-bin chromium ## Unit, integration and e2e tests, on real Kubernetes binaries and a headless browser.
-	SPOTTER_KUBE_BIN_DIR=$$(bash hack/kube-bin.sh --dir) SPOTTER_CAPI_BIN_DIR=$$(bash hack/capi-bin.sh --dir) SPOTTER_HELM_BIN_DIR=$$(bash hack/helm-bin.sh --dir) $(GO) test -count=1 -timeout 60m ./...
+	SPOTTER_KUBE_BIN_DIR=$$(bash hack/kube-bin.sh --dir) SPOTTER_KUBE_OLDEST_BIN_DIR=$$(bash hack/kube-bin.sh --oldest --dir) SPOTTER_CAPI_BIN_DIR=$$(bash hack/capi-bin.sh --dir) SPOTTER_HELM_BIN_DIR=$$(bash hack/helm-bin.sh --dir) $(GO) test -count=1 -timeout 60m ./...
 
 unit: ## Unit tests only (no apiserver).
 	$(GO) test -short ./...

@@ -6,6 +6,12 @@
 #
 #   hack/kube-bin.sh            build what is missing, print the directory
 #   hack/kube-bin.sh --dir      print the directory only (builds nothing)
+#   hack/kube-bin.sh --oldest [--dir]
+#                               the same for the oldest Kubernetes minor the chart
+#                               supports (OLDEST_KUBE_VERSION, hack/tools/kube-oldest):
+#                               its kube-apiserver, kube-scheduler and
+#                               kube-controller-manager, beside the etcd, kubectl
+#                               and kwok of the default set (built first if missing)
 #
 # The cache lives outside the work tree so that fresh clones (CI) reuse it:
 #   ${SPOTTER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/spotter}
@@ -13,10 +19,19 @@
 set -euo pipefail
 
 KUBE_VERSION=v1.37.1
+OLDEST_KUBE_VERSION=v1.32.13
 KWOK_VERSION=v0.8.0
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 tools=$root/hack/tools
+kube_tools=$tools/kube
+oldest=
+if [[ ${1:-} == --oldest ]]; then
+	oldest=1
+	shift
+	KUBE_VERSION=$OLDEST_KUBE_VERSION
+	kube_tools=$tools/kube-oldest
+fi
 etcd_version=$(awk '$1 == "require" && $2 == "go.etcd.io/etcd/server/v3" {print $3}' "$tools/etcd/go.mod")
 cache=${SPOTTER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/spotter}
 
@@ -35,7 +50,7 @@ done
 
 # The key covers everything that changes the binaries: the versions, the pinned
 # module sums, the Go toolchain and the build flags.
-key=$( (cat "$tools/kube/go.sum" "$tools/etcd/go.sum"; go env GOVERSION; echo "$ldflags") | sha256sum | cut -c1-12)
+key=$( (cat "$kube_tools/go.sum" "$tools/etcd/go.sum"; go env GOVERSION; echo "$ldflags") | sha256sum | cut -c1-12)
 dir=$cache/k8s-$KUBE_VERSION-etcd-$etcd_version-kwok-$KWOK_VERSION-$key
 
 if [[ ${1:-} == --dir ]]; then
@@ -62,9 +77,24 @@ build() { # name, module dir, package
 	log "built $name in $((SECONDS - start))s"
 }
 
+if [[ -n $oldest ]]; then
+	for name in kube-apiserver kube-scheduler kube-controller-manager; do
+		build "$name" "$kube_tools" "k8s.io/kubernetes/cmd/$name"
+	done
+	# etcd, kwok and its stages: the default set's (etcd 3.6 serves 1.32's
+	# apiserver). kubectl too, only for the lab's set to be whole: no test of
+	# the oldest minor runs it.
+	main=$(bash "${BASH_SOURCE[0]}")
+	for name in etcd kubectl kwok kwok-stages; do
+		[[ -e $dir/$name ]] || cp -R "$main/$name" "$dir/$name"
+	done
+	echo "$dir"
+	exit 0
+fi
+
 build etcd "$tools/etcd" .
 for name in kube-apiserver kube-scheduler kube-controller-manager kubectl; do
-	build "$name" "$tools/kube" "k8s.io/kubernetes/cmd/$name"
+	build "$name" "$kube_tools" "k8s.io/kubernetes/cmd/$name"
 done
 
 if [[ ! -x $dir/kwok ]]; then

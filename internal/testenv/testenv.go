@@ -58,14 +58,33 @@ func StartLab(t testing.TB) *Env {
 	return start(t, true)
 }
 
+// StartOldestLab is StartLab on the oldest Kubernetes minor the chart
+// supports (lab.FindOldestBinaries).
+func StartOldestLab(t testing.TB) *Env {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a real kube-apiserver; skipped with -short")
+	}
+	dir, err := lab.FindOldestBinaries(os.Stderr)
+	if err != nil {
+		t.Fatalf("Kubernetes binaries of the oldest supported minor: %v", err)
+	}
+	return startIn(t, dir, true)
+}
+
 func start(t testing.TB, full bool) *Env {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("needs a real kube-apiserver; skipped with -short")
 	}
+	return startIn(t, binaries(t), full)
+}
+
+func startIn(t testing.TB, binDir string, full bool) *Env {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	l, err := lab.Start(ctx, lab.Options{BinDir: binaries(t), Full: full})
+	l, err := lab.Start(ctx, lab.Options{BinDir: binDir, Full: full})
 	if err != nil {
 		t.Fatalf("starting the lab: %v", err)
 	}

@@ -60,6 +60,20 @@ func TestChartIdentities(t *testing.T) {
 	chartIdentities(t, testenv.StartLab(t))
 }
 
+// The same on the oldest Kubernetes minor the chart supports (1.32: the node
+// claim of bound tokens is GA there), built by hack/kube-bin.sh --oldest.
+func TestChartIdentitiesOldestKubernetes(t *testing.T) {
+	env := testenv.StartOldestLab(t)
+	v, err := env.Client.Discovery().ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Major != "1" || v.Minor != "32" {
+		t.Fatalf("the oldest lab runs Kubernetes %s.%s, want 1.32", v.Major, v.Minor)
+	}
+	chartIdentities(t, env)
+}
+
 func chartIdentities(t *testing.T, env *testenv.Env) {
 	ctx := testenv.Context(t, 8*time.Minute)
 	env.CreateNodes(
