@@ -17,7 +17,9 @@ func newCleanupCommand() *cobra.Command {
 	var kubeconfig, kubeContext string
 	var dryRun bool
 	cmd := &cobra.Command{
-		Use:   "cleanup [--kubeconfig K] [--context C] [--dry-run]",
+		Use: "cleanup [--kubeconfig K] [--context C] [--dry-run]",
+		Example: `  spotter cleanup --dry-run      # say what would be removed
+  spotter cleanup --context prod`,
 		Short: "Remove every label, taint, annotation and cordon of Spotter's from the cluster's nodes",
 		Long: `cleanup removes what Spotter leaves on nodes: the labeler's on-demand taint and
 the interruptible label it wrote (not Cluster API's), drain marks (uncordoning a node

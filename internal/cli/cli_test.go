@@ -91,7 +91,7 @@ agent:
 }
 
 func TestConfigValidateUsageErrors(t *testing.T) {
-	if code, _, errOut := run(t, "config", "validate"); code != 1 || !strings.Contains(errOut, "-f FILE is required") {
+	if code, _, errOut := run(t, "config", "validate"); code != 1 || !strings.Contains(errOut, "no file: give the configuration file to validate") {
 		t.Errorf("no file: exit %d, %q", code, errOut)
 	}
 	if code, _, errOut := run(t, "config", "validate", "-f", "/nonexistent.yaml"); code != 1 || !strings.Contains(errOut, "no such file") {

@@ -45,3 +45,29 @@ func TestConfigFilesAreBounded(t *testing.T) {
 		}
 	}
 }
+
+// The file to validate is the argument or -f, not both unless they agree; a
+// bad one is named.
+func TestConfigValidateTakesTheFileAsArgument(t *testing.T) {
+	good := writeFile(t, "apiVersion: spotter.dev/v1alpha1\nkind: SpotterConfiguration\n")
+	bad := writeFile(t, "apiVersion: spotter.dev/v1alpha1\nkind: SpotterConfiguration\nmanager:\n  metricsBindAddress: \"nonsense\"\n")
+	for _, tc := range []struct {
+		args    []string
+		code    int
+		out     string
+		errWant string
+	}{
+		{args: []string{good}, out: good + ": valid"},
+		{args: []string{"-f", good}, out: good + ": valid"},
+		{args: []string{good, "-f", good}, out: good + ": valid"},
+		{args: []string{bad}, code: 1, errWant: "(line 4)"},
+		{args: []string{good, "-f", bad}, code: 1, errWant: "two files, " + bad + " (-f) and " + good},
+		{args: nil, code: 1, errWant: "no file: give the configuration file to validate as the argument"},
+		{args: []string{good, bad}, code: 1, errWant: "accepts at most 1 arg"},
+	} {
+		code, out, errOut := run(t, append([]string{"config", "validate"}, tc.args...)...)
+		if code != tc.code || !strings.Contains(out, tc.out) || !strings.Contains(errOut, tc.errWant) {
+			t.Errorf("config validate %v: exit %d, stdout %q, stderr %q", tc.args, code, out, errOut)
+		}
+	}
+}

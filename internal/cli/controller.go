@@ -38,7 +38,9 @@ func newControllerCommand() *cobra.Command {
 	var kubeconfig, pprofAddr string
 	var logs logOptions
 	cmd := &cobra.Command{
-		Use:   "controller [--config F] [--kubeconfig K] [flags]",
+		Use: "controller [--config F] [--kubeconfig K] [flags]",
+		Example: `  spotter controller --config spotter.yaml
+  spotter controller --kubeconfig ~/.kube/config --dry-run   # from a workstation, changing nothing`,
 		Short: "Run Spotter's controllers in the cluster",
 		Long: `Runs the controllers the configuration enables, as one controller-runtime
 manager: leader election on a Lease (on by default), /healthz and /readyz,

@@ -27,7 +27,9 @@ func defaultLabDir() string {
 
 func newLabCommand() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "lab",
+		Use: "lab",
+		Example: `  spotter lab up --spot 3 --on-demand 2
+  spotter lab down`,
 		Short: "Run a local Kubernetes lab: real control plane, kwok nodes",
 		Long: `The lab runs etcd, kube-apiserver, kube-scheduler, kube-controller-manager and
 kwok (fake kubelets) as local processes, built from Go modules by
@@ -42,7 +44,9 @@ func newLabUpCommand() *cobra.Command {
 	var dir string
 	var spot, onDemand int
 	cmd := &cobra.Command{
-		Use:   "up",
+		Use: "up",
+		Example: `  spotter lab up                        # 2 on-demand and 3 spot kwok nodes
+  spotter lab up --spot 5 --on-demand 1`,
 		Short: "Start a lab in the background and print its kubeconfig",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -102,9 +106,10 @@ func newLabDownCommand() *cobra.Command {
 	var dir string
 	var keep bool
 	cmd := &cobra.Command{
-		Use:   "down",
-		Short: "Stop the lab started by `spotter lab up` and remove its directory",
-		Args:  cobra.NoArgs,
+		Use:     "down",
+		Example: `  spotter lab down`,
+		Short:   "Stop the lab started by `spotter lab up` and remove its directory",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := lab.StopDir(dir); err != nil {
 				return err

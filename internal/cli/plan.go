@@ -35,6 +35,7 @@ type planOptions struct {
 	kubeconfig       string
 	context          string
 	snapshotFile     string
+	strict           bool
 	maxSnapshotBytes string
 	configFile       string
 	output           string
@@ -43,7 +44,10 @@ type planOptions struct {
 func newPlanCommand() *cobra.Command {
 	var o planOptions
 	cmd := &cobra.Command{
-		Use:   "plan [--kubeconfig K] [--context C] [--snapshot FILE] [--config F] [-o table|json|yaml]",
+		Use: "plan [--kubeconfig K] [--context C] [--snapshot FILE] [--config F] [-o table|json|yaml]",
+		Example: `  spotter plan                                   # the current kubeconfig context
+  spotter plan --context prod --config spotter.yaml -o json
+  kubectl get nodes,pods,pdb -A -o yaml > cluster.yaml && spotter plan --snapshot cluster.yaml`,
 		Short: "Show which on-demand nodes could be emptied onto spot now, and why not",
 		Long: `Reads the cluster (or a saved snapshot) and runs the planner: a scheduling
 simulation with the kube-scheduler's own filter plugins, PodDisruptionBudgets
@@ -65,6 +69,7 @@ lacks are warnings (docs/planner.md).`,
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
 	f.StringVar(&o.context, "context", "", "kubeconfig context (default: the current context)")
 	f.StringVar(&o.snapshotFile, "snapshot", "", "plan a saved cluster snapshot instead of a live cluster")
+	f.BoolVar(&o.strict, "strict", false, "fail, rather than warn, when the cluster or snapshot holds no nodes")
 	f.StringVar(&o.maxSnapshotBytes, "max-snapshot-bytes", "512Mi",
 		"largest --snapshot file read, such as 1Gi (a 5,000-node cluster's snapshot is about 185 MB; memory grows with the file)")
 	f.StringVarP(&o.configFile, "config", "f", "", fmt.Sprintf("SpotterConfiguration file (at most %s): classification selectors, movability rules, prices",
@@ -121,6 +126,17 @@ func runPlan(ctx context.Context, o *planOptions, out, errOut io.Writer) error {
 		instances = readCloud(ctx, cfg, rc, client, snap.Nodes, errOut).instances
 	}
 	loaded := time.Since(start)
+	if len(snap.Nodes) == 0 {
+		from := "the cluster"
+		if o.snapshotFile != "" {
+			from = "snapshot " + o.snapshotFile
+		}
+		msg := fmt.Sprintf("%s holds no nodes: nothing to plan (a snapshot needs the Nodes too: kubectl get nodes,pods,pdb -A -o yaml)", from)
+		if o.strict {
+			return errors.New(msg)
+		}
+		fmt.Fprintf(errOut, "warning: %s\n", msg)
+	}
 
 	start = time.Now()
 	opts := plan.ConfigOptions(cfg, classifier)

@@ -147,3 +147,17 @@ planner:
 		}
 	}
 }
+
+// A snapshot with no nodes plans nothing: a warning that says so, an error
+// with --strict.
+func TestPlanSaysTheSnapshotHoldsNoNodes(t *testing.T) {
+	path := writeFile(t, "apiVersion: v1\nkind: List\nitems: []\n")
+	code, out, errOut := run(t, "plan", "--snapshot", path)
+	if code != 0 || !strings.Contains(errOut, "warning: snapshot "+path+" holds no nodes: nothing to plan") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, out, errOut = run(t, "plan", "--snapshot", path, "--strict")
+	if code != 1 || !strings.Contains(errOut, "snapshot "+path+" holds no nodes") || out != "" {
+		t.Errorf("--strict: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}

@@ -47,7 +47,9 @@ func Main(args []string, s Streams) int {
 // NewRootCommand returns the spotter command tree writing to s.
 func NewRootCommand(s Streams) *cobra.Command {
 	root := &cobra.Command{
-		Use:   "spotter",
+		Use: "spotter",
+		Example: `  spotter simulate            # no cluster needed
+  spotter plan                # read-only, on the current kubeconfig context`,
 		Short: "Keep Kubernetes workloads on spot capacity without losing them",
 		Long: `Spotter moves pods from on-demand to spot nodes when a scheduling simulation
 says they fit, migrates on-demand nodes to spot make-before-break, and drains

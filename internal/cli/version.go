@@ -12,7 +12,9 @@ import (
 func newVersionCommand() *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
-		Use:   "version",
+		Use: "version",
+		Example: `  spotter version
+  spotter version -o json`,
 		Short: "Print the version of this build",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
