@@ -2,6 +2,7 @@ package rescheduler
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -78,5 +79,35 @@ func TestNotDrainableReasonIsThePlansAndShowsWhenItChanges(t *testing.T) {
 	first.note, second.note = "", ""
 	if first == second {
 		t.Errorf("the Event of the new reason has the series key of the old one (%+v): the events library would merge it and show only the first reason", first)
+	}
+}
+
+// The first cycle has a verdict for every on-demand node; they are recorded
+// maxVerdictEvents a cycle, each once, so that they never queue ahead of the
+// Events of a drain by thousands.
+func TestVerdictEventsArePaced(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	const nodes = 2*maxVerdictEvents + 7
+	var objs []runtime.Object
+	for i := range nodes {
+		objs = append(objs, tu.Node(fmt.Sprintf("od-%03d", i), tu.OnDemand()))
+	}
+	fake := crfake.NewClientBuilder().WithRuntimeObjects(objs...).Build()
+	rec := &recorder{}
+	c := New(fake, plan.New(plan.Options{}), nil, disruption.NewWithWindows(1), clk, rec, Options{})
+	ctx := context.Background()
+	for cycle, want := range []int{maxVerdictEvents, 2 * maxVerdictEvents, nodes, nodes} {
+		c.Cycle(ctx)
+		verdicts := append(rec.with("SpotterNotDrainable"), rec.with("SpotterDrainable")...)
+		seen := map[string]bool{}
+		for _, e := range verdicts {
+			if seen[e.regarding] {
+				t.Errorf("cycle %d: node %s has two verdict Events", cycle+1, e.regarding)
+			}
+			seen[e.regarding] = true
+		}
+		if len(verdicts) != want {
+			t.Errorf("after cycle %d: %d verdict Events, want %d", cycle+1, len(verdicts), want)
+		}
 	}
 }

@@ -636,10 +636,20 @@ func (c *Controller) waitReplacements(ctx context.Context, drained string, owner
 	}
 }
 
+// maxVerdictEvents bounds the verdict Events (SpotterDrainable,
+// SpotterNotDrainable) one cycle records. The first cycle has a verdict for
+// every on-demand node: 3,000 Events at 5,000 nodes, which the client's rate
+// limit would send over minutes, ahead of the Events of the drains. The rest
+// wait for the next cycles, 50 a cycle.
+const maxVerdictEvents = 50
+
 // report records an Event on each on-demand node whose verdict changed, so
-// that `kubectl describe node` says why Spotter leaves it alone. The reason
-// is the plan's, as `spotter plan` gives it (the snapshot is in list order).
+// that `kubectl describe node` says why Spotter leaves it alone, at most
+// maxVerdictEvents a cycle: a change not recorded yet is recorded in a later
+// cycle (or never, if the verdict changes back meanwhile). The reason is the
+// plan's, as `spotter plan` gives it (the snapshot is in list order).
 func (c *Controller) report(p *plan.Plan) {
+	recorded := 0
 	for _, n := range p.Nodes {
 		if n.Class != classify.OnDemand {
 			continue
@@ -654,10 +664,15 @@ func (c *Controller) report(p *plan.Plan) {
 		if c.reported[n.Name] == reason {
 			continue
 		}
-		c.reported[n.Name] = reason
 		if c.recorder == nil {
+			c.reported[n.Name] = reason
 			continue
 		}
+		if recorded == maxVerdictEvents {
+			return
+		}
+		recorded++
+		c.reported[n.Name] = reason
 		ref := &corev1.ObjectReference{Kind: "Node", Name: n.Name, UID: types.UID(n.Name)}
 		switch {
 		case n.Consolidated:
