@@ -9,8 +9,8 @@ MODULES := . hack/tools/kube hack/tools/kube-oldest hack/tools/etcd hack/tools/c
 
 all: build
 
-build: ## Build bin/spotter and bin/spotter-agent.
-	$(GO) build -o bin/ ./cmd/spotter ./cmd/spotter-agent
+build: ## Build bin/spotter and bin/spotter-agent (-v: each package as it compiles, the first build's progress).
+	$(GO) build -v -o bin/ ./cmd/spotter ./cmd/spotter-agent
 
 kube-bin: ## Build the Kubernetes binaries the tests use, of today's minor and of the oldest the chart supports (cached; see hack/kube-bin.sh).
 	bash hack/kube-bin.sh >/dev/null

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -246,6 +247,11 @@ func runSimulate(ctx context.Context, o *simulateOptions, out, errOut io.Writer)
 	}
 	fmt.Fprintf(out, "\nSimulated %s and the baseline over %s in %s. Report: %s\n",
 		ran, simulatedTime(rep.Days), rep.Elapsed.Round(10*time.Millisecond), strings.Join(paths, ", "))
+	for _, p := range paths {
+		if abs, err := filepath.Abs(p); err == nil && filepath.Ext(p) == ".html" {
+			fmt.Fprintf(out, "Open it in a browser (self-contained, works offline): file://%s\n", filepath.ToSlash(abs))
+		}
+	}
 	return nil
 }
 

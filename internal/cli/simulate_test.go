@@ -16,7 +16,8 @@ func TestSimulateCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errOut.String())
 	}
-	for _, want := range []string{"STRATEGY", "all-on-demand", "none", "spotter", "Report: "} {
+	for _, want := range []string{"STRATEGY", "all-on-demand", "none", "spotter", "Report: ",
+		"Open it in a browser (self-contained, works offline): file://" + filepath.ToSlash(filepath.Join(dir, "report.html")) + "\n"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
