@@ -86,17 +86,33 @@ func TestNotDrainableReasonIsThePlansAndShowsWhenItChanges(t *testing.T) {
 // maxVerdictEvents a cycle, each once, so that they never queue ahead of the
 // Events of a drain by thousands.
 func TestVerdictEventsArePaced(t *testing.T) {
-	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	const nodes = 2*maxVerdictEvents + 7
+	verdictEventsPaced(t, nodes, []int{maxVerdictEvents, 2 * maxVerdictEvents, nodes, nodes})
+}
+
+// The same at 5,000 on-demand nodes, the scale of BenchmarkControllerAtScale:
+// its first cycles record 50 verdict Events each, not thousands.
+func TestVerdictEventsArePacedAtScale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plans 5,000 nodes a cycle")
+	}
+	verdictEventsPaced(t, 5000, []int{maxVerdictEvents, 2 * maxVerdictEvents, 3 * maxVerdictEvents})
+}
+
+// verdictEventsPaced runs len(want) cycles over nodes on-demand nodes and
+// checks the verdict Events recorded after each, and that no node has two.
+func verdictEventsPaced(t *testing.T, nodes int, want []int) {
+	t.Helper()
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	var objs []runtime.Object
 	for i := range nodes {
-		objs = append(objs, tu.Node(fmt.Sprintf("od-%03d", i), tu.OnDemand()))
+		objs = append(objs, tu.Node(fmt.Sprintf("od-%04d", i), tu.OnDemand()))
 	}
 	fake := crfake.NewClientBuilder().WithRuntimeObjects(objs...).Build()
 	rec := &recorder{}
 	c := New(fake, plan.New(plan.Options{}), nil, disruption.NewWithWindows(1), clk, rec, Options{})
 	ctx := context.Background()
-	for cycle, want := range []int{maxVerdictEvents, 2 * maxVerdictEvents, nodes, nodes} {
+	for cycle, want := range want {
 		c.Cycle(ctx)
 		verdicts := append(rec.with("SpotterNotDrainable"), rec.with("SpotterDrainable")...)
 		seen := map[string]bool{}
