@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -80,36 +81,136 @@ func TestShortcutsChangeNoAnswer(t *testing.T) {
 	t.Logf("%d clusters: %d nodes drained (%d in waves, %d consolidated, displacing %d pods), %d pods moved, %d pending pods reserved", seeds, drained, waved, consolidated, displaced, moved, pending)
 }
 
+// comparePlans lists where fast and slow disagree, in both directions: a node
+// or a pod that one plan has and the other lacks is a difference, as are a
+// node's verdict (drainable, consolidated, waves), a pod's destination, wave
+// and OnDemand, and a node's displaced pods.
 func comparePlans(fast, slow *Plan) []string {
 	var diffs []string
 	if fast.Summary.PendingReserved != slow.Summary.PendingReserved {
 		diffs = append(diffs, fmt.Sprintf("pending pods reserved: %d, exhaustive %d", fast.Summary.PendingReserved, slow.Summary.PendingReserved))
 	}
-	byName := map[string]NodePlan{}
+	slowNodes := map[string]NodePlan{}
 	for _, n := range slow.Nodes {
-		byName[n.Name] = n
+		slowNodes[n.Name] = n
 	}
+	fastNodes := map[string]bool{}
 	for _, n := range fast.Nodes {
-		ref := byName[n.Name]
+		fastNodes[n.Name] = true
+		ref, ok := slowNodes[n.Name]
+		if !ok {
+			diffs = append(diffs, fmt.Sprintf("node %s: not in the exhaustive plan", n.Name))
+			continue
+		}
 		if n.Drainable != ref.Drainable || n.Waves != ref.Waves || n.Consolidated != ref.Consolidated {
 			diffs = append(diffs, fmt.Sprintf("node %s drainable=%v consolidated=%v in %d waves (%s), exhaustive %v %v in %d (%s)",
 				n.Name, n.Drainable, n.Consolidated, n.Waves, n.Reason, ref.Drainable, ref.Consolidated, ref.Waves, ref.Reason))
 			continue
 		}
-		want := map[string]PodPlan{}
-		for _, p := range ref.Pods {
-			want[p.Namespace+"/"+p.Name] = p
-		}
-		for _, p := range n.Pods {
-			if w := want[p.Namespace+"/"+p.Name]; p.Destination != w.Destination || p.Wave != w.Wave || p.OnDemand != w.OnDemand {
-				diffs = append(diffs, fmt.Sprintf("pod %s/%s to %q in wave %d, exhaustive %q in wave %d", p.Namespace, p.Name, p.Destination, p.Wave, w.Destination, w.Wave))
-			}
-		}
+		diffs = append(diffs, comparePods(n, ref)...)
 		if !reflect.DeepEqual(n.Displaced, ref.Displaced) {
 			diffs = append(diffs, fmt.Sprintf("node %s displaces %+v, exhaustive %+v", n.Name, n.Displaced, ref.Displaced))
 		}
 	}
+	for _, n := range slow.Nodes {
+		if !fastNodes[n.Name] {
+			diffs = append(diffs, fmt.Sprintf("node %s: only in the exhaustive plan (drainable=%v, %d pods)", n.Name, n.Drainable, len(n.Pods)))
+		}
+	}
 	return diffs
+}
+
+// comparePods lists where the pods of one node in two plans disagree, in
+// both directions.
+func comparePods(fast, slow NodePlan) []string {
+	var diffs []string
+	want := map[string]PodPlan{}
+	for _, p := range slow.Pods {
+		want[p.Namespace+"/"+p.Name] = p
+	}
+	seen := map[string]bool{}
+	for _, p := range fast.Pods {
+		key := p.Namespace + "/" + p.Name
+		seen[key] = true
+		w, ok := want[key]
+		switch {
+		case !ok:
+			diffs = append(diffs, fmt.Sprintf("pod %s of node %s: not in the exhaustive plan", key, fast.Name))
+		case p.Destination != w.Destination || p.Wave != w.Wave || p.OnDemand != w.OnDemand:
+			diffs = append(diffs, fmt.Sprintf("pod %s to %q in wave %d, exhaustive %q in wave %d", key, p.Destination, p.Wave, w.Destination, w.Wave))
+		}
+	}
+	for _, p := range slow.Pods {
+		if key := p.Namespace + "/" + p.Name; !seen[key] {
+			diffs = append(diffs, fmt.Sprintf("pod %s of node %s: only in the exhaustive plan (to %q)", key, slow.Name, p.Destination))
+		}
+	}
+	return diffs
+}
+
+// comparePlans must see what either plan leaves out: a copy of a real plan
+// with one node, or one pod, dropped differs from the plan it was copied
+// from, whichever side lacks it. (It once looped over the fast plan's nodes
+// and pods only, so whatever the fast planner dropped was never compared.)
+func TestComparePlansSeesWhatEitherPlanLacks(t *testing.T) {
+	// The node dropped is a drainable one with pods to move, in the first
+	// random cluster that has one.
+	var fast, slow *Plan
+	i := -1
+	for seed := uint64(0); i < 0; seed++ {
+		if seed == 20 {
+			t.Fatal("no drainable node with two pods or more in 20 random clusters")
+		}
+		s := randomCluster(seed, 1)
+		var err error
+		if fast, err = New(Options{}).Plan(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
+		ref := New(Options{})
+		ref.exhaustive = true
+		if slow, err = ref.Plan(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
+		if diffs := comparePlans(fast, slow); len(diffs) > 0 {
+			t.Fatalf("seed %d: the planners disagree before anything is dropped:\n  %s", seed, strings.Join(diffs, "\n  "))
+		}
+		i = slices.IndexFunc(fast.Nodes, func(n NodePlan) bool { return n.Drainable && len(n.Pods) > 1 })
+	}
+	name, pod := fast.Nodes[i].Name, fast.Nodes[i].Pods[0]
+	withoutNode := func(p *Plan) *Plan {
+		c := *p
+		c.Nodes = slices.DeleteFunc(slices.Clone(p.Nodes), func(n NodePlan) bool { return n.Name == name })
+		return &c
+	}
+	withoutPod := func(p *Plan) *Plan {
+		c := *p
+		c.Nodes = slices.Clone(p.Nodes)
+		for j := range c.Nodes {
+			if c.Nodes[j].Name == name {
+				c.Nodes[j].Pods = slices.DeleteFunc(slices.Clone(c.Nodes[j].Pods), func(pp PodPlan) bool {
+					return pp.Namespace == pod.Namespace && pp.Name == pod.Name
+				})
+			}
+		}
+		return &c
+	}
+	for _, c := range []struct {
+		name       string
+		fast, slow *Plan
+		want       string
+	}{
+		{"node dropped by the fast planner", withoutNode(fast), slow, "node " + name + ": only in the exhaustive plan"},
+		{"node dropped by the exhaustive planner", fast, withoutNode(slow), "node " + name + ": not in the exhaustive plan"},
+		{"pod dropped by the fast planner", withoutPod(fast), slow, "pod " + pod.Namespace + "/" + pod.Name + " of node " + name + ": only in the exhaustive plan"},
+		{"pod dropped by the exhaustive planner", fast, withoutPod(slow), "pod " + pod.Namespace + "/" + pod.Name + " of node " + name + ": not in the exhaustive plan"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			diffs := comparePlans(c.fast, c.slow)
+			if len(diffs) != 1 || !strings.HasPrefix(diffs[0], c.want) {
+				t.Errorf("differences %q, want one that starts %q", diffs, c.want)
+			}
+		})
+	}
 }
 
 // randomCluster is a small cluster of on-demand and spot nodes in three zones,
