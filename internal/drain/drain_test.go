@@ -471,9 +471,19 @@ func TestDrain(t *testing.T) {
 			t.Error("the migrator's mark was touched")
 		}
 
+		// A rollback leaves the pods where they are: with pods on the node, a
+		// resume (which evicts them, then unmarks) cannot pass for one.
+		deploy(ctx, t, env, ns, "db", 2, "recover-2", tu.GracePeriod(1))
 		markLikeACrash(ctx, t, env, "recover-2", "rescheduler")
-		if _, err := rescheduler.Recover(ctx, drain.Rollback); err != nil {
+		handled, err = rescheduler.Recover(ctx, drain.Rollback)
+		if err != nil {
 			t.Fatal(err)
+		}
+		if strings.Join(handled, ",") != "recover-2" {
+			t.Errorf("rolled back %v, want recover-2 only", handled)
+		}
+		if pods := podsOn(ctx, t, env, "recover-2"); len(pods) != 2 {
+			t.Errorf("rollback left %v on recover-2, want its 2 db pods untouched", names(pods))
 		}
 		node := getNode(ctx, t, env, "recover-2")
 		if _, marked, _ := drain.MarkOf(node); marked || node.Spec.Unschedulable || hasTaint(node, drain.DrainingTaintKey) {
