@@ -19,7 +19,10 @@ import (
 
 // The order on-demand nodes are replaced in: already selected, unschedulable,
 // tainted by the cluster autoscaler, then oldest; never the control plane,
-// spot nodes, Spotter's own node or a plan's template nodes.
+// spot nodes, Spotter's own node or a plan's template nodes. Each rank's
+// nodes are younger than every node of the ranks after it, so that ranks
+// merged (or a node put in the wrong one) order by age instead, and the
+// order changes.
 func TestNextCandidateOrder(t *testing.T) {
 	created := func(minutes int) tu.NodeOption {
 		return func(n *corev1.Node) {
@@ -29,8 +32,9 @@ func TestNextCandidateOrder(t *testing.T) {
 	nodes := []*corev1.Node{
 		tu.Node("old", tu.OnDemand(), created(0)),
 		tu.Node("young", tu.OnDemand(), created(30)),
-		tu.Node("ca-tainted", tu.OnDemand(), created(50), tu.Taint(DeletionCandidateTaint, "1", corev1.TaintEffectPreferNoSchedule)),
-		tu.Node("cordoned", tu.OnDemand(), created(40), tu.Cordoned()),
+		tu.Node("ca-deleting", tu.OnDemand(), created(45), tu.Taint(ToBeDeletedTaint, "1", corev1.TaintEffectNoSchedule)),
+		tu.Node("ca-tainted", tu.OnDemand(), created(40), tu.Taint(DeletionCandidateTaint, "1", corev1.TaintEffectPreferNoSchedule)),
+		tu.Node("cordoned", tu.OnDemand(), created(50), tu.Cordoned()),
 		tu.Node("selected", tu.OnDemand(), created(59), tu.NodeLabel(SelectedForDeletionLabel, "1")),
 		tu.Node("own", tu.OnDemand(), created(-10)),
 		tu.Node("spot", tu.Spot(), created(-20)),
@@ -45,7 +49,7 @@ func TestNextCandidateOrder(t *testing.T) {
 		order = append(order, n.Name)
 		tried[n.Name] = true
 	}
-	if got, want := strings.Join(order, ","), "selected,cordoned,ca-tainted,old,young"; got != want {
+	if got, want := strings.Join(order, ","), "selected,cordoned,ca-tainted,ca-deleting,old,young"; got != want {
 		t.Errorf("order %s, want %s", got, want)
 	}
 }
