@@ -86,16 +86,8 @@ func (d *Drainer) mark(ctx context.Context, name, reason string, takeover bool) 
 			node.Spec.Unschedulable = true
 			m.Cordoned = true
 		}
-		data, err := json.Marshal(m)
-		if err != nil {
+		if node, err = Marked(node, *m); err != nil {
 			return err
-		}
-		if node.Annotations == nil {
-			node.Annotations = map[string]string{}
-		}
-		node.Annotations[DrainingAnnotation] = string(data)
-		if !hasTaint(node, DrainingTaintKey) {
-			node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: DrainingTaintKey, Value: d.opts.Component, Effect: corev1.TaintEffectNoSchedule})
 		}
 		if _, err := d.client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
 			return err
@@ -104,6 +96,25 @@ func (d *Drainer) mark(ctx context.Context, name, reason string, takeover bool) 
 		return nil
 	})
 	return out, err
+}
+
+// Marked returns a copy of node with mark m on it: the annotation
+// DrainingAnnotation holding m, and the NoSchedule taint DrainingTaintKey
+// valued m.By unless the node has one. It leaves the cordon as it is.
+func Marked(node *corev1.Node, m Mark) (*corev1.Node, error) {
+	data, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	node = node.DeepCopy()
+	if node.Annotations == nil {
+		node.Annotations = map[string]string{}
+	}
+	node.Annotations[DrainingAnnotation] = string(data)
+	if !hasTaint(node, DrainingTaintKey) {
+		node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: DrainingTaintKey, Value: m.By, Effect: corev1.TaintEffectNoSchedule})
+	}
+	return node, nil
 }
 
 // Unmark removes the drain's taint and annotation from the node, and uncordons

@@ -10,8 +10,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-
-	"spotter.dev/spotter/internal/agent/interrupt"
 )
 
 // metricName is a Spotter metric named in a file: a series of a histogram
@@ -24,8 +22,7 @@ var metricName = regexp.MustCompile(`spotter_[a-z0-9_]*[a-z0-9]\b`)
 // Names written as a prefix (spotter_agent_*) are not checked.
 func TestChartAndDocsNameRegisteredMetrics(t *testing.T) {
 	registered := map[string]bool{}
-	agent := prometheus.NewRegistry()
-	interrupt.MustRegister(agent)
+	agent := agentRegistry()
 	for _, reg := range []interface {
 		prometheus.Gatherer
 		Describe(chan<- *prometheus.Desc)

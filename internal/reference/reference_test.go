@@ -16,7 +16,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"spotter.dev/spotter/internal/agent/health"
 	"spotter.dev/spotter/internal/agent/interrupt"
+
 	// The packages whose metrics the controller serves register them when
 	// imported.
 	_ "spotter.dev/spotter/internal/cloud/metrics"
@@ -136,6 +138,7 @@ func metricsOf(t *testing.T, reg interface {
 		}
 		typ := "gauge"
 		switch {
+		case strings.HasSuffix(name, "_timestamp_seconds"): // a time, not a duration
 		case strings.HasSuffix(name, "_total"):
 			typ = "counter"
 		case strings.HasSuffix(name, "_seconds"):
@@ -187,8 +190,7 @@ Events are recorded through the events.k8s.io API; ` + "`kubectl describe node`"
 	for _, r := range Reasons {
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", r.Name, r.On, r.Type, r.By, cell(r.Meaning))
 	}
-	agent := prometheus.NewRegistry()
-	interrupt.MustRegister(agent)
+	agent := agentRegistry()
 	for _, part := range []struct {
 		title string
 		reg   interface {
@@ -209,4 +211,13 @@ Events are recorded through the events.k8s.io API; ` + "`kubectl describe node`"
 		}
 	}
 	return b.String()
+}
+
+// agentRegistry returns a registry with every metric spotter-agent
+// registers (internal/agent/app).
+func agentRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	interrupt.MustRegister(reg)
+	health.NewMetrics().MustRegister(reg)
+	return reg
 }

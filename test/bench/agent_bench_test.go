@@ -39,7 +39,7 @@ func BenchmarkAgentIdle(b *testing.B) {
 	}
 	metrics := testenv.FreeAddr(b)
 	p := testenv.StartAgent(b, "agent", "--node-name", "spot-1", "--kubeconfig", env.Kubeconfig, "--cloud", "aws",
-		"--metadata-endpoint", srv.URL, "--config", config, "--metrics-bind-address", metrics)
+		"--metadata-endpoint", srv.URL, "--config", config, "--metrics-bind-address", metrics, "--health-probe-bind-address", "0")
 	pid := p.Cmd.Process.Pid
 	// Metrics as a Prometheus reads them by default: HTTPS, a ServiceAccount
 	// token checked by the apiserver, every 15 s.
@@ -107,7 +107,7 @@ func BenchmarkAgentNoticeToCordon(b *testing.B) {
 		b.Fatal(err)
 	}
 	testenv.StartAgent(b, "agent", "--node-name", "spot-1", "--kubeconfig", env.Kubeconfig, "--cloud", "gcp",
-		"--metadata-endpoint", srv.URL, "--config", config, "--metrics-bind-address", "0")
+		"--metadata-endpoint", srv.URL, "--config", config, "--metrics-bind-address", "0", "--health-probe-bind-address", "0")
 	cordoned := func(want bool) bool {
 		n, err := env.Client.CoreV1().Nodes().Get(ctx, "spot-1", metav1.GetOptions{})
 		if err != nil {

@@ -257,9 +257,11 @@ func startAgent(t *testing.T, env *testenv.Env, node, cloud, endpoint, extra str
 	if err := os.WriteFile(config, []byte("apiVersion: spotter.dev/v1alpha1\nkind: SpotterConfiguration\n"+extra), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	metrics := testenv.FreeAddr(t)
+	metrics, health := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	testenv.StartAgent(t, "agent-"+node, "--node-name", node, "--kubeconfig", env.Kubeconfig, "--cloud", cloud,
-		"--metadata-endpoint", endpoint, "--config", config, "--metrics-bind-address", metrics)
+		"--metadata-endpoint", endpoint, "--config", config, "--metrics-bind-address", metrics, "--health-probe-bind-address", health)
+	// Ready once it has read every notice path of its metadata service.
+	testenv.ScrapeContains(t, "http://"+health+"/readyz", "", "ok", 30*time.Second)
 	return metrics
 }
 

@@ -400,7 +400,7 @@ func TestFaultAgentDrain(t *testing.T) {
 	}
 	metrics := testenv.FreeAddr(t)
 	testenv.StartAgent(t, "agent", "--node-name", "agent-1", "--kubeconfig", proxy.Kubeconfig, "--cloud", "aws",
-		"--metadata-endpoint", srv.URL, "--config", config, "--metrics-bind-address", metrics)
+		"--metadata-endpoint", srv.URL, "--config", config, "--metrics-bind-address", metrics, "--health-probe-bind-address", "0")
 	testenv.Eventually(t, time.Minute, "the agent to poll instance-action", func(context.Context) (bool, string, error) {
 		return emu.Requests("/latest/meta-data/spot/instance-action") > 0, "", nil
 	})

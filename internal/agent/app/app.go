@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
+	"k8s.io/utils/clock"
 
 	"spotter.dev/spotter/internal/agent/internal/watch"
 	"spotter.dev/spotter/internal/version"
@@ -36,8 +37,10 @@ type Options struct {
 	ConfigFile         string
 	DryRun             bool
 	MetricsBindAddress string
-	Check              bool
-	Version            bool
+	// HealthProbeBindAddress is where /healthz and /readyz are served.
+	HealthProbeBindAddress string
+	Check                  bool
+	Version                bool
 	// Verbosity is -v: 0 logs what an operator reads, more adds detail.
 	Verbosity int
 	// LogFormat is text (klog's lines) or json (one JSON object a line).
@@ -58,7 +61,8 @@ func ParseFlags(args []string, stderr io.Writer) (*Options, error) {
 	fs.StringVar(&o.ConfigFile, "config", "", "SpotterConfiguration file; the agent reads its agent section and dryRun")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "log and record what would be done, change nothing")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", "", `where Prometheus metrics are served, host:port, "0" for none (overrides agent.metricsBindAddress; default ":9102")`)
-	fs.BoolVar(&o.Check, "check", false, "check the configuration, API access and the node, then exit")
+	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", "", `where /healthz and /readyz are served, host:port, "0" for none (overrides agent.healthProbeBindAddress; default ":9103")`)
+	fs.BoolVar(&o.Check, "check", false, "check the configuration, the node, the metadata service and a dry-run update of the node, then exit")
 	fs.BoolVar(&o.Version, "version", false, "print the version and exit")
 	fs.IntVar(&o.Verbosity, "v", 0, "log verbosity: 0 logs what an operator reads, 1 and more add detail")
 	fs.StringVar(&o.LogFormat, "log-format", "text", "log output: text (klog lines) or json (one JSON object a line)")
@@ -107,6 +111,9 @@ func (o *Options) Config() (*v1alpha1.SpotterConfiguration, error) {
 		if o.set["metrics-bind-address"] {
 			c.Agent.MetricsBindAddress = o.MetricsBindAddress
 		}
+		if o.set["health-probe-bind-address"] {
+			c.Agent.HealthProbeBindAddress = o.HealthProbeBindAddress
+		}
 	}
 	if o.ConfigFile != "" {
 		c, err := v1alpha1.Load(o.ConfigFile, override)
@@ -124,10 +131,11 @@ func (o *Options) Config() (*v1alpha1.SpotterConfiguration, error) {
 
 // agentFlags maps each flag that overrides the file to the field it sets.
 var agentFlags = map[string]string{
-	"cloud":                "agent.cloud",
-	"metadata-endpoint":    "agent.metadataEndpoint",
-	"dry-run":              "agent.dryRun",
-	"metrics-bind-address": "agent.metricsBindAddress",
+	"cloud":                     "agent.cloud",
+	"metadata-endpoint":         "agent.metadataEndpoint",
+	"dry-run":                   "agent.dryRun",
+	"metrics-bind-address":      "agent.metricsBindAddress",
+	"health-probe-bind-address": "agent.healthProbeBindAddress",
 }
 
 // nameFlags names the flag in each problem of err with a field a flag set.
@@ -195,10 +203,9 @@ func run(ctx context.Context, o *Options, stdout io.Writer) error {
 	dryRun := cfg.DryRun || cfg.Agent.DryRun
 	fmt.Fprintf(stdout, "node %s found (provider %q); cloud %s, dry-run %v\n", node.Name, node.Spec.ProviderID, cfg.Agent.Cloud, dryRun)
 	if o.Check {
-		fmt.Fprintln(stdout, "check passed")
-		return nil
+		return check(ctx, cfg.Agent, client, node, stdout)
 	}
-	return runWatch(ctx, cfg, client, node, dryRun)
+	return runWatch(ctx, cfg, client, node, dryRun, clock.RealClock{})
 }
 
 // checkEndpoint refuses a metadata endpoint that holds credentials

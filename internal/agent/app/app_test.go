@@ -9,12 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"spotter.dev/spotter/internal/lab"
-	"spotter.dev/spotter/internal/testenv"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
 
@@ -41,14 +36,19 @@ func TestFlagsOverrideConfigFile(t *testing.T) {
 		t.Errorf("file values lost: %+v", c.Agent)
 	}
 
-	o, err = ParseFlags([]string{"--config", path, "--cloud", "gcp", "--metadata-endpoint", "http://127.0.0.1:2", "--dry-run"}, &bytes.Buffer{})
+	if c.Agent.HealthProbeBindAddress != ":9103" || c.Agent.ReadinessFailureThreshold != 3 {
+		t.Errorf("health probe defaults: %q, threshold %d", c.Agent.HealthProbeBindAddress, c.Agent.ReadinessFailureThreshold)
+	}
+
+	o, err = ParseFlags([]string{"--config", path, "--cloud", "gcp", "--metadata-endpoint", "http://127.0.0.1:2", "--dry-run",
+		"--health-probe-bind-address", "0"}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c, err = o.Config(); err != nil {
 		t.Fatal(err)
 	}
-	if c.Agent.Cloud != v1alpha1.CloudGCP || c.Agent.MetadataEndpoint != "http://127.0.0.1:2" || !c.Agent.DryRun {
+	if c.Agent.Cloud != v1alpha1.CloudGCP || c.Agent.MetadataEndpoint != "http://127.0.0.1:2" || !c.Agent.DryRun || c.Agent.HealthProbeBindAddress != "0" {
 		t.Errorf("flags must override the file: %+v", c.Agent)
 	}
 
@@ -77,25 +77,6 @@ func TestMainUsageErrors(t *testing.T) {
 	errOut.Reset()
 	if code := Main(context.Background(), []string{"--no-such-flag"}, &out, &errOut); code != 1 {
 		t.Errorf("unknown flag: exit %d, %q", code, errOut.String())
-	}
-}
-
-// --check reads the node through a real apiserver.
-func TestCheckAgainstAPIServer(t *testing.T) {
-	env := testenv.StartAPIServer(t)
-	ctx := testenv.Context(t, time.Minute)
-	if _, err := env.Client.CoreV1().Nodes().Create(ctx, lab.Node(lab.NodeSpec{Name: "spot-1", Class: lab.ClassSpot}), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	var out, errOut bytes.Buffer
-	code := Main(ctx, []string{"--kubeconfig", env.Kubeconfig, "--node-name", "spot-1", "--cloud", "gcp", "--check"}, &out, &errOut)
-	if code != 0 || !strings.Contains(out.String(), "node spot-1 found") || !strings.Contains(out.String(), "check passed") {
-		t.Errorf("check: exit %d\n%s%s", code, out.String(), errOut.String())
-	}
-	errOut.Reset()
-	code = Main(ctx, []string{"--kubeconfig", env.Kubeconfig, "--node-name", "missing", "--check"}, &out, &errOut)
-	if code != 1 || !strings.Contains(errOut.String(), `reading node missing: nodes "missing" not found`) {
-		t.Errorf("missing node: exit %d, %q", code, errOut.String())
 	}
 }
 
@@ -156,6 +137,8 @@ func TestBadFlagValuesNameTheFlag(t *testing.T) {
 		not  string
 	}{
 		{"flag alone", []string{"--cloud", "ibm"}, []string{`agent.cloud: Unsupported value: "ibm"`, "(from --cloud)"}, ""},
+		{"health probe address", []string{"--health-probe-bind-address", "9103"},
+			[]string{`agent.healthProbeBindAddress: Invalid value: "9103"`, "(from --health-probe-bind-address)"}, ""},
 		{"flag beside a file", []string{"--config", path, "--metrics-bind-address", "bad"},
 			[]string{`agent.metricsBindAddress: Invalid value: "bad"`, "(from --metrics-bind-address)", "agent.pollInterval"}, "pollInterval: Invalid value: \"1h0m0s\": must be between 100ms and 1m0s (from"},
 	} {

@@ -18,6 +18,7 @@ import (
 	"spotter.dev/spotter/internal/agent/aws"
 	"spotter.dev/spotter/internal/agent/azure"
 	"spotter.dev/spotter/internal/agent/gcp"
+	"spotter.dev/spotter/internal/agent/health"
 	"spotter.dev/spotter/internal/agent/interrupt"
 	"spotter.dev/spotter/internal/agent/notice"
 	"spotter.dev/spotter/internal/metricsauth"
@@ -25,29 +26,32 @@ import (
 )
 
 // runWatch runs the agent: the cloud's notice source feeds the interruption
-// handler until ctx ends.
-func runWatch(ctx context.Context, cfg *v1alpha1.SpotterConfiguration, client kubernetes.Interface, node *corev1.Node, dryRun bool) error {
+// handler until ctx ends. clk paces the source and the handler.
+func runWatch(ctx context.Context, cfg *v1alpha1.SpotterConfiguration, client kubernetes.Interface, node *corev1.Node, dryRun bool, clk clock.Clock) error {
 	logger := klog.FromContext(ctx).WithValues("node", node.Name)
 	ctx = klog.NewContext(ctx, logger)
 	a := cfg.Agent
 
-	cloud := string(a.Cloud)
-	if a.Cloud == v1alpha1.CloudAuto {
-		found, err := notice.Detect(ctx, nil, a.MetadataEndpoint, a.RequestTimeout.Duration)
-		if err != nil {
-			return fmt.Errorf("--cloud auto: %w; set --cloud aws, gcp or azure", err)
-		}
-		cloud = found
-	}
-	source, err := newSource(cloud, a, node)
+	cloud, err := resolveCloud(ctx, a)
 	if err != nil {
 		return err
 	}
+	metrics := health.NewMetrics()
+	monitor := health.NewMonitor(cloud, int(a.ReadinessFailureThreshold), clk, metrics, logger)
+	source, err := newSource(cloud, a, node, clk, monitor)
+	if err != nil {
+		return err
+	}
+	monitor.Expect(source.Paths())
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	interrupt.MustRegister(reg)
+	metrics.MustRegister(reg)
 	if err := serveMetrics(ctx, a, client, reg); err != nil {
+		return err
+	}
+	if err := serveHealth(ctx, a, monitor); err != nil {
 		return err
 	}
 
@@ -61,7 +65,7 @@ func runWatch(ctx context.Context, cfg *v1alpha1.SpotterConfiguration, client ku
 	recorder := broadcaster.NewRecorder(scheme.Scheme, "spotter-agent")
 
 	ack, _ := source.(notice.Acknowledger)
-	handler := interrupt.FromConfig(client, clock.RealClock{}, recorder, ack, cfg, node.Name, dryRun)
+	handler := interrupt.FromConfig(client, clk, recorder, ack, cfg, node.Name, dryRun)
 
 	notices := make(chan notice.Notice, 16)
 	watchErr := make(chan error, 1)
@@ -85,18 +89,45 @@ func runWatch(ctx context.Context, cfg *v1alpha1.SpotterConfiguration, client ku
 	return nil
 }
 
-// newSource builds the notice source of cloud from the agent's configuration.
-func newSource(cloud string, a v1alpha1.AgentConfig, node *corev1.Node) (notice.Source, error) {
+// resolveCloud returns the cloud whose metadata service a says to watch:
+// agent.cloud, or the one that answers (notice.Detect) for auto.
+func resolveCloud(ctx context.Context, a v1alpha1.AgentConfig) (string, error) {
+	if a.Cloud != v1alpha1.CloudAuto {
+		return string(a.Cloud), nil
+	}
+	found, err := notice.Detect(ctx, nil, a.MetadataEndpoint, a.RequestTimeout.Duration)
+	if err != nil {
+		return "", fmt.Errorf("--cloud auto: %w; set --cloud aws, gcp or azure", err)
+	}
+	return found, nil
+}
+
+// newSource builds the notice source of cloud from the agent's
+// configuration, on clk, telling observer (nil: nobody) about its reads.
+func newSource(cloud string, a v1alpha1.AgentConfig, node *corev1.Node, clk clock.Clock, observer notice.ReadObserver) (notice.Source, error) {
+	poll, timeout := a.PollInterval.Duration, a.RequestTimeout.Duration
 	switch cloud {
 	case notice.CloudAWS:
-		return aws.New(aws.Config{Endpoint: a.MetadataEndpoint, PollInterval: a.PollInterval.Duration, RequestTimeout: a.RequestTimeout.Duration})
+		return aws.New(aws.Config{Endpoint: a.MetadataEndpoint, PollInterval: poll, RequestTimeout: timeout, Clock: clk, Observer: observer})
 	case notice.CloudGCP:
-		return gcp.New(gcp.Config{Endpoint: a.MetadataEndpoint, PollInterval: a.PollInterval.Duration, RequestTimeout: a.RequestTimeout.Duration})
+		return gcp.New(gcp.Config{Endpoint: a.MetadataEndpoint, PollInterval: poll, RequestTimeout: timeout, Clock: clk, Observer: observer})
 	case notice.CloudAzure:
-		return azure.New(azure.Config{Endpoint: a.MetadataEndpoint, PollInterval: a.PollInterval.Duration, RequestTimeout: a.RequestTimeout.Duration,
+		return azure.New(azure.Config{Endpoint: a.MetadataEndpoint, PollInterval: poll, RequestTimeout: timeout, Clock: clk, Observer: observer,
 			ProviderID: node.Spec.ProviderID})
 	}
 	return nil, fmt.Errorf("unknown cloud %q: want aws, gcp or azure", cloud)
+}
+
+// serveHealth serves /healthz and /readyz of monitor on
+// agent.healthProbeBindAddress, over plain HTTP: the kubelet probes them.
+func serveHealth(ctx context.Context, a v1alpha1.AgentConfig, monitor *health.Monitor) error {
+	if a.HealthProbeBindAddress == "0" {
+		return nil
+	}
+	if _, err := metricsauth.Serve(ctx, metricsauth.ServeOptions{Addr: a.HealthProbeBindAddress}, health.Handler(monitor.Ready)); err != nil {
+		return fmt.Errorf("serving health probes: %w (set --health-probe-bind-address)", err)
+	}
+	return nil
 }
 
 // serveMetrics serves reg as a's metrics settings say (docs/metrics.md): by

@@ -96,6 +96,9 @@ type Config struct {
 	HTTPClient *http.Client
 	// Clock paces the polls and token renewal; nil means the real clock.
 	Clock clock.Clock
+	// Observer, when not nil, learns the outcome of every read: each token
+	// request (TokenPath) and each read of an item, whose 404 is a good read.
+	Observer notice.ReadObserver
 }
 
 // Source watches the EC2 instance metadata service. It implements
@@ -124,6 +127,30 @@ func New(cfg Config) (*Source, error) {
 
 // Cloud returns notice.CloudAWS.
 func (s *Source) Cloud() string { return notice.CloudAWS }
+
+// Paths returns the four items as notice paths and TokenPath as the other.
+func (s *Source) Paths() notice.Paths {
+	p := notice.Paths{Others: []string{TokenPath}}
+	for _, it := range items {
+		p.Notices = append(p.Notices, it.path)
+	}
+	return p
+}
+
+// Probe gets a session token and reads each item once; see notice.Source. A
+// token refused ends the probe: no item can be read without one.
+func (s *Source) Probe(ctx context.Context) error {
+	w := &watcher{Source: s, groups: map[string]map[string]bool{}}
+	if err := w.ensureToken(ctx); err != nil {
+		return watch.Reading(s.endpoint+TokenPath, err)
+	}
+	var errs []error
+	for _, it := range items {
+		_, err := w.read(ctx, it)
+		errs = append(errs, watch.Reading(s.endpoint+it.path, err))
+	}
+	return errors.Join(errs...)
+}
 
 // Watch reads the four notice items every PollInterval until ctx ends; see
 // notice.Source. Every error is transient: it is logged, and the next round
@@ -183,17 +210,25 @@ func (w *watcher) poll(ctx context.Context) ([]notice.Notice, error) {
 		errs    []error
 	)
 	for _, it := range items {
-		resp, err := w.get(ctx, it.path)
-		if err == nil {
-			var ns []notice.Notice
-			ns, err = w.handle(ctx, it, resp)
-			changed = append(changed, ns...)
-		}
+		ns, err := w.read(ctx, it)
+		changed = append(changed, ns...)
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return changed, errors.Join(errs...)
+}
+
+// read reads one item and returns the notices to send (see handle), and
+// tells the observer how the read went.
+func (w *watcher) read(ctx context.Context, it item) ([]notice.Notice, error) {
+	resp, err := w.get(ctx, it.path)
+	var ns []notice.Notice
+	if err == nil {
+		ns, err = w.handle(ctx, it, resp)
+	}
+	watch.Observe(ctx, w.cfg.Observer, it.path, err)
+	return ns, err
 }
 
 // handle takes in the answer to an item's GET and returns the notices to
@@ -417,6 +452,13 @@ func (w *watcher) ensureToken(ctx context.Context) error {
 	if w.token != "" && now.Before(w.tokenRenewAt) {
 		return nil
 	}
+	err := w.newToken(ctx, now)
+	watch.Observe(ctx, w.cfg.Observer, TokenPath, err)
+	return err
+}
+
+// newToken asks for a session token at now.
+func (w *watcher) newToken(ctx context.Context, now time.Time) error {
 	req, err := http.NewRequest(http.MethodPut, w.endpoint+TokenPath, nil)
 	if err != nil {
 		return err

@@ -72,6 +72,10 @@ type Config struct {
 	HTTPClient *http.Client
 	// Clock paces the polls and dates the notices; nil means the real clock.
 	Clock clock.Clock
+	// Observer, when not nil, learns the outcome of every read of the
+	// document and of the VM's name, by their paths without the query (see
+	// Paths). Acknowledgements are not reads.
+	Observer notice.ReadObserver
 }
 
 // Source watches Azure Scheduled Events. It implements notice.Source and
@@ -104,6 +108,39 @@ func New(cfg Config) (*Source, error) {
 
 // Cloud returns notice.CloudAzure.
 func (s *Source) Cloud() string { return notice.CloudAzure }
+
+// Paths returns the Scheduled Events document as the notice path and, when
+// no ProviderID names the VM, the VM's name as the other; without their
+// queries.
+func (s *Source) Paths() notice.Paths {
+	p := notice.Paths{Notices: []string{pathOf(ScheduledEventsPath)}}
+	if s.vmName == "" {
+		p.Others = []string{pathOf(VMNamePath)}
+	}
+	return p
+}
+
+// pathOf returns request without its query.
+func pathOf(request string) string {
+	path, _, _ := strings.Cut(request, "?")
+	return path
+}
+
+// Probe reads the VM's name, when no ProviderID gives it, then the document
+// once; see notice.Source.
+func (s *Source) Probe(ctx context.Context) error {
+	vmName := s.vmName
+	if vmName == "" {
+		name, err := s.readVMName(ctx)
+		if err != nil {
+			return watch.Reading(s.endpoint+VMNamePath, err)
+		}
+		vmName = name
+	}
+	w := &watcher{Source: s, vmName: vmName, incarnation: -1}
+	_, err := w.poll(ctx)
+	return watch.Reading(s.endpoint+ScheduledEventsPath, err)
+}
 
 // Watch reads the Scheduled Events document every PollInterval until ctx
 // ends; see notice.Source. It processes a document only when its
@@ -173,12 +210,14 @@ func (s *Source) Acknowledge(ctx context.Context, n notice.Notice) error {
 	return nil
 }
 
-func (s *Source) readVMName(ctx context.Context) (string, error) {
+// readVMName reads the VM's name, and tells the observer how the read went.
+func (s *Source) readVMName(ctx context.Context) (name string, err error) {
+	defer func() { watch.Observe(ctx, s.cfg.Observer, pathOf(VMNamePath), err) }()
 	resp, err := s.get(ctx, VMNamePath)
 	if err != nil {
 		return "", err
 	}
-	name := strings.TrimSpace(string(resp.Body))
+	name = strings.TrimSpace(string(resp.Body))
 	if name == "" || strings.ContainsAny(name, "/ \t\n{}\"") {
 		return "", fmt.Errorf("GET %s: %q is not a VM name", VMNamePath, resp.Body)
 	}
@@ -215,8 +254,10 @@ type watcher struct {
 	corrected map[string][2]time.Time
 }
 
-// poll reads the document and returns the notices to send.
-func (w *watcher) poll(ctx context.Context) ([]notice.Notice, error) {
+// poll reads the document and returns the notices to send. It tells the
+// observer how the read went.
+func (w *watcher) poll(ctx context.Context) (send []notice.Notice, err error) {
+	defer func() { watch.Observe(ctx, w.cfg.Observer, pathOf(ScheduledEventsPath), err) }()
 	resp, err := w.get(ctx, ScheduledEventsPath)
 	if err != nil {
 		return nil, err

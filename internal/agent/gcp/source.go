@@ -84,6 +84,9 @@ type Config struct {
 	HTTPClient *http.Client
 	// Clock dates the notices and paces the backoff; nil means the real clock.
 	Clock clock.Clock
+	// Observer, when not nil, learns the outcome of every read of a key: a
+	// long poll that times out with the value unchanged is a good read.
+	Observer notice.ReadObserver
 }
 
 // Source watches the GCP metadata server. It implements notice.Source.
@@ -121,23 +124,44 @@ func (s *Source) Cloud() string { return notice.CloudGCP }
 // in the pause is still seen, at once, by the next long poll, since the ETag
 // it names is stale by then. Errors, answers without Metadata-Flavor: Google
 // among them (ErrNotMetadataServer), are logged and the key is read again
-// after an exponential backoff. Watch returns nil when ctx ends.
+// after an exponential backoff, without waiting for a change. Watch returns
+// nil when ctx ends.
 //
 // Notices: preempted TRUE is a termination with a deadline PreemptionNotice
 // after it was seen; a maintenance-event other than NONE is maintenance with
 // a deadline MaintenanceNotice after it was seen, and Ended when the value is
 // NONE again.
 func (s *Source) Watch(ctx context.Context, out chan<- notice.Notice) error {
-	keys := []key{
-		{path: PreemptedPath, id: PreemptedID, notice: s.preempted},
-		{path: MaintenanceEventPath, id: MaintenanceEventID, notice: s.maintenance},
-	}
 	var wg sync.WaitGroup
-	for _, k := range keys {
+	for _, k := range s.keys() {
 		wg.Go(func() { s.watchKey(ctx, k, out) })
 	}
 	wg.Wait()
 	return nil
+}
+
+// Paths returns the two keys as notice paths.
+func (s *Source) Paths() notice.Paths {
+	return notice.Paths{Notices: []string{PreemptedPath, MaintenanceEventPath}}
+}
+
+// Probe reads each key once, without waiting for a change; see
+// notice.Source.
+func (s *Source) Probe(ctx context.Context) error {
+	var errs []error
+	for _, k := range s.keys() {
+		_, _, _, err := s.poll(ctx, k, &watch.Tracker{}, "")
+		errs = append(errs, watch.Reading(s.endpoint+k.path, err))
+	}
+	return errors.Join(errs...)
+}
+
+// keys returns the keys the source reads.
+func (s *Source) keys() []key {
+	return []key{
+		{path: PreemptedPath, id: PreemptedID, notice: s.preempted},
+		{path: MaintenanceEventPath, id: MaintenanceEventID, notice: s.maintenance},
+	}
 }
 
 // key is one metadata key and the notice its value means (ok false: none),
@@ -178,6 +202,10 @@ func (s *Source) watchKey(ctx context.Context, k key, out chan<- notice.Notice) 
 			if !watch.Sleep(ctx, s.cfg.Clock, wait) {
 				return
 			}
+			// Read at once, not a long poll: a server that answers again
+			// is known to at once (the agent's readiness), and a change
+			// missed meanwhile is seen all the same.
+			etag = ""
 			continue
 		}
 		retries.Reset()
@@ -195,8 +223,10 @@ func (s *Source) watchKey(ctx context.Context, k key, out chan<- notice.Notice) 
 }
 
 // poll reads key k once (a long poll when etag is not empty) and returns the
-// notice its value means, if any (ok), and the value's ETag.
+// notice its value means, if any (ok), and the value's ETag. It tells the
+// observer how the read went.
 func (s *Source) poll(ctx context.Context, k key, tracker *watch.Tracker, etag string) (n notice.Notice, ok bool, newETag string, err error) {
+	defer func() { watch.Observe(ctx, s.cfg.Observer, k.path, err) }()
 	value, newETag, err := s.read(ctx, k.path, etag)
 	if err != nil {
 		return notice.Notice{}, false, "", err

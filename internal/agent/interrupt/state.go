@@ -4,10 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"spotter.dev/spotter/internal/agent/notice"
+	"spotter.dev/spotter/internal/drain"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
 
@@ -63,6 +66,24 @@ func stateOf(node *corev1.Node) (State, error) {
 func CordonedByAgent(node *corev1.Node) bool {
 	s, err := stateOf(node)
 	return err == nil && s.Cordoned
+}
+
+// Marked returns a copy of node with every mark the agent puts on it for a
+// termination notice, in one object: the taint TaintKey (NoSchedule), the
+// cordon and the annotation Annotation (as apply makes them), and the drain's
+// taint and annotation (drain.Marked, by Component, at). `spotter-agent
+// --check` sends it as a server-side dry-run update, so that RBAC, the
+// admission policies and the token's node claim judge the very change a
+// notice makes.
+func Marked(node *corev1.Node, at time.Time) (*corev1.Node, error) {
+	s := State{Notices: map[string]Entry{
+		"check/check": {Kind: notice.Termination, Action: "check", Level: v1alpha1.ActionDrain},
+	}, BootID: node.Status.NodeInfo.BootID}
+	out, _, err := apply(node, s)
+	if err != nil {
+		return nil, err
+	}
+	return drain.Marked(out, drain.Mark{By: Component, Reason: "spotter-agent --check", At: metav1.NewTime(at)})
 }
 
 // rank orders notice levels, mildest first.

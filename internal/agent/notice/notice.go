@@ -84,6 +84,37 @@ type Source interface {
 	// returns nil when ctx ends, or an error on a permanent misconfiguration
 	// only. It never closes out.
 	Watch(ctx context.Context, out chan<- Notice) error
+	// Probe reads each of the source's paths once, with the requests Watch
+	// makes, and returns nil when every answer was understood, else an error
+	// that names the URL of each read that failed (`spotter-agent --check`).
+	// It sends no notice.
+	Probe(ctx context.Context) error
+	// Paths returns the metadata paths the source reads.
+	Paths() Paths
+}
+
+// Paths are the URL paths, without the query, that a Source reads: a few
+// constants per cloud, so that they can label metrics.
+type Paths struct {
+	// Notices carry the notices: each is read every poll, or long-polled.
+	Notices []string
+	// Others are read now and then, to be able to read the notices: the AWS
+	// session token (every few hours), the Azure VM's name (at start, when the
+	// node's provider ID does not give it).
+	Others []string
+}
+
+// ReadObserver learns the outcome of every read a Source makes of the
+// metadata service, so that the agent can tell whether it sees its notices
+// (internal/agent/health). path is one of the source's
+// Paths; err is nil when the answer was understood (an AWS 404 for an item
+// that is absent among them), else why the read failed: no answer, an
+// unexpected status, an answer that is not the metadata service's or that
+// cannot be parsed. A read cut short because the watch ends is not observed.
+// ObserveRead must be safe for concurrent use (GCP reads its keys
+// concurrently) and must not block.
+type ReadObserver interface {
+	ObserveRead(path string, err error)
 }
 
 // Acknowledger is implemented by sources whose cloud lets the node approve an

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"spotter.dev/spotter/internal/emulator/internal/emulatorkit"
 )
 
 // Paths the emulator serves.
@@ -67,6 +69,7 @@ type Options struct {
 type Server struct {
 	clock      clock.PassiveClock
 	instanceID string
+	refusal    emulatorkit.Refusal
 
 	mu                   sync.Mutex
 	tokens               map[string]time.Time // token -> expiry
@@ -174,6 +177,14 @@ func (s *Server) ExpireTokens() {
 	clear(s.tokens)
 }
 
+// RefuseReads makes the service refuse every request from now on (true),
+// the token's among them, by closing its connection without an answer, or
+// answer again (false); see emulatorkit.Refusal.
+func (s *Server) RefuseReads(refuse bool) { s.refusal.Set(refuse) }
+
+// Refused returns how many requests were refused (RefuseReads).
+func (s *Server) Refused() int { return s.refusal.Refused() }
+
 // Requests returns how many requests reached path (any method, any answer).
 func (s *Server) Requests(path string) int {
 	s.mu.Lock()
@@ -201,7 +212,8 @@ func (s *Server) Unauthorized() int {
 // {"action","time"}, POST /_emulator/rebalance {"noticeTime"}, POST
 // /_emulator/scheduled-events (the scheduled-events document itself), POST
 // /_emulator/target-lifecycle-state (the state as text), DELETE of any of
-// those to clear it, and POST /_emulator/expire-tokens.
+// those to clear it, POST /_emulator/expire-tokens, and POST (DELETE)
+// /_emulator/refuse-reads to turn RefuseReads on (off).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, "/_emulator/") {
 		s.control(w, r)
@@ -210,6 +222,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.requests[r.URL.Path]++
 	s.mu.Unlock()
+	if s.refusal.Refuse(w) {
+		return
+	}
 	switch {
 	case r.URL.Path == TokenPath && r.Method == http.MethodPut:
 		s.putToken(w, r)
@@ -314,6 +329,8 @@ func (s *Server) control(w http.ResponseWriter, r *http.Request) {
 			s.ClearScheduledEvents()
 		case "target-lifecycle-state":
 			s.SetTargetLifecycleState("")
+		case "refuse-reads":
+			s.RefuseReads(false)
 		default:
 			text(w, http.StatusNotFound, "unknown control "+name)
 			return
@@ -354,6 +371,8 @@ func (s *Server) control(w http.ResponseWriter, r *http.Request) {
 		s.SetTargetLifecycleState(strings.TrimSpace(string(body)))
 	case "expire-tokens":
 		s.ExpireTokens()
+	case "refuse-reads":
+		s.RefuseReads(true)
 	default:
 		text(w, http.StatusNotFound, "unknown control "+name)
 		return

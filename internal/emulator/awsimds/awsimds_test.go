@@ -137,3 +137,30 @@ func TestControlAPI(t *testing.T) {
 		t.Errorf("after expire-tokens: %s", resp.Status)
 	}
 }
+
+// RefuseReads leaves every request unanswered, the token's too, until it is
+// turned off; the control API turns it on and off.
+func TestRefuseReads(t *testing.T) {
+	s := New(Options{})
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	_, token := do(t, http.MethodPut, srv.URL+TokenPath, map[string]string{TokenTTLHeader: "60"}, "")
+	if resp, _ := do(t, http.MethodPost, srv.URL+"/_emulator/refuse-reads", nil, ""); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("control: %s", resp.Status)
+	}
+	if !emulatortest.Unanswered(t, http.MethodPut, srv.URL+TokenPath, map[string]string{TokenTTLHeader: "60"}) {
+		t.Error("the token was answered")
+	}
+	if !emulatortest.Unanswered(t, http.MethodGet, srv.URL+InstanceIDPath, map[string]string{TokenHeader: token}) {
+		t.Error("a read with a valid token was answered")
+	}
+	if n := s.Refused(); n != 2 {
+		t.Errorf("Refused() = %d, want 2", n)
+	}
+	if resp, _ := do(t, http.MethodDelete, srv.URL+"/_emulator/refuse-reads", nil, ""); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("control: %s", resp.Status)
+	}
+	if resp, body := do(t, http.MethodGet, srv.URL+InstanceIDPath, map[string]string{TokenHeader: token}, ""); resp.StatusCode != http.StatusOK || body == "" {
+		t.Errorf("once answering again: %s %q", resp.Status, body)
+	}
+}

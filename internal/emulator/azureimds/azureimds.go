@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"spotter.dev/spotter/internal/emulator/internal/emulatorkit"
 )
 
 // Paths the emulator serves.
@@ -58,7 +60,8 @@ type Options struct {
 // Server is the emulated metadata service; an http.Handler. It is safe for
 // concurrent use.
 type Server struct {
-	vmName string
+	vmName  string
+	refusal emulatorkit.Refusal
 
 	mu          sync.Mutex
 	incarnation int64
@@ -163,6 +166,14 @@ func (s *Server) Acks() []string {
 	return slices.Clone(s.acks)
 }
 
+// RefuseReads makes the service refuse every request from now on (true),
+// by closing its connection without an answer, or answer again (false); see
+// emulatorkit.Refusal.
+func (s *Server) RefuseReads(refuse bool) { s.refusal.Set(refuse) }
+
+// Refused returns how many requests were refused (RefuseReads).
+func (s *Server) Refused() int { return s.refusal.Refused() }
+
 // Requests returns how many requests reached path (without the query).
 func (s *Server) Requests(path string) int {
 	s.mu.Lock()
@@ -184,7 +195,8 @@ func (s *Server) Requests(path string) int {
 //
 // The control API (no header): POST /_emulator/events (an Event as JSON,
 // NotBefore in RFC 3339), POST /_emulator/events/<id>/start, DELETE
-// /_emulator/events/<id>, GET /_emulator/acks.
+// /_emulator/events/<id>, GET /_emulator/acks, POST (DELETE)
+// /_emulator/refuse-reads to turn RefuseReads on (off).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rest, ok := strings.CutPrefix(r.URL.Path, "/_emulator/"); ok {
 		s.control(w, r, rest)
@@ -193,6 +205,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.requests[r.URL.Path]++
 	s.mu.Unlock()
+	if s.refusal.Refuse(w) {
+		return
+	}
 	if !strings.EqualFold(r.Header.Get("Metadata"), "true") {
 		jsonError(w, http.StatusBadRequest, "Bad request. Required metadata header not specified")
 		return
@@ -319,6 +334,8 @@ func (s *Server) control(w http.ResponseWriter, r *http.Request, rest string) {
 			jsonError(w, http.StatusNotFound, "no event "+parts[1])
 			return
 		}
+	case rest == "refuse-reads" && (r.Method == http.MethodPost || r.Method == http.MethodDelete):
+		s.RefuseReads(r.Method == http.MethodPost)
 	case r.Method == http.MethodGet && rest == "acks":
 		writeJSON(w, http.StatusOK, append([]string{}, s.Acks()...))
 		return

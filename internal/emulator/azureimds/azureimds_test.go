@@ -142,3 +142,32 @@ func TestControlAPI(t *testing.T) {
 		t.Errorf("acks: %d %s", code, body)
 	}
 }
+
+// RefuseReads leaves every request unanswered until it is turned off; the
+// control API turns it on and off.
+func TestRefuseReads(t *testing.T) {
+	s := New(Options{})
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	header := map[string]string{"Metadata": "true"}
+	url := srv.URL + ScheduledEventsPath + "?api-version=2020-07-01"
+	s.RefuseReads(true)
+	if !emulatortest.Unanswered(t, http.MethodGet, url, header) {
+		t.Error("the document was answered")
+	}
+	if n := s.Refused(); n != 1 {
+		t.Errorf("Refused() = %d, want 1", n)
+	}
+	if resp, _ := emulatortest.Do(t, http.MethodDelete, srv.URL+"/_emulator/refuse-reads", nil, ""); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("control: %s", resp.Status)
+	}
+	if resp, body := emulatortest.Do(t, http.MethodGet, url, header, ""); resp.StatusCode != http.StatusOK || !strings.Contains(body, "DocumentIncarnation") {
+		t.Errorf("once answering again: %s %q", resp.Status, body)
+	}
+	if resp, _ := emulatortest.Do(t, http.MethodPost, srv.URL+"/_emulator/refuse-reads", nil, ""); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("control: %s", resp.Status)
+	}
+	if !emulatortest.Unanswered(t, http.MethodGet, url, header) {
+		t.Error("the document was answered after POST /_emulator/refuse-reads")
+	}
+}

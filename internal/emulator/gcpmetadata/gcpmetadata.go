@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"spotter.dev/spotter/internal/emulator/internal/emulatorkit"
 )
 
 // Paths the emulator serves, and the keys of Set.
@@ -47,6 +49,7 @@ type Options struct {
 type Server struct {
 	clock       clock.Clock
 	waitTimeout time.Duration
+	refusal     emulatorkit.Refusal
 
 	mu       sync.Mutex
 	values   map[string]string // path -> value
@@ -107,6 +110,14 @@ func (s *Server) Set(path, value string) {
 	s.changed = make(chan struct{})
 }
 
+// RefuseReads makes the server refuse every request from now on (true), by
+// closing its connection without an answer, waiting long polls included, or
+// answer again (false); see emulatorkit.Refusal.
+func (s *Server) RefuseReads(refuse bool) { s.refusal.Set(refuse) }
+
+// Refused returns how many requests were refused (RefuseReads).
+func (s *Server) Refused() int { return s.refusal.Refused() }
+
 // Requests returns how many requests reached path.
 func (s *Server) Requests(path string) int {
 	s.mu.Lock()
@@ -152,16 +163,21 @@ func ETag(value string) string {
 //     answers the current value.
 //
 // The control API (no Metadata-Flavor needed): POST
-// /_emulator/computeMetadata/v1/<key> with the value as body sets a value.
+// /_emulator/computeMetadata/v1/<key> with the value as body sets a value;
+// POST (DELETE) /_emulator/refuse-reads turns RefuseReads on (off).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Metadata-Flavor", "Google")
 	if rest, ok := strings.CutPrefix(r.URL.Path, "/_emulator/"); ok {
+		w.Header().Set("Metadata-Flavor", "Google")
 		s.control(w, r, "/"+rest)
 		return
 	}
 	s.mu.Lock()
 	s.requests[r.URL.Path]++
 	s.mu.Unlock()
+	if s.refusal.Refuse(w) {
+		return
+	}
+	w.Header().Set("Metadata-Flavor", "Google")
 	if r.Header.Get("Metadata-Flavor") != "Google" || r.Header.Get("X-Forwarded-For") != "" {
 		w.Header().Set("Content-Type", "text/html; charset=UTF-8")
 		w.WriteHeader(http.StatusForbidden)
@@ -199,7 +215,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if wait {
-		value = s.wait(r, q.Get("last_etag"), timeout)
+		var cut bool
+		if value, cut = s.wait(r, q.Get("last_etag"), timeout); cut {
+			s.refusal.Refuse(w)
+			return
+		}
 	}
 	w.Header().Set("Content-Type", "application/text")
 	w.Header().Set("ETag", ETag(value))
@@ -215,11 +235,13 @@ func (s *Server) value(path string) (string, bool) {
 
 // wait blocks until the value at r's path has an ETag other than lastETag
 // (any change when lastETag is empty), timeout passes, the client goes away
-// or the server closes; it returns the value then.
-func (s *Server) wait(r *http.Request, lastETag string, timeout time.Duration) string {
+// or the server closes; it returns the value then. It returns cut true, and
+// no value, when the server starts refusing reads meanwhile (RefuseReads).
+func (s *Server) wait(r *http.Request, lastETag string, timeout time.Duration) (value string, cut bool) {
 	path := r.URL.Path
 	timer := s.clock.NewTimer(timeout)
 	defer timer.Stop()
+	refused := s.refusal.Cut()
 	s.mu.Lock()
 	first := s.values[path]
 	s.waiting[path]++
@@ -232,7 +254,7 @@ func (s *Server) wait(r *http.Request, lastETag string, timeout time.Duration) s
 		v := s.values[path]
 		if (lastETag != "" && ETag(v) != lastETag) || (lastETag == "" && v != first) {
 			s.mu.Unlock()
-			return v
+			return v, false
 		}
 		changed := s.changed
 		s.mu.Unlock()
@@ -240,16 +262,23 @@ func (s *Server) wait(r *http.Request, lastETag string, timeout time.Duration) s
 		case <-changed:
 			s.mu.Lock()
 			continue
+		case <-refused:
+			return "", true
 		case <-timer.C():
 		case <-r.Context().Done():
 		case <-s.closed:
 		}
 		v, _ = s.value(path)
-		return v
+		return v, false
 	}
 }
 
 func (s *Server) control(w http.ResponseWriter, r *http.Request, path string) {
+	if path == "/refuse-reads" && (r.Method == http.MethodPost || r.Method == http.MethodDelete) {
+		s.RefuseReads(r.Method == http.MethodPost)
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)

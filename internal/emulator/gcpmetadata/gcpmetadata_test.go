@@ -119,3 +119,32 @@ func waitUntil(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// RefuseReads leaves every request unanswered, the long polls waiting when it
+// is turned on among them, until it is turned off; the control API turns it
+// on and off.
+func TestRefuseReads(t *testing.T) {
+	s, url := start(t, Options{})
+	header := map[string]string{"Metadata-Flavor": "Google"}
+	waiting := make(chan bool, 1)
+	go func() {
+		waiting <- emulatortest.Unanswered(t, http.MethodGet, url+PreemptedPath+"?wait_for_change=true&last_etag="+ETag("FALSE"), header)
+	}()
+	waitUntil(t, func() bool { return s.Waiting(PreemptedPath) == 1 })
+	if resp, _ := emulatortest.Do(t, http.MethodPost, url+"/_emulator/refuse-reads", nil, ""); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("control: %s", resp.Status)
+	}
+	if !<-waiting {
+		t.Error("the long poll in flight was answered")
+	}
+	if !emulatortest.Unanswered(t, http.MethodGet, url+MaintenanceEventPath, header) {
+		t.Error("a read was answered")
+	}
+	if n := s.Refused(); n != 2 {
+		t.Errorf("Refused() = %d, want 2", n)
+	}
+	s.RefuseReads(false)
+	if resp, body := get(t, url+PreemptedPath, true); resp.StatusCode != http.StatusOK || body != "FALSE" {
+		t.Errorf("once answering again: %s %q", resp.Status, body)
+	}
+}

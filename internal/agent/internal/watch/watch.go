@@ -206,6 +206,24 @@ func Poll(ctx context.Context, clk clock.Clock, interval, maxBackoff time.Durati
 	}
 }
 
+// Observe tells o, when not nil, the outcome of a read of path; a read that
+// failed because ctx ended is not told (see notice.ReadObserver).
+func Observe(ctx context.Context, o notice.ReadObserver, path string, err error) {
+	if o == nil || (err != nil && ctx.Err() != nil) {
+		return
+	}
+	o.ObserveRead(path, err)
+}
+
+// Reading names the URL u in the error of a read that failed, for Probe:
+// "reading URL: err".
+func Reading(u string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("reading %s: %w", u, err)
+}
+
 // Response is a metadata answer read in full.
 type Response struct {
 	Status int

@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -85,5 +86,28 @@ func TestEndpointRefusesCredentials(t *testing.T) {
 		if strings.Contains(err.Error(), "s3") || strings.Contains(err.Error(), "admin") {
 			t.Errorf("Endpoint(%q): the error shows the credentials: %v", in, err)
 		}
+	}
+}
+
+// recorder is a notice.ReadObserver that records what it is told.
+type recorder []string
+
+func (r *recorder) ObserveRead(path string, err error) {
+	*r = append(*r, path+" "+map[bool]string{true: "ok", false: "failed"}[err == nil])
+}
+
+// A read that failed because the watch ends is not told: the agent is not
+// blind for stopping. Other reads are, and a nil observer is allowed.
+func TestObserve(t *testing.T) {
+	var r recorder
+	ctx, cancel := context.WithCancel(context.Background())
+	Observe(ctx, &r, "/a", nil)
+	Observe(ctx, &r, "/b", errors.New("refused"))
+	Observe(ctx, nil, "/c", nil)
+	cancel()
+	Observe(ctx, &r, "/d", context.Canceled)
+	Observe(ctx, &r, "/e", nil)
+	if got, want := strings.Join(r, ", "), "/a ok, /b failed, /e ok"; got != want {
+		t.Errorf("observed %q, want %q", got, want)
 	}
 }

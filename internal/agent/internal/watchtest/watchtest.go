@@ -6,6 +6,9 @@ package watchtest
 
 import (
 	"context"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -116,4 +119,43 @@ func Eventually(t testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// Reads records the reads a source reports (a notice.ReadObserver), in
+// order. It is safe for concurrent use.
+type Reads struct {
+	mu    sync.Mutex
+	reads []string
+}
+
+// ObserveRead records "path ok" or "path failed".
+func (r *Reads) ObserveRead(path string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	outcome := "ok"
+	if err != nil {
+		outcome = "failed"
+	}
+	r.reads = append(r.reads, path+" "+outcome)
+}
+
+// Take returns the reads recorded since the last Take, sorted when sorted
+// is true (reads made concurrently come in any order), one a line.
+func (r *Reads) Take(sorted bool) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	reads := r.reads
+	r.reads = nil
+	if sorted {
+		reads = append([]string(nil), reads...)
+		slices.Sort(reads)
+	}
+	return strings.Join(reads, "\n")
+}
+
+// Count returns how many reads were recorded since the last Take.
+func (r *Reads) Count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.reads)
 }

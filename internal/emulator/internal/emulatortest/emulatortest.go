@@ -40,3 +40,24 @@ func Do(t testing.TB, method, url string, header map[string]string, body string)
 	}
 	return Answer{resp.StatusCode, resp.Status, resp.Header}, string(b)
 }
+
+// Unanswered sends method url with header on a connection of its own and
+// reports whether it got no answer at all (the connection closed first), as
+// a refused read of a metadata emulator is.
+func Unanswered(t testing.TB, method, url string, header map[string]string) bool {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Do(req)
+	if err != nil {
+		return true
+	}
+	_ = resp.Body.Close()
+	return false
+}

@@ -156,6 +156,9 @@ func TestParseReportsProblemsWithPaths(t *testing.T) {
 		{"bad address", "manager:\n  metricsBindAddress: localhost\n", []string{"manager.metricsBindAddress: Invalid value: \"localhost\": must be host:port"}},
 		{"lease timings out of order", "manager:\n  leaderElection:\n    renewDeadline: 20s\n", []string{"manager.leaderElection.leaseDuration: Invalid value: \"15s\": must be between 20s and 10m0s"}},
 		{"bad endpoint", "agent:\n  metadataEndpoint: 169.254.169.254\n", []string{"agent.metadataEndpoint: Invalid value: \"169.254.169.254\": must be an absolute http:// or https:// URL"}},
+		{"agent health probes", "agent:\n  healthProbeBindAddress: localhost\n  readinessFailureThreshold: -1\n", []string{
+			"agent.healthProbeBindAddress: Invalid value: \"localhost\": must be host:port",
+			"agent.readinessFailureThreshold: Invalid value: -1: must be at least 1: the failed reads in a row of one metadata path that make the agent not ready (line 5)"}},
 		{"typo, wrong type and out-of-range together", "rescheduler:\n  intervall: 30s\ndrain:\n  timeout: soon\ndisruption:\n  maxConcurrentDrains: 0\n  windows: [{schedule: \"@daily\", duration: 200h}]\n", []string{
 			"rescheduler.intervall: Invalid value: \"intervall\": unknown field",
 			"drain.timeout: Invalid value: \"soon\": must be a duration",

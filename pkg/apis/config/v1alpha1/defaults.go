@@ -101,6 +101,8 @@ func SetDefaults(c *SpotterConfiguration) {
 	if a.MetricsAuthentication == "" {
 		a.MetricsAuthentication = MetricsAuthKubernetes
 	}
+	defaultString(&a.HealthProbeBindAddress, ":9103")
+	defaultInt(&a.ReadinessFailureThreshold, 3)
 
 	if c.Cloud.Provider == "" {
 		c.Cloud.Provider = ProviderKubernetes

@@ -568,6 +568,18 @@ type AgentConfig struct {
 	// (re-read when they change). Empty (the default): a self-signed certificate.
 	// Only with MetricsAuthentication Kubernetes.
 	MetricsCertDir string `json:"metricsCertDir"`
+	// HealthProbeBindAddress is where the agent serves /healthz and /readyz,
+	// host:port; "0" turns them off. Plain HTTP, no authentication: the kubelet
+	// probes it, and it says only "ok" or which metadata path fails. /readyz
+	// fails until each notice path of the metadata service has been read, and
+	// while a path fails ReadinessFailureThreshold reads in a row
+	// (docs/agent.md). Default ":9103".
+	HealthProbeBindAddress string `json:"healthProbeBindAddress"`
+	// ReadinessFailureThreshold is how many reads in a row of one path of the
+	// metadata service must fail for /readyz to fail: the agent is blind to
+	// notices then. A good read of the path makes it ready again. Default 3; at
+	// least 1.
+	ReadinessFailureThreshold int32 `json:"readinessFailureThreshold"`
 }
 
 // Cloud names a metadata service.

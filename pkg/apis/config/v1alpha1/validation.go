@@ -263,6 +263,11 @@ func ValidateAgent(c *AgentConfig, p *field.Path) field.ErrorList {
 	errs = append(errs, oneOf(p.Child("maintenanceAction"), c.MaintenanceAction, ActionNone, ActionTaint, ActionCordon, ActionDrain)...)
 	errs = append(errs, bindAddress(p.Child("metricsBindAddress"), c.MetricsBindAddress)...)
 	errs = append(errs, validateMetricsServing(p, c.MetricsBindAddress, c.MetricsAuthentication, c.MetricsCertDir)...)
+	errs = append(errs, bindAddress(p.Child("healthProbeBindAddress"), c.HealthProbeBindAddress)...)
+	if c.ReadinessFailureThreshold < 1 {
+		errs = append(errs, field.Invalid(p.Child("readinessFailureThreshold"), c.ReadinessFailureThreshold,
+			"must be at least 1: the failed reads in a row of one metadata path that make the agent not ready"))
+	}
 	return errs
 }
 
