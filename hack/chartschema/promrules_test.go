@@ -9,10 +9,14 @@ import (
 )
 
 // promrules runs hack/tools/promrules (Prometheus's own rule-file checks, in
-// a module of its own) on files, and returns its exit error and output.
+// a module of its own) on files, and returns its exit error and output. An
+// argument starting with "-" is a flag, passed as it is.
 func promrules(t *testing.T, files ...string) (string, error) {
 	t.Helper()
 	for i, f := range files {
+		if strings.HasPrefix(f, "-") {
+			continue
+		}
 		abs, err := filepath.Abs(f)
 		if err != nil {
 			t.Fatal(err)
@@ -41,5 +45,45 @@ func TestAlertsLoadInPrometheus(t *testing.T) {
 	}
 	if out, err := promrules(t, bad); err == nil || !strings.Contains(out, `"Broken": could not parse expression`) {
 		t.Errorf("a broken expression passed: %v\n%s", err, out)
+	}
+}
+
+// The agent's alerts fire when they should and only then, on the rules as
+// rendered (testdata/alert-tests.yaml, in promtool's test format, evaluated
+// as Prometheus's rule manager does: pending, then firing after `for`). An
+// expectation the rules do not meet fails, and so does a test of an alert
+// the chart does not render, so that a renamed alert cannot pass unseen.
+func TestAlertsFire(t *testing.T) {
+	golden := filepath.Join(root, "test/e2e/testdata/chart/render/monitoring.golden")
+	out, err := promrules(t, "-test", "testdata/alert-tests.yaml", golden)
+	if err != nil || !strings.Contains(out, "7 alert tests passed") {
+		t.Fatalf("the alert tests: %v\n%s", err, out)
+	}
+
+	wrong := filepath.Join(t.TempDir(), "wrong.yaml")
+	tests := `tests:
+  - name: up
+    input_series:
+      - series: 'spotter_agent_metadata_last_success_timestamp_seconds{namespace="spotter-system", pod="a", path="/p"}'
+        values: '0+60x20'
+    alert_rule_test:
+      - eval_time: 20m
+        alertname: SpotterAgentNotReadingNotices
+        exp_alerts:
+          - exp_labels: {pod: a, path: /p, severity: warning}
+  - name: renamed
+    alert_rule_test:
+      - eval_time: 1m
+        alertname: SpotterAgentBlind
+`
+	if err := os.WriteFile(wrong, []byte(tests), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = promrules(t, "-test", wrong, golden)
+	if err == nil || !strings.Contains(out, `alert SpotterAgentNotReadingNotices at 20m0s: firing [], want [{path="/p", pod="a", severity="warning"}]`) {
+		t.Errorf("an alert expected and not firing passed: %v\n%s", err, out)
+	}
+	if err == nil || !strings.Contains(out, "no alerting rule SpotterAgentBlind") {
+		t.Errorf("a test of an alert the chart does not render passed: %v\n%s", err, out)
 	}
 }

@@ -185,9 +185,13 @@ address.
 {{- if eq (dig "manager" "metricsAuthentication" "Kubernetes" (.Values.config | default dict)) "None" -}}http{{- else -}}https{{- end -}}
 {{- end -}}
 
-{{/* The agent's metrics port and scheme, from config.agent. */}}
+{{/* The agent's ports and metrics scheme, from config.agent. */}}
 {{- define "spotter.agent.metricsPort" -}}
 {{- include "spotter.port" (dig "agent" "metricsBindAddress" ":9102" (.Values.config | default dict)) -}}
+{{- end -}}
+
+{{- define "spotter.agent.healthPort" -}}
+{{- include "spotter.port" (dig "agent" "healthProbeBindAddress" ":9103" (.Values.config | default dict)) -}}
 {{- end -}}
 
 {{- define "spotter.agent.metricsScheme" -}}
