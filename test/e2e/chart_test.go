@@ -235,7 +235,7 @@ func chartIdentities(t *testing.T, env *testenv.Env) {
 	t.Cleanup(srv.Close)
 	t.Cleanup(emu.Close)
 	agentProc := testenv.StartAgent(t, "agent-spot-1", "--node-name", "spot-1", "--kubeconfig", agentKC, "--cloud", "gcp",
-		"--metadata-endpoint", srv.URL, "--config", config, "--metrics-bind-address", "0")
+		"--metadata-endpoint", srv.URL, "--config", config, "--metrics-bind-address", "0", "--health-probe-bind-address", "0")
 	testenv.Eventually(t, 30*time.Second, "the agent to long-poll preempted", func(context.Context) (bool, string, error) {
 		return emu.Waiting(gcpmetadata.PreemptedPath) > 0, "", nil
 	})
