@@ -38,5 +38,5 @@
 //
 // For equal flags the output is byte for byte that of the gencluster tool the
 // benchmarks used before this package, but for the pods' image, which names no
-// registry here (the tests check it when that tool sits beside the checkout).
+// registry here (the tests check it against that tool's recorded output).
 package gencluster

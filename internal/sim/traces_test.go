@@ -148,22 +148,20 @@ workloads:
 	}
 }
 
-// sharedTraces is the folder of real traces of the Spotter workspace, beside
-// the checkout.
-var sharedTraces = filepath.Join("..", "..", "..", "shared", "traces")
+// traceDir is the folder of the embedded traces (traces/README.md): the
+// spot capacity traces of AWS p3.2xlarge in three zones and the preemption
+// traces of AWS and GCP, as files.
+const traceDir = "traces"
 
-// Every trace of the shared folder loads, by a path relative to a scenario
-// there, and a simulation replays it: availability traces as spot capacity,
-// preemption traces as preemptions (their prices, when they have some, as the
-// spot price). Skipped where the shared folder is absent.
-func TestSharedTracesLoad(t *testing.T) {
-	if _, err := os.Stat(sharedTraces); err != nil {
-		t.Skipf("no shared traces beside the checkout: %v", err)
-	}
+// Every trace of the folder loads as a file, by a path relative to a scenario
+// there (as a trace of the user's own would), and a simulation replays it:
+// availability traces as spot capacity, preemption traces as preemptions
+// (their prices, when they have some, as the spot price).
+func TestTraceFilesLoad(t *testing.T) {
 	var files []string
-	err := filepath.WalkDir(sharedTraces, func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(traceDir, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".json") {
-			rel, _ := filepath.Rel(sharedTraces, p)
+			rel, _ := filepath.Rel(traceDir, p)
 			files = append(files, filepath.ToSlash(rel))
 		}
 		return err
@@ -171,12 +169,16 @@ func TestSharedTracesLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) == 0 {
-		t.Fatalf("no trace in %s", sharedTraces)
+	var builtin []string
+	for _, b := range BuiltinTraces() {
+		builtin = append(builtin, strings.TrimPrefix(b, BuiltinPrefix))
+	}
+	if len(files) == 0 || !slices.Equal(files, builtin) {
+		t.Fatalf("trace files %v, want the built-in traces %v", files, builtin)
 	}
 	for _, rel := range files {
 		t.Run(rel, func(t *testing.T) {
-			tr, err := LoadTrace(rel, sharedTraces)
+			tr, err := LoadTrace(rel, traceDir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -190,7 +192,7 @@ func TestSharedTracesLoad(t *testing.T) {
 			if strings.HasPrefix(rel, "availability/") {
 				market = "spotCapacity: {trace: " + rel + "}"
 			}
-			sc, err := ParseScenario([]byte(strings.Replace(tiny, "{name: b, spotCapacity: {nodes: 3}}", "{name: b, "+market+"}", 1)), sharedTraces)
+			sc, err := ParseScenario([]byte(strings.Replace(tiny, "{name: b, spotCapacity: {nodes: 3}}", "{name: b, "+market+"}", 1)), traceDir)
 			if err != nil {
 				t.Fatal(err)
 			}
