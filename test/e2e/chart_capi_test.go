@@ -11,11 +11,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
-	"spotter.dev/spotter/internal/cloud/clusterapi"
 	"spotter.dev/spotter/internal/lab"
 	"spotter.dev/spotter/internal/lab/capiinfra"
 	"spotter.dev/spotter/internal/testenv"
@@ -40,28 +37,7 @@ func TestChartClusterAPIIdentity(t *testing.T) {
 	if _, err := env.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	cluster, labCluster, labControlPlane := capiinfra.NewCluster(ns, clusterName)
-	odMD := capiinfra.NewMachineDeployment(ns, "od", clusterName, "od", 1)
-	odMD.SetAnnotations(map[string]string{clusterapi.MinSizeAnnotation: "0", clusterapi.MaxSizeAnnotation: "1"})
-	spotMD := capiinfra.NewMachineDeployment(ns, "spot", clusterName, "spot", 0)
-	spotMD.SetAnnotations(map[string]string{clusterapi.MinSizeAnnotation: "0", clusterapi.MaxSizeAnnotation: "2",
-		clusterapi.CapacityCPUAnnotation: "4", clusterapi.CapacityMemoryAnnotation: "16Gi"})
-	for _, o := range []struct {
-		gvr schema.GroupVersionResource
-		obj *unstructured.Unstructured
-	}{
-		{capiinfra.LabClustersGVR, labCluster},
-		{capiinfra.LabControlPlanesGVR, labControlPlane},
-		{capiinfra.ClustersGVR, cluster},
-		{capiinfra.LabMachineTemplatesGVR, capiinfra.NewMachineTemplate(ns, "od", capiinfra.MachineSpec{InstanceType: "m5.xlarge", CPU: "4", Memory: "16Gi"})},
-		{capiinfra.LabMachineTemplatesGVR, capiinfra.NewMachineTemplate(ns, "spot", capiinfra.MachineSpec{Spot: true, InstanceType: "m5.xlarge", CPU: "4", Memory: "16Gi"})},
-		{capiinfra.MachineDeploymentsGVR, odMD},
-		{capiinfra.MachineDeploymentsGVR, spotMD},
-	} {
-		if _, err := dyn.Resource(o.gvr).Namespace(ns).Create(ctx, o.obj, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("creating %s %s: %v", o.obj.GetKind(), o.obj.GetName(), err)
-		}
-	}
+	createCAPIGroups(ctx, t, dyn, ns, clusterName, 1, 2)
 	capiMachines(t, env, dyn, ns, "od", 1)
 	d := tu.Deployment("web", 1, tu.CPU("3"), tu.GracePeriod(1))
 	if _, err := env.Client.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {

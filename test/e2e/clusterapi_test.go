@@ -64,33 +64,12 @@ func TestClusterAPIMigratorReplacesOnDemandBySpot(t *testing.T) {
 	if _, err := mgmt.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	cluster, labCluster, labControlPlane := capiinfra.NewCluster(ns, clusterName)
-	odMD := capiinfra.NewMachineDeployment(ns, "od", clusterName, "od", 2)
-	odMD.SetAnnotations(map[string]string{clusterapi.MinSizeAnnotation: "0", clusterapi.MaxSizeAnnotation: "2"})
-	spotMD := capiinfra.NewMachineDeployment(ns, "spot", clusterName, "spot", 0)
-	spotMD.SetAnnotations(map[string]string{clusterapi.MinSizeAnnotation: "0", clusterapi.MaxSizeAnnotation: "3",
-		clusterapi.CapacityCPUAnnotation: "4", clusterapi.CapacityMemoryAnnotation: "16Gi"})
 	spotPool := capiinfra.NewMachinePool(ns, "spot-pool", clusterName, "spot-pool", 0)
 	spotPool.SetAnnotations(map[string]string{clusterapi.MinSizeAnnotation: "0", clusterapi.MaxSizeAnnotation: "1",
 		clusterapi.CapacityCPUAnnotation: "4", clusterapi.CapacityMemoryAnnotation: "16Gi"})
-	for _, o := range []struct {
-		gvr schema.GroupVersionResource
-		obj *unstructured.Unstructured
-	}{
-		{capiinfra.LabClustersGVR, labCluster},
-		{capiinfra.LabControlPlanesGVR, labControlPlane},
-		{capiinfra.ClustersGVR, cluster},
-		{capiinfra.LabMachineTemplatesGVR, capiinfra.NewMachineTemplate(ns, "od", capiinfra.MachineSpec{InstanceType: "m5.xlarge", CPU: "4", Memory: "16Gi"})},
-		{capiinfra.LabMachineTemplatesGVR, capiinfra.NewMachineTemplate(ns, "spot", capiinfra.MachineSpec{Spot: true, InstanceType: "m5.xlarge", CPU: "4", Memory: "16Gi"})},
-		{capiinfra.MachineDeploymentsGVR, odMD},
-		{capiinfra.MachineDeploymentsGVR, spotMD},
-		{capiinfra.LabMachinePoolsGVR, capiinfra.NewLabMachinePool(ns, "spot-pool", capiinfra.MachineSpec{Spot: true, InstanceType: "c5.xlarge", CPU: "4", Memory: "16Gi"}, false)},
-		{capiinfra.MachinePoolsGVR, spotPool},
-	} {
-		if _, err := dyn.Resource(o.gvr).Namespace(ns).Create(ctx, o.obj, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("creating %s %s: %v", o.obj.GetKind(), o.obj.GetName(), err)
-		}
-	}
+	createCAPIGroups(ctx, t, dyn, ns, clusterName, 2, 3,
+		capiObject{capiinfra.LabMachinePoolsGVR, capiinfra.NewLabMachinePool(ns, "spot-pool", capiinfra.MachineSpec{Spot: true, InstanceType: "c5.xlarge", CPU: "4", Memory: "16Gi"}, false)},
+		capiObject{capiinfra.MachinePoolsGVR, spotPool})
 	odMachines := capiMachines(t, env, dyn, ns, "od", 2)
 
 	// One web pod of 3 CPU on each on-demand node: each needs a spot node.
@@ -262,6 +241,40 @@ drain:
 // machinePoolNodes returns the Nodes Cluster API matched to the instances of a
 // MachinePool (status.nodeRefs whose Node's providerID is in
 // spec.providerIDList).
+// capiObject is an object of Cluster API or of the lab's provider to create.
+type capiObject struct {
+	gvr schema.GroupVersionResource
+	obj *unstructured.Unstructured
+}
+
+// createCAPIGroups creates, in namespace ns of the cluster dyn reaches, the
+// Cluster clusterName with the lab's infrastructure and control plane, and
+// its two workers: MachineDeployment "od" of on-demand m5.xlarge Machines
+// (odReplicas, at most as many) and "spot" of spot ones (none yet, at most
+// spotMax, with the capacity annotations for scale from zero), then extra.
+func createCAPIGroups(ctx context.Context, t *testing.T, dyn dynamic.Interface, ns, clusterName string, odReplicas int32, spotMax int, extra ...capiObject) {
+	t.Helper()
+	cluster, labCluster, labControlPlane := capiinfra.NewCluster(ns, clusterName)
+	odMD := capiinfra.NewMachineDeployment(ns, "od", clusterName, "od", odReplicas)
+	odMD.SetAnnotations(map[string]string{clusterapi.MinSizeAnnotation: "0", clusterapi.MaxSizeAnnotation: fmt.Sprint(odReplicas)})
+	spotMD := capiinfra.NewMachineDeployment(ns, "spot", clusterName, "spot", 0)
+	spotMD.SetAnnotations(map[string]string{clusterapi.MinSizeAnnotation: "0", clusterapi.MaxSizeAnnotation: fmt.Sprint(spotMax),
+		clusterapi.CapacityCPUAnnotation: "4", clusterapi.CapacityMemoryAnnotation: "16Gi"})
+	for _, o := range append([]capiObject{
+		{capiinfra.LabClustersGVR, labCluster},
+		{capiinfra.LabControlPlanesGVR, labControlPlane},
+		{capiinfra.ClustersGVR, cluster},
+		{capiinfra.LabMachineTemplatesGVR, capiinfra.NewMachineTemplate(ns, "od", capiinfra.MachineSpec{InstanceType: "m5.xlarge", CPU: "4", Memory: "16Gi"})},
+		{capiinfra.LabMachineTemplatesGVR, capiinfra.NewMachineTemplate(ns, "spot", capiinfra.MachineSpec{Spot: true, InstanceType: "m5.xlarge", CPU: "4", Memory: "16Gi"})},
+		{capiinfra.MachineDeploymentsGVR, odMD},
+		{capiinfra.MachineDeploymentsGVR, spotMD},
+	}, extra...) {
+		if _, err := dyn.Resource(o.gvr).Namespace(ns).Create(ctx, o.obj, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating %s %s: %v", o.obj.GetKind(), o.obj.GetName(), err)
+		}
+	}
+}
+
 func machinePoolNodes(ctx context.Context, dyn dynamic.Interface, ns, mp string) ([]string, error) {
 	obj, err := dyn.Resource(capiinfra.MachinePoolsGVR).Namespace(ns).Get(ctx, mp, metav1.GetOptions{})
 	if err != nil {
