@@ -21,7 +21,7 @@ func NewMetrics() *Metrics {
 	return &Metrics{
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "spotter", Subsystem: "agent", Name: "metadata_errors_total",
-			Help: "Failed reads of the cloud's metadata service, by cloud and URL path (the notice paths, the AWS session token, the Azure VM name): no answer, an unexpected status, or an answer that could not be read.",
+			Help: "Failed reads of the cloud's metadata service, by cloud and URL path (the notice paths, the AWS IMDSv2 token, the Azure VM name): no answer, an unexpected status, or an answer that could not be read.",
 		}, []string{labelCloud, labelPath}),
 		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "spotter", Subsystem: "agent", Name: "metadata_last_success_timestamp_seconds",
