@@ -263,6 +263,16 @@ Cluster API's label absent or "false" (two terms, ORed).
 {{- end -}}
 
 {{/*
+Whether spot-first acts: config.spotFirst.enabled, and neither its own dryRun
+nor config.dryRun. Only then are its gate's policy, the policy on the
+controller's pod writes and its pod grants rendered. "true" or "".
+*/}}
+{{- define "spotter.spotFirstActive" -}}
+{{- $sf := .Values.config.spotFirst | default dict -}}
+{{- if and ($sf.enabled | default false) (not ($sf.dryRun | default false)) (not (.Values.config.dryRun | default false)) -}}true{{- end -}}
+{{- end -}}
+
+{{/*
 Whether the agent runs in the node's network namespace: "true" or "".
 agent.hostNetwork auto means yes unless the agent's cloud is azure (Azure's
 instance metadata service answers pods; AWS's and GKE's may not: see the
@@ -326,8 +336,7 @@ to change. Included by the controller Deployment, so every render runs it.
 {{- if semverCompare "<1.32.0-0" $kube -}}
 {{- fail (printf "Spotter needs Kubernetes 1.32 or later, this cluster is %s: the agent's admission policies hold each agent to the node named in its token's authentication.kubernetes.io/node-name claim, which bound tokens carry from 1.32 (a beta feature before)" $kube) -}}
 {{- end -}}
-{{- $sf := .Values.config.spotFirst | default dict -}}
-{{- if and ($sf.enabled | default false) (not ($sf.dryRun | default false)) (not (.Values.config.dryRun | default false)) (semverCompare "<1.36.0-0" $kube) -}}
+{{- if and (include "spotter.spotFirstActive" .) (semverCompare "<1.36.0-0" $kube) -}}
 {{- fail (printf "config.spotFirst.enabled needs Kubernetes 1.36 or later, this cluster is %s: the scheduling gate is put on new pods by a MutatingAdmissionPolicy (admissionregistration.k8s.io/v1, from 1.36); turn spot-first off, or set config.spotFirst.dryRun to log its decisions without the gate" $kube) -}}
 {{- end -}}
 {{- if and (gt (int .Values.controller.replicas) 1) (not (include "spotter.leaderElection" .)) -}}
