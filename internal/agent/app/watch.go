@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -106,14 +107,19 @@ func resolveCloud(ctx context.Context, a v1alpha1.AgentConfig) (string, error) {
 // configuration, on clk, telling observer (nil: nobody) about its reads.
 func newSource(cloud string, a v1alpha1.AgentConfig, node *corev1.Node, clk clock.Clock, observer notice.ReadObserver) (notice.Source, error) {
 	poll, timeout := a.PollInterval.Duration, a.RequestTimeout.Duration
+	var termination time.Duration // 0: the cloud's default
+	if a.TerminationPollInterval != nil {
+		termination = a.TerminationPollInterval.Duration
+	}
 	switch cloud {
 	case notice.CloudAWS:
-		return aws.New(aws.Config{Endpoint: a.MetadataEndpoint, PollInterval: poll, RequestTimeout: timeout, Clock: clk, Observer: observer})
+		return aws.New(aws.Config{Endpoint: a.MetadataEndpoint, PollInterval: poll, TerminationPollInterval: termination, RequestTimeout: timeout,
+			Clock: clk, Observer: observer})
 	case notice.CloudGCP:
 		return gcp.New(gcp.Config{Endpoint: a.MetadataEndpoint, PollInterval: poll, RequestTimeout: timeout, Clock: clk, Observer: observer})
 	case notice.CloudAzure:
-		return azure.New(azure.Config{Endpoint: a.MetadataEndpoint, PollInterval: poll, RequestTimeout: timeout, Clock: clk, Observer: observer,
-			ProviderID: node.Spec.ProviderID})
+		return azure.New(azure.Config{Endpoint: a.MetadataEndpoint, PollInterval: poll, TerminationPollInterval: termination, RequestTimeout: timeout,
+			Clock: clk, Observer: observer, ProviderID: node.Spec.ProviderID})
 	}
 	return nil, fmt.Errorf("unknown cloud %q: want aws, gcp or azure", cloud)
 }

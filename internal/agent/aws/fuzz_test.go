@@ -178,7 +178,7 @@ func FuzzDocuments(f *testing.F) {
 			}
 		}
 		w = &watcher{Source: src, groups: map[string]map[string]bool{}}
-		ns, err := w.handle(ctx, item{ScheduledEventsPath, (*watcher).scheduledEvents}, &watch.Response{Status: http.StatusOK, Body: body})
+		ns, err := w.handle(ctx, item{ScheduledEventsPath, (*watcher).scheduledEvents, false}, &watch.Response{Status: http.StatusOK, Body: body})
 		if err != nil {
 			t.Fatalf("events with a good one appended: %v", err)
 		}

@@ -43,6 +43,13 @@ const (
 	TokenHeader = "X-aws-ec2-metadata-token"
 )
 
+// DefaultTerminationPollInterval is how often the items that carry a
+// termination are read by default: a notice is seen 100 ms after it appears
+// on average, for two local requests five times a second (IMDS allows 1,024
+// packets a second per network interface: "Instance metadata service
+// limits", EC2 User Guide).
+const DefaultTerminationPollInterval = 200 * time.Millisecond
+
 // MaxTokenTTL is the longest session token IMDSv2 issues (6 hours).
 const MaxTokenTTL = 21600 * time.Second
 
@@ -81,8 +88,13 @@ type Config struct {
 	// Endpoint is the base URL of the metadata service; empty means
 	// http://169.254.169.254.
 	Endpoint string
-	// PollInterval between two rounds of reads. Default 1s.
+	// PollInterval between two reads of the rebalance recommendation and the
+	// scheduled events. Default 1s.
 	PollInterval time.Duration
+	// TerminationPollInterval between two reads of the items that carry a
+	// termination (spot/instance-action, autoscaling/target-lifecycle-state).
+	// Default DefaultTerminationPollInterval, and never above PollInterval.
+	TerminationPollInterval time.Duration
 	// RequestTimeout bounds one request. Default 2s.
 	RequestTimeout time.Duration
 	// MaxBackoff caps the wait between rounds after errors. Default 10s, and
@@ -116,6 +128,13 @@ func New(cfg Config) (*Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("aws metadata source: %w", err)
 	}
+	switch {
+	case cfg.TerminationPollInterval < 0:
+		return nil, fmt.Errorf("aws metadata source: TerminationPollInterval %v: want a positive duration, or 0 for the default", cfg.TerminationPollInterval)
+	case cfg.TerminationPollInterval == 0:
+		cfg.TerminationPollInterval = DefaultTerminationPollInterval
+	}
+	cfg.TerminationPollInterval = min(cfg.TerminationPollInterval, cfg.PollInterval)
 	switch {
 	case cfg.TokenTTL == 0:
 		cfg.TokenTTL = MaxTokenTTL
@@ -152,9 +171,10 @@ func (s *Source) Probe(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Watch reads the four notice items every PollInterval until ctx ends; see
-// notice.Source. Every error is transient: it is logged, and the next round
-// comes after an exponential backoff.
+// Watch reads the two items that carry a termination every
+// TerminationPollInterval and the other two every PollInterval until ctx
+// ends; see notice.Source. Every error is transient: it is logged, and the
+// next round comes after an exponential backoff.
 //
 // Deadlines: the instance-action's time (now when it is past, and
 // InstanceActionNotice after it was seen when it is more than
@@ -166,7 +186,7 @@ func (s *Source) Probe(ctx context.Context) error {
 func (s *Source) Watch(ctx context.Context, out chan<- notice.Notice) error {
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("cloud", notice.CloudAWS))
 	w := &watcher{Source: s, groups: map[string]map[string]bool{}}
-	return watch.Poll(ctx, s.cfg.Clock, s.cfg.PollInterval, s.cfg.MaxBackoff, out, "the EC2 instance metadata", w.poll)
+	return watch.Poll(ctx, s.cfg.Clock, s.cfg.TerminationPollInterval, s.cfg.MaxBackoff, out, "the EC2 instance metadata", w.poll)
 }
 
 // watcher is the state of one Watch.
@@ -183,24 +203,31 @@ type watcher struct {
 	// InstanceActionNotice).
 	actionTime, actionDeadline time.Time
 	actionNote                 string
+	// advisoryDue is when the items that carry no termination are to be read
+	// next.
+	advisoryDue time.Time
 }
 
 // item reads one path and turns its answer into the notices present now.
 type item struct {
 	path  string
 	parse func(w *watcher, ctx context.Context, body []byte) ([]notice.Notice, error)
+	// termination: the item carries a termination notice, and is read every
+	// TerminationPollInterval rather than every PollInterval.
+	termination bool
 }
 
 var items = []item{
-	{InstanceActionPath, (*watcher).instanceAction},
-	{RebalancePath, (*watcher).rebalance},
-	{ScheduledEventsPath, (*watcher).scheduledEvents},
-	{TargetLifecycleStatePath, (*watcher).targetLifecycleState},
+	{InstanceActionPath, (*watcher).instanceAction, true},
+	{RebalancePath, (*watcher).rebalance, false},
+	{ScheduledEventsPath, (*watcher).scheduledEvents, false},
+	{TargetLifecycleStatePath, (*watcher).targetLifecycleState, true},
 }
 
-// poll reads every item once and returns the notices that are new or
-// changed, and the errors met. An item that fails keeps its notices as they
-// were.
+// poll reads the items that carry a termination, and the others when
+// PollInterval has passed since they were last read, and returns the
+// notices that are new or changed, and the errors met. An item that fails
+// keeps its notices as they were.
 func (w *watcher) poll(ctx context.Context) ([]notice.Notice, error) {
 	if err := w.ensureToken(ctx); err != nil {
 		return nil, err
@@ -209,7 +236,15 @@ func (w *watcher) poll(ctx context.Context) ([]notice.Notice, error) {
 		changed []notice.Notice
 		errs    []error
 	)
+	now := w.cfg.Clock.Now()
+	advisory := !now.Before(w.advisoryDue)
+	if advisory {
+		w.advisoryDue = now.Add(w.cfg.PollInterval)
+	}
 	for _, it := range items {
+		if !it.termination && !advisory {
+			continue
+		}
 		ns, err := w.read(ctx, it)
 		changed = append(changed, ns...)
 		if err != nil {

@@ -84,6 +84,36 @@ func TestSpotInstanceAction(t *testing.T) {
 	}
 }
 
+// The items that carry a termination are read every
+// TerminationPollInterval, the others every PollInterval: a spot notice is
+// seen within 200 ms by default, for no more reads of the advisory items.
+func TestTerminationItemsReadMoreOften(t *testing.T) {
+	imds, clk, src := setup(t, Config{}, nil)
+	out := watchtest.Start(t, src)
+	watchtest.WaitIdle(t, clk)
+	reads := func() (action, lifecycle, rebalance, scheduled int) {
+		return imds.Requests(awsimds.InstanceActionPath), imds.Requests(awsimds.TargetLifecycleStatePath),
+			imds.Requests(awsimds.RebalancePath), imds.Requests(awsimds.ScheduledEventsPath)
+	}
+	a0, l0, r0, s0 := reads()
+	for range 10 {
+		watchtest.Step(t, clk, DefaultTerminationPollInterval)
+	}
+	a, l, r, s := reads()
+	if a-a0 != 10 || l-l0 != 10 || r-r0 != 2 || s-s0 != 2 {
+		t.Errorf("in 2s: %d instance-action, %d target-lifecycle-state, %d rebalance and %d scheduled-event reads; want 10, 10, 2 and 2",
+			a-a0, l-l0, r-r0, s-s0)
+	}
+	watchtest.None(t, out)
+
+	at := clk.Now().Add(2 * time.Minute)
+	imds.SetInstanceAction("terminate", at)
+	watchtest.Step(t, clk, DefaultTerminationPollInterval)
+	if got := watchtest.Next(t, out); got.ID != InstanceActionID || got.Deadline != at {
+		t.Errorf("notice = %+v, want the instance-action one TerminationPollInterval after it appeared", got)
+	}
+}
+
 func TestRebalanceRecommendation(t *testing.T) {
 	imds, clk, src := setup(t, Config{}, nil)
 	imds.SetRebalance(start.Add(-time.Minute))
@@ -241,6 +271,7 @@ func TestNewValidates(t *testing.T) {
 		"TTL too long":           {TokenTTL: 7 * time.Hour},
 		"TTL not whole seconds":  {TokenTTL: 1500 * time.Millisecond},
 		"negative backoff":       {MaxBackoff: -1},
+		"negative termination":   {TerminationPollInterval: -time.Second},
 	} {
 		if _, err := New(cfg); err == nil {
 			t.Errorf("%s: New accepted %+v", name, cfg)
@@ -251,8 +282,12 @@ func TestNewValidates(t *testing.T) {
 		t.Fatal(err)
 	}
 	if src.Cloud() != notice.CloudAWS || src.endpoint != "http://169.254.169.254" || src.cfg.PollInterval != time.Second ||
-		src.cfg.RequestTimeout != 2*time.Second || src.cfg.TokenTTL != MaxTokenTTL {
+		src.cfg.RequestTimeout != 2*time.Second || src.cfg.TokenTTL != MaxTokenTTL || src.cfg.TerminationPollInterval != DefaultTerminationPollInterval {
 		t.Errorf("defaults: %+v", src.cfg)
+	}
+	// Never above PollInterval.
+	if src, err := New(Config{PollInterval: 100 * time.Millisecond}); err != nil || src.cfg.TerminationPollInterval != 100*time.Millisecond {
+		t.Errorf("PollInterval 100ms: TerminationPollInterval %v, %v; want 100ms", src.cfg.TerminationPollInterval, err)
 	}
 }
 

@@ -206,11 +206,32 @@ func TestAcknowledgeRejects(t *testing.T) {
 	}
 }
 
+// The document is read every TerminationPollInterval: a Preempt is seen
+// within 300 ms by default.
+func TestDocumentReadEveryTerminationPollInterval(t *testing.T) {
+	imds, clk, src := setup(t, Config{ProviderID: providerID})
+	out := watchtest.Start(t, src)
+	watchtest.WaitIdle(t, clk)
+	before := imds.Requests(pathOf(ScheduledEventsPath))
+	for range 10 {
+		watchtest.Step(t, clk, DefaultTerminationPollInterval)
+	}
+	if n := imds.Requests(pathOf(ScheduledEventsPath)) - before; n != 10 {
+		t.Errorf("%d reads of the document in 3s, want 10", n)
+	}
+	imds.AddEvent(azureimds.Event{EventID: "preempt-1", EventType: "Preempt", Resources: []string{"aks-spot-vmss_3"}, NotBefore: clk.Now().Add(30 * time.Second)})
+	watchtest.Step(t, clk, DefaultTerminationPollInterval)
+	if got := watchtest.Next(t, out); got.ID != "preempt-1" {
+		t.Errorf("notice = %+v, want the Preempt one TerminationPollInterval after it appeared", got)
+	}
+}
+
 func TestNewValidates(t *testing.T) {
 	for name, cfg := range map[string]Config{
-		"bad provider ID":  {ProviderID: "aws:///us-east-1a/i-1"},
-		"bad endpoint":     {Endpoint: "http://"},
-		"negative backoff": {MaxBackoff: -time.Second},
+		"bad provider ID":      {ProviderID: "aws:///us-east-1a/i-1"},
+		"bad endpoint":         {Endpoint: "http://"},
+		"negative backoff":     {MaxBackoff: -time.Second},
+		"negative termination": {TerminationPollInterval: -time.Second},
 	} {
 		if _, err := New(cfg); err == nil {
 			t.Errorf("%s: New accepted %+v", name, cfg)
@@ -220,8 +241,11 @@ func TestNewValidates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if src.Cloud() != notice.CloudAzure || src.vmName != "aks-spot-vmss_3" {
+	if src.Cloud() != notice.CloudAzure || src.vmName != "aks-spot-vmss_3" || src.cfg.TerminationPollInterval != DefaultTerminationPollInterval {
 		t.Errorf("source: %+v", src)
+	}
+	if src, err := New(Config{ProviderID: providerID, PollInterval: 100 * time.Millisecond}); err != nil || src.cfg.TerminationPollInterval != 100*time.Millisecond {
+		t.Errorf("PollInterval 100ms: TerminationPollInterval %v, %v; want 100ms", src.cfg.TerminationPollInterval, err)
 	}
 }
 

@@ -155,6 +155,7 @@ func TestParseReportsProblemsWithPaths(t *testing.T) {
 		{"negative price", "pricing:\n  instanceTypes:\n    m5.large: {onDemand: -1}\n", []string{"pricing.instanceTypes[m5.large].onDemand: Invalid value: -1: must be a price per hour of 0 or more"}},
 		{"bad address", "manager:\n  metricsBindAddress: localhost\n", []string{"manager.metricsBindAddress: Invalid value: \"localhost\": must be host:port"}},
 		{"lease timings out of order", "manager:\n  leaderElection:\n    renewDeadline: 20s\n", []string{"manager.leaderElection.leaseDuration: Invalid value: \"15s\": must be between 20s and 10m0s"}},
+		{"termination poll interval", "agent:\n  terminationPollInterval: 10ms\n", []string{"agent.terminationPollInterval: Invalid value: \"10ms\""}},
 		{"bad endpoint", "agent:\n  metadataEndpoint: 169.254.169.254\n", []string{"agent.metadataEndpoint: Invalid value: \"169.254.169.254\": must be an absolute http:// or https:// URL"}},
 		{"agent health probes", "agent:\n  healthProbeBindAddress: localhost\n  readinessFailureThreshold: -1\n", []string{
 			"agent.healthProbeBindAddress: Invalid value: \"localhost\": must be host:port",

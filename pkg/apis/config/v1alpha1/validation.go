@@ -255,6 +255,9 @@ func ValidateAgent(c *AgentConfig, p *field.Path) field.ErrorList {
 		}
 	}
 	errs = append(errs, durationIn(p.Child("pollInterval"), c.PollInterval, 100*time.Millisecond, time.Minute)...)
+	if c.TerminationPollInterval != nil {
+		errs = append(errs, durationIn(p.Child("terminationPollInterval"), *c.TerminationPollInterval, 50*time.Millisecond, time.Minute)...)
+	}
 	errs = append(errs, durationIn(p.Child("requestTimeout"), c.RequestTimeout, 100*time.Millisecond, time.Minute)...)
 	if c.DeadlineMargin != nil {
 		errs = append(errs, durationIn(p.Child("deadlineMargin"), *c.DeadlineMargin, 0, time.Minute)...)
