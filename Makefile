@@ -5,7 +5,7 @@ LINT := $(GO) tool -modfile=hack/tools/lint/go.mod golangci-lint
 # Modules whose go.mod/go.sum `go mod tidy` must leave unchanged.
 MODULES := . hack/tools/kube hack/tools/kube-oldest hack/tools/etcd hack/tools/capi hack/tools/helm hack/tools/lint hack/tools/promrules
 
-.PHONY: all build kube-bin capi-bin helm-bin chromium test unit verify fmt lint tidy golden lab lab-down clean simulate image
+.PHONY: all build kube-bin capi-bin helm-bin chromium test unit verify fmt lint tidy golden lab lab-down clean simulate image bench-summary
 
 all: build
 
@@ -25,8 +25,20 @@ helm-bin: ## Build the helm command the chart tests use, from Helm's Go module (
 chromium: ## Install Debian's chromium for the report test of spotter simulate, if missing.
 	bash hack/chromium.sh >/dev/null
 
-test: kube-bin capi-bin helm-bin chromium ## Unit, integration and e2e tests, on real Kubernetes binaries and a headless browser.
-	SPOTTER_KUBE_BIN_DIR=$$(bash hack/kube-bin.sh --dir) SPOTTER_KUBE_OLDEST_BIN_DIR=$$(bash hack/kube-bin.sh --oldest --dir) SPOTTER_CAPI_BIN_DIR=$$(bash hack/capi-bin.sh --dir) SPOTTER_HELM_BIN_DIR=$$(bash hack/helm-bin.sh --dir) $(GO) test -count=1 -timeout 60m ./...
+empty :=
+space := $(empty) $(empty)
+
+# The packages with concurrency (drain, planner, controllers, coop) run their
+# tests under the race detector, and only so.
+RACE_PACKAGES := drain plan controller coop
+TEST_ENV = SPOTTER_KUBE_BIN_DIR=$$(bash hack/kube-bin.sh --dir) SPOTTER_KUBE_OLDEST_BIN_DIR=$$(bash hack/kube-bin.sh --oldest --dir) SPOTTER_CAPI_BIN_DIR=$$(bash hack/capi-bin.sh --dir) SPOTTER_HELM_BIN_DIR=$$(bash hack/helm-bin.sh --dir)
+
+test: kube-bin capi-bin helm-bin chromium ## Unit, integration and e2e tests, on real Kubernetes binaries and a headless browser; the race detector on the packages with concurrency.
+	$(TEST_ENV) $(GO) test -count=1 -timeout 60m $$($(GO) list ./... | grep -v -E '^spotter.dev/spotter/internal/($(subst $(space),|,$(RACE_PACKAGES)))(/|$$)')
+	$(TEST_ENV) $(GO) test -race -count=1 -timeout 30m $(foreach p,$(RACE_PACKAGES),./internal/$(p)/...)
+
+bench-summary: ## Re-run the cheap rows of BENCHMARKS.md and print them beside the file's figures.
+	$(GO) run ./hack/benchsummary
 
 unit: ## Unit tests only (no apiserver).
 	$(GO) test -short ./...

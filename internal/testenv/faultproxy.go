@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -59,6 +60,10 @@ type FaultProxy struct {
 	peakAt   map[string]time.Time
 	total    map[string]int
 	injected map[Fault]int
+	// injectedOn counts the faults injected by request (see RequestOf), and
+	// nextOn holds the faults scheduled for a request.
+	injectedOn map[string]int
+	nextOn     map[string][]Fault
 }
 
 // Fault is what the proxy does to one request.
@@ -119,12 +124,14 @@ func (e *Env) StartFaultProxy(seed uint64) *FaultProxy {
 		e.t.Fatalf("fault proxy transport: %v", err)
 	}
 	p := &FaultProxy{
-		rng:      rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		recent:   map[string][]time.Time{},
-		peak:     map[string]int{},
-		peakAt:   map[string]time.Time{},
-		total:    map[string]int{},
-		injected: map[Fault]int{},
+		rng:        rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		recent:     map[string][]time.Time{},
+		peak:       map[string]int{},
+		peakAt:     map[string]time.Time{},
+		total:      map[string]int{},
+		injected:   map[Fault]int{},
+		injectedOn: map[string]int{},
+		nextOn:     map[string][]Fault{},
 	}
 	p.proxy = &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
@@ -182,6 +189,52 @@ func (p *FaultProxy) FailNext(faults ...Fault) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.next = append(p.next, faults...)
+}
+
+// FailNextOn schedules faults for the next requests of one kind, named as
+// RequestOf names it ("create pods/eviction", "update nodes"), one each, in
+// order, before any other fault and whatever the current Faults say: a test
+// makes sure a fault meets the request it is about.
+func (p *FaultProxy) FailNextOn(request string, faults ...Fault) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.nextOn[request] = append(p.nextOn[request], faults...)
+}
+
+// InjectedOn returns how many faults were injected, by request (see
+// RequestOf): which requests the faults met.
+func (p *FaultProxy) InjectedOn() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.injectedOn)
+}
+
+// RequestOf names an API request by its verb (kubeclient.Verb) and resource,
+// with its subresource: "create pods/eviction", "update nodes", "watch
+// pods", "create events".
+func RequestOf(r *http.Request) string {
+	return kubeclient.Verb(r) + " " + resourceOf(r.URL.Path)
+}
+
+// resourceOf returns the resource an API path names, with its subresource
+// ("pods/eviction"); "" for a path outside /api and /apis.
+func resourceOf(path string) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(parts) >= 3 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) >= 4 && parts[0] == "apis":
+		parts = parts[3:]
+	default:
+		return ""
+	}
+	if len(parts) >= 3 && parts[0] == "namespaces" {
+		parts = parts[2:]
+	}
+	if len(parts) >= 3 {
+		return parts[0] + "/" + parts[2]
+	}
+	return parts[0]
 }
 
 // Injected returns how many times each fault was injected.
@@ -246,21 +299,24 @@ func (p *FaultProxy) count(key string, now time.Time) {
 	}
 }
 
-// admit counts a request of verb and draws its fault.
-func (p *FaultProxy) admit(verb string, now time.Time) (Fault, Faults, bool) {
+// admit counts a request of verb, named request (see RequestOf), and draws
+// its fault.
+func (p *FaultProxy) admit(verb, request string, now time.Time) (Fault, Faults, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.count(verb, now)
 	p.count(AllVerbs, now)
 
 	f := p.faults
-	if len(f.Verbs) > 0 && !slices.Contains(f.Verbs, verb) {
-		return Pass, f, false
-	}
 	fault := Pass
-	if len(p.next) > 0 {
+	switch scheduled := p.nextOn[request]; {
+	case len(scheduled) > 0:
+		fault, p.nextOn[request] = scheduled[0], scheduled[1:]
+	case len(f.Verbs) > 0 && !slices.Contains(f.Verbs, verb):
+		return Pass, f, false
+	case len(p.next) > 0:
 		fault, p.next = p.next[0], p.next[1:]
-	} else {
+	default:
 		x := p.rng.Float64()
 		for _, c := range []struct {
 			fault Fault
@@ -279,13 +335,14 @@ func (p *FaultProxy) admit(verb string, now time.Time) (Fault, Faults, bool) {
 	}
 	if fault != Pass {
 		p.injected[fault]++
+		p.injectedOn[request]++
 	}
 	return fault, f, forward
 }
 
 func (p *FaultProxy) serve(w http.ResponseWriter, r *http.Request) {
-	verb := kubeclient.Verb(r)
-	fault, f, forward := p.admit(verb, time.Now())
+	verb, request := kubeclient.Verb(r), RequestOf(r)
+	fault, f, forward := p.admit(verb, request, time.Now())
 	switch fault {
 	case TooManyRequests:
 		writeStatus(w, http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests, "the fault proxy's injected 429", f.RetryAfter)
@@ -316,6 +373,7 @@ func (p *FaultProxy) serve(w http.ResponseWriter, r *http.Request) {
 			if ctx.Err() == context.DeadlineExceeded {
 				p.mu.Lock()
 				p.injected[CutWatch]++
+				p.injectedOn[request]++
 				p.mu.Unlock()
 				// The stream ends without its closing chunk: the client sees
 				// its connection reset, not a clean end of the watch.

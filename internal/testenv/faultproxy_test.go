@@ -70,6 +70,24 @@ func TestFaultProxy(t *testing.T) {
 		t.Errorf("injected %v", got)
 	}
 
+	// A fault scheduled on a request meets that request, not the ones before
+	// it, whatever the draws say.
+	proxy.FailNextOn("update configmaps", testenv.Unavailable)
+	if err := get(); err != nil {
+		t.Errorf("a get with a fault scheduled on updates: %v", err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "y"}}
+	if _, err := env.Client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// (client-go retries a 503 with Retry-After.)
+	if _, err := client.CoreV1().ConfigMaps("default").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("update with a 503 scheduled: %v, want client-go's retry to succeed", err)
+	}
+	if on := proxy.InjectedOn(); on["update configmaps"] != 1 || on["get namespaces"] != 3 || on["create configmaps"] != 1 || len(on) != 3 {
+		t.Errorf("injected by request %v, want 1 on update configmaps, 3 on get namespaces and 1 on create configmaps", on)
+	}
+
 	// A cut watch ends with an error, not a clean end.
 	proxy.SetFaults(testenv.Faults{WatchLifetime: 500 * time.Millisecond})
 	w, err := client.CoreV1().ConfigMaps("default").Watch(ctx, metav1.ListOptions{})
@@ -83,8 +101,8 @@ func TestFaultProxy(t *testing.T) {
 		t.Errorf("the watch ended after %s, want about 500ms", d)
 	}
 	proxy.SetFaults(testenv.Faults{})
-	if proxy.Injected()[testenv.CutWatch] != 1 {
-		t.Errorf("injected %v, want one cut watch", proxy.Injected())
+	if proxy.Injected()[testenv.CutWatch] != 1 || proxy.InjectedOn()["watch configmaps"] != 1 {
+		t.Errorf("injected %v (by request %v), want one cut watch of configmaps", proxy.Injected(), proxy.InjectedOn())
 	}
 
 	// Rates: 20 gets at once are 20 within one second.

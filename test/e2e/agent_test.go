@@ -200,8 +200,12 @@ func TestAgent(t *testing.T) {
 			}
 			return hasTaintEffect(n, interrupt.TaintKey, corev1.TaintEffectPreferNoSchedule), fmt.Sprint(n.Spec.Taints), nil
 		})
-		// A few polls later: still only the taint.
-		time.Sleep(3 * time.Second)
+		// Three reads of the recommendation later: still only the taint.
+		read := emu.Requests(awsimds.RebalancePath)
+		testenv.Eventually(t, 30*time.Second, "three more reads of the recommendation", func(context.Context) (bool, string, error) {
+			n := emu.Requests(awsimds.RebalancePath)
+			return n >= read+3, fmt.Sprintf("%d reads, from %d", n, read), nil
+		})
 		n := getNodeE2E(ctx, t, env, "rebalance-1")
 		if n.Spec.Unschedulable || hasTaintEffect(n, interrupt.TaintKey, corev1.TaintEffectNoSchedule) {
 			t.Errorf("a rebalance recommendation with action Taint cordoned the node: %v %v", n.Spec.Unschedulable, n.Spec.Taints)
@@ -409,4 +413,24 @@ func metricValue(body, name string) string {
 		return strconv.FormatInt(int64(f), 10)
 	}
 	return m[1]
+}
+
+// waitCycles waits until the counter name (unlabelled) of the controller
+// serving metrics at addr has grown by more from its value now: that many
+// more cycles of a loop that counts its cycles in it. A check that nothing
+// happened then holds over whole cycles, however long each one takes.
+func waitCycles(t *testing.T, env *testenv.Env, addr, name string, more int) {
+	t.Helper()
+	count := func() (int, bool) {
+		n, err := strconv.Atoi(metricValue(scrape(t, env, addr), name))
+		return n, err == nil
+	}
+	start, ok := count()
+	if !ok {
+		t.Fatalf("the metrics at %s have no counter %s", addr, name)
+	}
+	testenv.Eventually(t, 2*time.Minute, fmt.Sprintf("%d more cycles counted by %s", more, name), func(context.Context) (bool, string, error) {
+		n, _ := count()
+		return n >= start+more, fmt.Sprintf("%d, from %d", n, start), nil
+	})
 }

@@ -166,7 +166,7 @@ drain:
 	for _, m := range odMachines {
 		testenv.Eventually(t, time.Minute, "node "+m.node+" deleted", func(ctx context.Context) (bool, string, error) {
 			_, err := env.Client.CoreV1().Nodes().Get(ctx, m.node, metav1.GetOptions{})
-			return err != nil, "", nil
+			return nodeGone(err)
 		})
 	}
 	for md, want := range map[string]int64{"od": 0, "spot": 1} {

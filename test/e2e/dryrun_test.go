@@ -29,14 +29,16 @@ func TestControllersDryRun(t *testing.T) {
 	before := nodeState(ctx, t, env)
 
 	config := writeConfig(t, "rescheduler:\n  dryRun: true\n  interval: 10s\nlabeler:\n  dryRun: true\n")
+	metrics := testenv.FreeAddr(t)
 	testenv.StartSpotter(t, "controller", "controller", "--config", config, "--kubeconfig", env.Kubeconfig,
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--leader-elect=false")
+		"--metrics-bind-address", metrics, "--health-probe-bind-address", "0", "--leader-elect=false")
 
 	waitEventOn(t, env, "od-1", drain.ReasonWouldDrain)
 	waitEventOn(t, env, "od-1", "SpotterWouldLabel")
 	waitEventOn(t, env, "spot-1", "SpotterWouldLabel")
-	// A second planning cycle has passed: still nothing changed.
-	time.Sleep(12 * time.Second)
+	// Two more plans: the cycle between them has run to its end, and still
+	// nothing changed.
+	waitCycles(t, env, metrics, "spotter_rescheduler_plan_duration_seconds_count", 2)
 	if after := nodeState(ctx, t, env); after != before {
 		t.Errorf("a dry run changed the nodes:\nbefore %s\nafter  %s", before, after)
 	}

@@ -56,14 +56,14 @@ const faultSeed = 19
 // A drain under 429s that carry Retry-After, on every verb: client-go waits
 // as told and retries, the drain completes.
 func TestFaultReschedulerTooManyRequests(t *testing.T) {
-	runReschedulerFault(t, testenv.Faults{TooManyRequests: 0.3, RetryAfter: time.Second})
+	runReschedulerFault(t, testenv.Faults{TooManyRequests: 0.3, RetryAfter: time.Second}, testenv.TooManyRequests)
 }
 
 // A drain under 500s and 503s (with Retry-After) on every verb: evictions,
 // marks and reads fail now and then; a drain whose mark or rollback fails is
 // found by the next cycle and resumed or rolled back.
 func TestFaultReschedulerServerErrors(t *testing.T) {
-	runReschedulerFault(t, testenv.Faults{InternalError: 0.15, Unavailable: 0.15, RetryAfter: time.Second})
+	runReschedulerFault(t, testenv.Faults{InternalError: 0.15, Unavailable: 0.15, RetryAfter: time.Second}, testenv.InternalError, testenv.Unavailable)
 }
 
 // A drain under requests held for 5 s and then answered 504 Timeout, half of
@@ -71,7 +71,7 @@ func TestFaultReschedulerServerErrors(t *testing.T) {
 // or its mark happened).
 func TestFaultReschedulerTimeouts(t *testing.T) {
 	runReschedulerFault(t, testenv.Faults{Hold: 0.1, HoldFor: 5 * time.Second,
-		Verbs: []string{"get", "list", "create", "update", "patch", "delete"}})
+		Verbs: []string{"get", "list", "create", "update", "patch", "delete"}}, testenv.Hold, testenv.Hold)
 }
 
 // A drain while every watch is cut 3 s after it began: the controller's cache
@@ -91,13 +91,20 @@ func TestFaultAPIServerRestartMidDrain(t *testing.T) {
 	testenv.Eventually(t, time.Minute, "the drain of od-1 to begin", func(ctx context.Context) (bool, string, error) {
 		return len(spotterMarked(ctx, t, env)) > 0, "", nil
 	})
-	// A wave or two in: some pods moved, some not.
-	time.Sleep(3 * time.Second)
+	// A wave in: some pods moved, some not.
+	testenv.Eventually(t, time.Minute, "a pod of od-1 to be evicted", func(ctx context.Context) (bool, string, error) {
+		evicted, err := evictedFrom(ctx, env, "od-1")
+		return evicted > 0, fmt.Sprintf("%d evicted", evicted), err
+	})
 	ctx := testenv.Context(t, 2*time.Minute)
+	marked := spotterMarked(ctx, t, env)
+	if len(marked) == 0 {
+		t.Fatal("the drain of od-1 ended before the apiserver's restart: the test would not restart it mid-drain")
+	}
 	if err := env.RestartAPIServer(ctx, 3*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("kube-apiserver restarted; marked now: %v", spotterMarked(ctx, t, env))
+	t.Logf("kube-apiserver restarted with %v marked", marked)
 
 	waitAllOnSpot(t, env, 3*time.Minute)
 	assertNoMarks(t, env)
@@ -106,29 +113,63 @@ func TestFaultAPIServerRestartMidDrain(t *testing.T) {
 	logDrains(t, ctrl)
 }
 
+// The requests a drain cannot do without: a fault test makes sure its faults
+// meet them.
+const (
+	evictRequest = "create pods/eviction"
+	markRequest  = "update nodes"
+)
+
 // runReschedulerFault runs the rescheduler through the proxy with faults on
-// from its start to the end of the drain, and asserts the three.
-func runReschedulerFault(t *testing.T, faults testenv.Faults) {
+// from its start to the end of the drain, and asserts the three. With
+// scheduled faults, the first eviction gets the first and the first node
+// update (the drain's mark) the second, besides the drawn ones; without, the
+// faults are cut watches, and the watches of pods and nodes must have been
+// cut. Either way the test fails when the faults missed those requests.
+func runReschedulerFault(t *testing.T, faults testenv.Faults, scheduled ...testenv.Fault) {
 	env := startFaultLab(t, 1)
 	proxy := env.StartFaultProxy(faultSeed)
 	budgets := watchBudgets(t, env)
+	must := []string{"watch pods", "watch nodes"}
+	if len(scheduled) == 0 {
+		// Cut watches only: from the start, so that the cache's first
+		// watches of pods and nodes are cut too (a watch keeps the faults it
+		// began with).
+		proxy.SetFaults(faults)
+	}
 	ctrl := startFaultController(t, env, proxy.Kubeconfig, "controller", "")
-	// From the end of the set-up on: a failed discovery request during it
-	// stops the process (see the report of #19), which a cluster restarts and
-	// a test does not. Its cache's first LISTs and WATCHes get the faults.
-	waitLog(t, ctrl, "Starting Spotter")
-	proxy.SetFaults(faults)
+	if len(scheduled) > 0 {
+		// From the end of the set-up on: a failed discovery request during
+		// it stops the process (see the report of #19), which a cluster
+		// restarts and a test does not. Its cache's first LISTs and WATCHes
+		// get the faults.
+		waitLog(t, ctrl, "Starting Spotter")
+		must = []string{evictRequest, markRequest}
+		proxy.FailNextOn(evictRequest, scheduled[0])
+		proxy.FailNextOn(markRequest, scheduled[len(scheduled)-1])
+		proxy.SetFaults(faults)
+	}
 
 	waitAllOnSpot(t, env, 3*time.Minute)
 	assertNoMarks(t, env)
-	injected := proxy.Injected()
+	on := proxy.InjectedOn()
 	proxy.SetFaults(testenv.Faults{})
 	budgets.check(t)
 	proxy.AssertRate(t, testenv.AllVerbs, maxRequestsPerSecond)
-	if len(injected) == 0 {
-		t.Error("the proxy injected no fault")
-	}
+	assertFaultsMet(t, on, must...)
 	logDrains(t, ctrl)
+}
+
+// assertFaultsMet fails the test unless faults met each of the requests (as
+// testenv.RequestOf names them), and logs where they fell.
+func assertFaultsMet(t *testing.T, on map[string]int, requests ...string) {
+	t.Helper()
+	for _, r := range requests {
+		if on[r] == 0 {
+			t.Errorf("no fault met %q: the test did not exercise what it is about", r)
+		}
+	}
+	t.Logf("faults by request: %v", on)
 }
 
 // startFaultLab starts a lab with the on-demand node od-1 running two
@@ -218,6 +259,22 @@ func waitLog(t *testing.T, p *testenv.Process, msg string) {
 }
 
 // spotterMarked lists the nodes that carry a drain's mark or taint.
+// evictedFrom counts the pods of web and api that have left node (or are
+// leaving it): terminating there, or bound elsewhere.
+func evictedFrom(ctx context.Context, env *testenv.Env, node string) (int, error) {
+	list, err := env.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app in (web,api)"})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, p := range list.Items {
+		if (p.Spec.NodeName == node && p.DeletionTimestamp != nil) || (p.Spec.NodeName != "" && p.Spec.NodeName != node) {
+			n++
+		}
+	}
+	return n, nil
+}
+
 func spotterMarked(ctx context.Context, t *testing.T, env *testenv.Env) []string {
 	t.Helper()
 	nodes, err := env.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
@@ -406,6 +463,8 @@ func TestFaultAgentDrain(t *testing.T) {
 	})
 	// Faults from now on: the agent's start (a read of its Node) is not
 	// retried; a pod that failed to start is restarted by its DaemonSet.
+	proxy.FailNextOn(evictRequest, testenv.TooManyRequests)
+	proxy.FailNextOn(markRequest, testenv.Unavailable)
 	proxy.SetFaults(testenv.Faults{TooManyRequests: 0.2, InternalError: 0.1, Unavailable: 0.1, RetryAfter: time.Second})
 	proxy.ResetRates() // the start-up's reads are not the drain's
 
@@ -415,7 +474,7 @@ func TestFaultAgentDrain(t *testing.T) {
 	waitCordoned(t, env, "agent-1", notice)
 	waitGone(t, env, victims, time.Until(deadline))
 	t.Logf("all %d pods gone %s after the notice", len(victims), time.Since(notice).Round(100*time.Millisecond))
-	injected := proxy.Injected()
+	on := proxy.InjectedOn()
 	// The metrics are read through the agent's TokenReview: faults off.
 	proxy.SetFaults(testenv.Faults{})
 	body := scrapeAfterDrain(t, env, metrics)
@@ -438,9 +497,7 @@ func TestFaultAgentDrain(t *testing.T) {
 	// maxAgentEvictionsPerSecond.
 	proxy.AssertRate(t, "create", maxAgentEvictionsPerSecond)
 	proxy.AssertRate(t, testenv.AllVerbs, maxRequestsPerSecond)
-	if len(injected) == 0 {
-		t.Error("the proxy injected no fault")
-	}
+	assertFaultsMet(t, on, evictRequest, markRequest)
 }
 
 // maxAgentEvictionsPerSecond bounds the agent's creates (evictions and

@@ -42,8 +42,20 @@ manager:
 	procs["b"] = start("b")
 	waitLabel(t, env, "spot-1", true)
 
-	// Only the leader logs reconciles; the other waits for the lease.
-	time.Sleep(2 * time.Second)
+	// Only the leader logs reconciles; the other waits for the lease: it has
+	// asked for it, and four renewals (retryPeriod 500ms) later it has still
+	// not acted.
+	testenv.Eventually(t, 30*time.Second, "both processes to ask for the lease", func(context.Context) (bool, string, error) {
+		asked := 0
+		for _, p := range procs {
+			data, _ := os.ReadFile(p.Log)
+			if strings.Contains(strings.ToLower(string(data)), "attempting to acquire leader lease") {
+				asked++
+			}
+		}
+		return asked == 2, fmt.Sprintf("%d of 2", asked), nil
+	})
+	waitRenewals(t, env, 4)
 	var leader, follower string
 	for name, p := range procs {
 		data, _ := os.ReadFile(p.Log)
@@ -68,6 +80,24 @@ manager:
 	if data, _ := os.ReadFile(procs[follower].Log); !strings.Contains(strings.ToLower(string(data)), "successfully acquired lease") {
 		t.Errorf("%s did not take the lease over", follower)
 	}
+}
+
+// waitRenewals waits until the lease's holder has renewed it n times more.
+func waitRenewals(t *testing.T, env *testenv.Env, n int) {
+	t.Helper()
+	var last time.Time
+	renewals := -1 // the first read is not a renewal
+	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("%d renewals of the lease", n), func(ctx context.Context) (bool, string, error) {
+		l, err := env.Client.CoordinationV1().Leases("kube-system").Get(ctx, "spotter", metav1.GetOptions{})
+		if err != nil || l.Spec.RenewTime == nil {
+			return false, "", err
+		}
+		if at := l.Spec.RenewTime.Time; !at.Equal(last) {
+			last = at
+			renewals++
+		}
+		return renewals >= n, fmt.Sprintf("%d renewals", renewals), nil
+	})
 }
 
 // waitHolder waits until the lease is held by someone other than previous, and

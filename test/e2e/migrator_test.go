@@ -8,12 +8,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/utils/clock"
@@ -134,42 +133,12 @@ drain:
 }
 
 // watch records, until stop is called, the most web pods unavailable at once
-// and the longest any pod stayed Pending.
-func (l *migratorLab) watch(t *testing.T) (stop func() (worstUnavailable int32, longestPending time.Duration)) {
-	var worst atomic.Int32
-	var mu sync.Mutex
-	var longest time.Duration
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			list, err := l.env.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
-			if err == nil {
-				ready := 0
-				for _, p := range list.Items {
-					if p.Labels["app"] == "web" && p.DeletionTimestamp == nil && podReady(p) {
-						ready++
-					}
-					if p.Status.Phase == corev1.PodPending && p.DeletionTimestamp == nil {
-						mu.Lock()
-						longest = max(longest, time.Since(p.CreationTimestamp.Time))
-						mu.Unlock()
-					}
-				}
-				if u := int32(3 - ready); u > worst.Load() {
-					worst.Store(u)
-				}
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}()
-	return func() (int32, time.Duration) {
-		cancel()
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		return worst.Load(), longest
+// and the longest any pod stayed Pending (see watchPods).
+func (l *migratorLab) watch(t *testing.T) (stop func() (worstUnavailable int, longestPending time.Duration)) {
+	stopPods := watchPods(t, l.env, map[string]int{"web": 3})
+	return func() (int, time.Duration) {
+		seen := stopPods()
+		return seen.worstUnavailable["web"], seen.longestPending
 	}
 }
 
@@ -300,8 +269,8 @@ func TestMigratorPartialCapacity(t *testing.T) {
 		return len(od) == 2 && strings.Contains(body, `spotter_migrator_spot_unavailable_total{node_group="spot"}`),
 			fmt.Sprintf("%d on-demand nodes", len(od)), nil
 	})
-	// A few more runs (the group is backed off): still exactly one.
-	time.Sleep(10 * time.Second)
+	// Two more runs (the group is backed off): still exactly one.
+	waitCycles(t, l.env, l.metrics, "spotter_migrator_runs_total", 3)
 	if od := l.nodesOf(ctx, t, "od"); len(od) != 2 {
 		t.Errorf("%d on-demand nodes left, want 2", len(od))
 	}
@@ -387,7 +356,7 @@ func TestMigratorRestartFinishesSelected(t *testing.T) {
 	// eviction is refused until then, and retried. Wait past it.
 	testenv.Eventually(t, 4*time.Minute, selected+" finished: deleted", func(ctx context.Context) (bool, string, error) {
 		_, err := env.Client.CoreV1().Nodes().Get(ctx, selected, metav1.GetOptions{})
-		return err != nil, "", nil
+		return nodeGone(err)
 	})
 	if log, _ := os.ReadFile(second.Log); !strings.Contains(string(log), "Finishing the replacement of a node selected for deletion") {
 		t.Error("the second controller did not finish the selected node first")
@@ -448,7 +417,8 @@ func TestMigratorDryRun(t *testing.T) {
 			before := podsByNode(ctx, t, l.env)
 			l.start(t, "controller", "  dryRun: true\n  mode: "+mode+"\n")
 			waitEventReason(t, l.env, migrator.ReasonWouldMigrate)
-			time.Sleep(6 * time.Second) // another run
+			// Another whole run: the next one has begun.
+			waitCycles(t, l.env, l.metrics, "spotter_migrator_runs_total", 2)
 			if after := podsByNode(ctx, t, l.env); after != before {
 				t.Errorf("a dry run moved pods:\nbefore %s\nafter  %s", before, after)
 			}
@@ -501,4 +471,18 @@ func podsOnSpot(ctx context.Context, env *testenv.Env, prefix, key, value string
 		}
 	}
 	return onSpot, nil
+}
+
+// nodeGone is a testenv.Eventually condition made of the error of a Get of a
+// Node: done when the apiserver says it is not found, and not yet for any
+// other error (an expired context, a refused connection), which says nothing
+// of the node.
+func nodeGone(err error) (bool, string, error) {
+	switch {
+	case err == nil:
+		return false, "the node is still there", nil
+	case apierrors.IsNotFound(err):
+		return true, "", nil
+	}
+	return false, "", err
 }

@@ -146,8 +146,22 @@ func TestChartSpotFirst(t *testing.T) {
 	// has room.
 	scaleTo("shop", "web", 3)
 	want(time.Minute, "shop", "web", map[string]int{"spot-1": 2, "steered": 1})
-	// It is still waiting a while later: held, not slow.
-	time.Sleep(10 * time.Second)
+	// Held, not slow: the scheduler has tried the pod, od-1's room in view,
+	// and found no node for it; it still waits.
+	testenv.Eventually(t, time.Minute, "the scheduler to find no node for the steered pod", func(ctx context.Context) (bool, string, error) {
+		pods, err := env.Client.CoreV1().Pods("shop").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+		if err != nil {
+			return false, "", err
+		}
+		for _, p := range pods.Items {
+			for _, c := range p.Status.Conditions {
+				if p.Spec.NodeName == "" && c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+					return true, "", nil
+				}
+			}
+		}
+		return false, "no pod marked unschedulable", nil
+	})
 	want(time.Second, "shop", "web", map[string]int{"spot-1": 2, "steered": 1})
 	// Spot capacity comes: the pod goes there.
 	env.CreateNodes(lab.NodeSpec{Name: "spot-2", Class: lab.ClassSpot, CPU: "2"})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -149,17 +148,38 @@ func waitEventNote(t *testing.T, env *testenv.Env, node, reason, note string) {
 
 // watchUnavailable follows, until the returned stop is called, how many pods
 // of each app (label app, with its replica count) are not Ready or are
-// terminating, after every change to them in the order the apiserver made
-// them; stop returns the most seen at once per app. It watches rather than
-// polls: an evicted pod is terminating before its replacement exists, so
-// every eviction is seen, however soon kwok makes the replacement Ready.
-// Stopping twice is harmless.
+// terminating; stop returns the most seen at once per app. See watchPods.
 func watchUnavailable(t *testing.T, env *testenv.Env, replicas map[string]int) (stop func() map[string]int) {
 	t.Helper()
-	apps := slices.Sorted(maps.Keys(replicas))
-	selector := "app in (" + strings.Join(apps, ",") + ")"
+	stopPods := watchPods(t, env, replicas)
+	return func() map[string]int {
+		t.Helper()
+		return stopPods().worstUnavailable
+	}
+}
+
+// podWatch is what watchPods saw.
+type podWatch struct {
+	// worstUnavailable is the most pods of each app not Ready or terminating
+	// at once.
+	worstUnavailable map[string]int
+	// longestPending is the longest any pod of the namespace stayed Pending,
+	// from its creation to the first change that showed it out of Pending
+	// (or to stop).
+	longestPending time.Duration
+}
+
+// watchPods follows the pods of namespace default, until the returned stop
+// is called, after every change to them in the order the apiserver made
+// them: how many pods of each app (label app, with its replica count) are not
+// Ready or are terminating, and how long pods stay Pending. It watches rather
+// than polls: an evicted pod is terminating before its replacement exists, so
+// every eviction is seen, however soon kwok makes the replacement Ready.
+// Stopping twice is harmless.
+func watchPods(t *testing.T, env *testenv.Env, replicas map[string]int) (stop func() podWatch) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	list, err := env.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: selector})
+	list, err := env.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -168,7 +188,12 @@ func watchUnavailable(t *testing.T, env *testenv.Env, replicas map[string]int) (
 	for i := range list.Items {
 		pods[list.Items[i].UID] = &list.Items[i]
 	}
-	worst := map[string]int{}
+	seen := podWatch{worstUnavailable: map[string]int{}}
+	pendingFor := func(p *corev1.Pod) {
+		if p.Status.Phase == corev1.PodPending || p.Status.Phase == "" {
+			seen.longestPending = max(seen.longestPending, time.Since(p.CreationTimestamp.Time))
+		}
+	}
 	count := func() {
 		ready := map[string]int{}
 		for _, p := range pods {
@@ -177,13 +202,12 @@ func watchUnavailable(t *testing.T, env *testenv.Env, replicas map[string]int) (
 			}
 		}
 		for app, n := range replicas {
-			worst[app] = max(worst[app], n-ready[app])
+			seen.worstUnavailable[app] = max(seen.worstUnavailable[app], n-ready[app])
 		}
 	}
 	count()
 	rw, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			opts.LabelSelector = selector
 			return env.Client.CoreV1().Pods("default").Watch(ctx, opts)
 		},
 	})
@@ -191,7 +215,7 @@ func watchUnavailable(t *testing.T, env *testenv.Env, replicas map[string]int) (
 		cancel()
 		t.Fatal(err)
 	}
-	// The goroutine alone writes pods, worst and watchErr until done is
+	// The goroutine alone writes pods, seen and watchErr until done is
 	// closed; stop reads them after.
 	var watchErr error
 	done := make(chan struct{})
@@ -203,21 +227,39 @@ func watchUnavailable(t *testing.T, env *testenv.Env, replicas map[string]int) (
 				watchErr = apierrors.FromObject(ev.Object)
 			case p == nil:
 			case ev.Type == watch.Deleted:
+				if old := pods[p.UID]; old != nil {
+					pendingFor(old)
+				}
 				delete(pods, p.UID)
 			case ev.Type == watch.Added || ev.Type == watch.Modified:
+				if old := pods[p.UID]; old != nil && p.Status.Phase != old.Status.Phase {
+					pendingFor(old) // it left Pending now
+				}
 				pods[p.UID] = p
 			}
 			count()
 		}
 	}()
-	return func() map[string]int {
+	var result podWatch
+	stopped := false
+	return func() podWatch {
 		t.Helper()
+		if stopped {
+			return result
+		}
+		stopped = true
 		cancel()
 		rw.Stop()
 		<-done
 		if watchErr != nil {
-			t.Errorf("the watch of %s pods failed, so it may have missed changes: %v", selector, watchErr)
+			t.Errorf("the watch of the pods failed, so it may have missed changes: %v", watchErr)
 		}
-		return maps.Clone(worst)
+		for _, p := range pods {
+			if p.DeletionTimestamp == nil {
+				pendingFor(p) // still Pending now
+			}
+		}
+		result = podWatch{worstUnavailable: maps.Clone(seen.worstUnavailable), longestPending: seen.longestPending}
+		return result
 	}
 }
