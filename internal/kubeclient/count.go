@@ -59,17 +59,38 @@ func Verb(req *http.Request) string {
 // (/api/v1/pods, /apis/apps/v1/namespaces/x/deployments) rather than one
 // object or subresource.
 func collection(path string) bool {
-	parts := strings.Split(strings.Trim(path, "/"), "/")
+	parts, ok := resourceParts(path)
+	return ok && len(parts) == 1
+}
+
+// Resource returns the resource an API path names, with its subresource
+// ("pods", "pods/eviction", "nodes"); "" for a path outside /api and /apis
+// or naming none.
+func Resource(path string) string {
+	parts, ok := resourceParts(path)
+	switch {
+	case !ok || len(parts) == 0:
+		return ""
+	case len(parts) >= 3:
+		return parts[0] + "/" + parts[2]
+	}
+	return parts[0]
+}
+
+// resourceParts returns what follows the group, version and namespace of an
+// API path: resource, name, subresource; ok is false outside /api and /apis.
+func resourceParts(path string) (parts []string, ok bool) {
+	parts = strings.Split(strings.Trim(path, "/"), "/")
 	switch {
 	case len(parts) >= 2 && parts[0] == "api":
 		parts = parts[2:]
 	case len(parts) >= 3 && parts[0] == "apis":
 		parts = parts[3:]
 	default:
-		return false
+		return nil, false
 	}
 	if len(parts) >= 3 && parts[0] == "namespaces" {
 		parts = parts[2:]
 	}
-	return len(parts) == 1
+	return parts, true
 }

@@ -30,3 +30,22 @@ func TestVerb(t *testing.T) {
 		}
 	}
 }
+
+func TestResource(t *testing.T) {
+	for path, want := range map[string]string{
+		"/api/v1/nodes":      "nodes",
+		"/api/v1/nodes/od-1": "nodes",
+		"/api/v1/namespaces/default/pods/web-1/eviction":                     "pods/eviction",
+		"/api/v1/namespaces/default/pods":                                    "pods",
+		"/apis/events.k8s.io/v1/namespaces/default/events":                   "events",
+		"/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/spotter": "leases",
+		"/api/v1/namespaces/default":                                         "namespaces",
+		"/api/v1/namespaces":                                                 "namespaces",
+		"/healthz":                                                           "",
+		"/apis":                                                              "",
+	} {
+		if got := Resource(path); got != want {
+			t.Errorf("Resource(%q) = %q, want %q", path, got, want)
+		}
+	}
+}

@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -213,28 +212,7 @@ func (p *FaultProxy) InjectedOn() map[string]int {
 // with its subresource: "create pods/eviction", "update nodes", "watch
 // pods", "create events".
 func RequestOf(r *http.Request) string {
-	return kubeclient.Verb(r) + " " + resourceOf(r.URL.Path)
-}
-
-// resourceOf returns the resource an API path names, with its subresource
-// ("pods/eviction"); "" for a path outside /api and /apis.
-func resourceOf(path string) string {
-	parts := strings.Split(strings.Trim(path, "/"), "/")
-	switch {
-	case len(parts) >= 3 && parts[0] == "api":
-		parts = parts[2:]
-	case len(parts) >= 4 && parts[0] == "apis":
-		parts = parts[3:]
-	default:
-		return ""
-	}
-	if len(parts) >= 3 && parts[0] == "namespaces" {
-		parts = parts[2:]
-	}
-	if len(parts) >= 3 {
-		return parts[0] + "/" + parts[2]
-	}
-	return parts[0]
+	return kubeclient.Verb(r) + " " + kubeclient.Resource(r.URL.Path)
 }
 
 // Injected returns how many times each fault was injected.

@@ -128,13 +128,9 @@ func New(cfg Config) (*Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("aws metadata source: %w", err)
 	}
-	switch {
-	case cfg.TerminationPollInterval < 0:
-		return nil, fmt.Errorf("aws metadata source: TerminationPollInterval %v: want a positive duration, or 0 for the default", cfg.TerminationPollInterval)
-	case cfg.TerminationPollInterval == 0:
-		cfg.TerminationPollInterval = DefaultTerminationPollInterval
+	if err := watch.TerminationInterval(&cfg.TerminationPollInterval, DefaultTerminationPollInterval, cfg.PollInterval); err != nil {
+		return nil, fmt.Errorf("aws metadata source: %w", err)
 	}
-	cfg.TerminationPollInterval = min(cfg.TerminationPollInterval, cfg.PollInterval)
 	switch {
 	case cfg.TokenTTL == 0:
 		cfg.TokenTTL = MaxTokenTTL

@@ -109,13 +109,9 @@ func New(cfg Config) (*Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("azure scheduled events source: %w", err)
 	}
-	switch {
-	case cfg.TerminationPollInterval < 0:
-		return nil, fmt.Errorf("azure scheduled events source: TerminationPollInterval %v: want a positive duration, or 0 for the default", cfg.TerminationPollInterval)
-	case cfg.TerminationPollInterval == 0:
-		cfg.TerminationPollInterval = DefaultTerminationPollInterval
+	if err := watch.TerminationInterval(&cfg.TerminationPollInterval, DefaultTerminationPollInterval, cfg.PollInterval); err != nil {
+		return nil, fmt.Errorf("azure scheduled events source: %w", err)
 	}
-	cfg.TerminationPollInterval = min(cfg.TerminationPollInterval, cfg.PollInterval)
 	var name string
 	if cfg.ProviderID != "" {
 		if name, err = ResourceName(cfg.ProviderID); err != nil {

@@ -175,6 +175,19 @@ func Complete(endpoint string, poll, timeout, maxBackoff *time.Duration, client 
 	return base, nil
 }
 
+// TerminationInterval checks and defaults a source's TerminationPollInterval
+// *d: def when 0, never above poll, an error when negative.
+func TerminationInterval(d *time.Duration, def, poll time.Duration) error {
+	switch {
+	case *d < 0:
+		return fmt.Errorf("TerminationPollInterval %v: want a positive duration, or 0 for the default", *d)
+	case *d == 0:
+		*d = def
+	}
+	*d = min(*d, poll)
+	return nil
+}
+
 // Poll calls poll every interval until ctx ends and sends the notices it
 // returns. After an error it logs it (reading names what was read) and waits
 // with exponential backoff, from interval up to maxBackoff, instead. It
