@@ -29,9 +29,11 @@ import (
 // providerID and labels, and goes when the instance terminates. Two groups of
 // cluster "lab": od (3 on-demand m5.xlarge) and spot (empty, all spot).
 type awsLab struct {
-	env *testenv.Env
-	emu *awsapi.Server
-	dir string
+	// readyTimeout is migrator.nodeReadyTimeout; empty: the default (10m).
+	readyTimeout string
+	env          *testenv.Env
+	emu          *awsapi.Server
+	dir          string
 }
 
 func startAWSLab(t *testing.T) *awsLab {
@@ -75,7 +77,7 @@ func startAWSLab(t *testing.T) *awsLab {
 			t.Fatal(err)
 		}
 	}
-	l := &awsLab{env: env, emu: emu, dir: t.TempDir()}
+	l := &awsLab{env: env, emu: emu, dir: t.TempDir(), readyTimeout: "20s"}
 	testenv.Eventually(t, time.Minute, "three on-demand nodes Ready", func(ctx context.Context) (bool, string, error) {
 		n := l.readyNodes(ctx, t, "ON_DEMAND")
 		return n == 3, fmt.Sprintf("%d ready", n), nil
@@ -128,8 +130,7 @@ cloud:
 migrator:
   enabled: true
   schedule: "@every 5s"
-  nodeReadyTimeout: 20s
-  spotUnavailableBackoff: 1m
+{{nodeReadyTimeout}}  spotUnavailableBackoff: 1m
 rescheduler:
   enabled: false
 drain:
@@ -140,6 +141,7 @@ pricing:
   instanceTypes:
     m5.xlarge: {spot: 0.07} # on-demand: the shipped table's us-east-1 price, 0.192
 `
+	body = strings.Replace(body, "{{nodeReadyTimeout}}", nodeReadyTimeoutLine(l.readyTimeout), 1)
 	if err := os.WriteFile(config, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -179,13 +181,24 @@ func TestAWSMigratorReplacesOnDemandBySpot(t *testing.T) {
 	assertNoMarks(t, l.env)
 }
 
-// A spot shortage: the request for spot capacity fails in the emulator, the
-// migrator cancels it and backs off, and nothing is drained.
+// A spot shortage: Auto Scaling accepts the request for spot capacity and
+// cannot launch it; the migrator reads the failed scaling activity at its
+// next poll, well before nodeReadyTimeout (the default, 10m), cancels the
+// request and backs off, and nothing is drained.
 func TestAWSSpotShortageDrainsNothing(t *testing.T) {
 	l := startAWSLab(t)
+	l.readyTimeout = "" // the default, 10m: the stock-out is read from the cloud, not waited out
 	l.emu.SetCapacityShortage("spot", true)
 	l.start(t)
-	waitEventReason(t, l.env, migrator.ReasonSpotUnavailable)
+	// Auto Scaling accepts the request and fails the launch in a scaling
+	// activity, which the migrator reads.
+	note := firstEventNote(t, l.env, migrator.ReasonSpotUnavailable, stockOutWithin)
+	if !strings.Contains(note, "the cloud reports") || !strings.Contains(note, "InsufficientInstanceCapacity") {
+		t.Errorf("the Event's note %q does not give the scaling activity's cause", note)
+	}
+	if n := l.emu.Calls("SetDesiredCapacity"); n != 1 {
+		t.Errorf("%d SetDesiredCapacity calls, want the one request", n)
+	}
 	testenv.Eventually(t, 30*time.Second, "the request cancelled", func(context.Context) (bool, string, error) {
 		sp, _ := l.emu.GroupStatus("spot")
 		return sp.DesiredCapacity == 0, fmt.Sprintf("spot desired %d", sp.DesiredCapacity), nil

@@ -33,10 +33,12 @@ import (
 // aks-od-12345678-vmss (3 on-demand Standard_D4s_v5) and
 // aks-spot-12345678-vmss (empty, spot, evictionPolicy Deallocate).
 type azureLab struct {
-	env *testenv.Env
-	emu *azureapi.Server
-	url string
-	dir string
+	// readyTimeout is migrator.nodeReadyTimeout; empty: the default (10m).
+	readyTimeout string
+	env          *testenv.Env
+	emu          *azureapi.Server
+	url          string
+	dir          string
 }
 
 const (
@@ -84,7 +86,7 @@ func startAzureLab(t *testing.T) *azureLab {
 			t.Fatal(err)
 		}
 	}
-	l := &azureLab{env: env, emu: emu, url: srv.URL, dir: t.TempDir()}
+	l := &azureLab{env: env, emu: emu, url: srv.URL, dir: t.TempDir(), readyTimeout: "20s"}
 	testenv.Eventually(t, time.Minute, "three on-demand nodes Ready", func(ctx context.Context) (bool, string, error) {
 		n := l.readyNodes(ctx, t, "od")
 		return n == 3, fmt.Sprintf("%d ready", n), nil
@@ -139,8 +141,7 @@ cloud:
 migrator:
   enabled: true
   schedule: "@every 5s"
-  nodeReadyTimeout: 20s
-  spotUnavailableBackoff: 1m
+{{nodeReadyTimeout}}  spotUnavailableBackoff: 1m
 rescheduler:
   enabled: false
 drain:
@@ -151,6 +152,7 @@ pricing:
   instanceTypes:
     Standard_D4s_v5: {onDemand: 0.192, spot: 0.04}
 `, azureprovider.AgentPoolLabel, azureprovider.ScaleSetPriorityLabel, azureLabSubscription, azureLabGroup, l.url)
+	body = strings.Replace(body, "{{nodeReadyTimeout}}", nodeReadyTimeoutLine(l.readyTimeout), 1)
 	if err := os.WriteFile(config, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -208,13 +210,18 @@ func TestAzureMigratorReplacesOnDemandBySpot(t *testing.T) {
 }
 
 // An allocation failure: the spot set accepts the capacity and Azure cannot
-// allocate the VMs; the migrator sees AllocationFailed on them, cancels the
+// allocate the VMs; the migrator sees AllocationFailed on them at its next
+// poll, well before nodeReadyTimeout (the default, 10m), cancels the
 // request, backs off, and nothing is drained.
 func TestAzureAllocationFailureDrainsNothing(t *testing.T) {
 	l := startAzureLab(t)
+	l.readyTimeout = "" // the default, 10m: the stock-out is read from the cloud, not waited out
 	l.emu.SetAllocationFailure("aks-spot-12345678-vmss", azureapi.CodeAllocationFailed)
 	l.start(t)
-	waitEventReason(t, l.env, migrator.ReasonSpotUnavailable)
+	note := firstEventNote(t, l.env, migrator.ReasonSpotUnavailable, stockOutWithin)
+	if !strings.Contains(note, "the cloud reports") || !strings.Contains(note, azureapi.CodeAllocationFailed) {
+		t.Errorf("the Event's note %q does not give the VMs' error", note)
+	}
 	testenv.Eventually(t, 30*time.Second, "the request cancelled", func(context.Context) (bool, string, error) {
 		sp, _ := l.emu.GetScaleSet(azureSetID("aks-spot-12345678-vmss"))
 		vms := len(l.emu.ScaleSetVMs(sp.ID()))

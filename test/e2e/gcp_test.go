@@ -32,10 +32,12 @@ import (
 // makes them for two node pools in one zone: gke-lab-od-a (3 on-demand
 // e2-standard-4) and gke-lab-spot-a (empty, spot).
 type gcpLab struct {
-	env *testenv.Env
-	emu *gcpapi.Server
-	url string
-	dir string
+	// readyTimeout is migrator.nodeReadyTimeout; empty: the default (10m).
+	readyTimeout string
+	env          *testenv.Env
+	emu          *gcpapi.Server
+	url          string
+	dir          string
 }
 
 const (
@@ -91,7 +93,7 @@ func startGCPLab(t *testing.T) *gcpLab {
 			t.Fatal(err)
 		}
 	}
-	l := &gcpLab{env: env, emu: emu, url: srv.URL, dir: t.TempDir()}
+	l := &gcpLab{env: env, emu: emu, url: srv.URL, dir: t.TempDir(), readyTimeout: "20s"}
 	testenv.Eventually(t, time.Minute, "three on-demand nodes Ready", func(ctx context.Context) (bool, string, error) {
 		n := l.readyNodes(ctx, t, "od-pool")
 		return n == 3, fmt.Sprintf("%d ready", n), nil
@@ -143,8 +145,7 @@ cloud:
 migrator:
   enabled: true
   schedule: "@every 5s"
-  nodeReadyTimeout: 20s
-  spotUnavailableBackoff: 1m
+{{nodeReadyTimeout}}  spotUnavailableBackoff: 1m
 rescheduler:
   enabled: false
 drain:
@@ -155,6 +156,7 @@ pricing:
   instanceTypes:
     e2-standard-4: {onDemand: 0.134, spot: 0.04}
 `, gcpprovider.NodePoolLabel, gcpprovider.SpotLabel, gcpprovider.PreemptibleLabel, gcpLabProject, l.url)
+	body = strings.Replace(body, "{{nodeReadyTimeout}}", nodeReadyTimeoutLine(l.readyTimeout), 1)
 	if err := os.WriteFile(config, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -200,13 +202,18 @@ func TestGCPMigratorReplacesOnDemandBySpot(t *testing.T) {
 }
 
 // A stock-out: the spot group accepts the resize and cannot create the
-// instances; the migrator sees ZONE_RESOURCE_POOL_EXHAUSTED on them,
-// cancels the request, backs off, and nothing is drained.
+// instances; the migrator sees ZONE_RESOURCE_POOL_EXHAUSTED on them at its
+// next poll, well before nodeReadyTimeout (the default, 10m), cancels the
+// request, backs off, and nothing is drained.
 func TestGCPSpotShortageDrainsNothing(t *testing.T) {
 	l := startGCPLab(t)
+	l.readyTimeout = "" // the default, 10m: the stock-out is read from the cloud, not waited out
 	l.emu.SetCapacityShortage("gke-lab-spot-a", true)
 	l.start(t)
-	waitEventReason(t, l.env, migrator.ReasonSpotUnavailable)
+	note := firstEventNote(t, l.env, migrator.ReasonSpotUnavailable, stockOutWithin)
+	if !strings.Contains(note, "the cloud reports") || !strings.Contains(note, "ZONE_RESOURCE_POOL_EXHAUSTED") {
+		t.Errorf("the Event's note %q does not give the instances' error", note)
+	}
 	testenv.Eventually(t, 30*time.Second, "the request cancelled", func(context.Context) (bool, string, error) {
 		sp, _ := l.emu.GroupStatus(gcpGroupPath("gke-lab-spot-a"))
 		return sp.TargetSize == 0 && len(sp.Members) == 0, fmt.Sprintf("spot target %d, %d members", sp.TargetSize, len(sp.Members)), nil

@@ -34,6 +34,8 @@ type migratorLab struct {
 	metrics string
 	// drainExtra adds lines to the drain section of the configuration.
 	drainExtra string
+	// readyTimeout is migrator.nodeReadyTimeout; empty: the default (10m).
+	readyTimeout string
 }
 
 func startMigratorLab(t *testing.T, spotCapacity string, grace int64) *migratorLab {
@@ -100,7 +102,7 @@ func startGroupsLab(t *testing.T, groups string, odNodes int) *migratorLab {
 	})
 	stop()
 	<-done
-	return &migratorLab{env: env, dir: dir}
+	return &migratorLab{env: env, dir: dir, readyTimeout: "20s"}
 }
 
 // start runs `spotter controller` with the migrator on the kwok provider;
@@ -116,14 +118,13 @@ cloud:
 migrator:
   enabled: true
   schedule: "@every 5s"
-  nodeReadyTimeout: 20s
-%s
+%s%s
 rescheduler:
   enabled: false
 drain:
   evictionBackoff: 200ms
   maxEvictionBackoff: 1s
-%s`, filepath.Join(l.dir, "groups.yaml"), strings.TrimRight(migratorExtra, "\n"), l.drainExtra)
+%s`, filepath.Join(l.dir, "groups.yaml"), nodeReadyTimeoutLine(l.readyTimeout), strings.TrimRight(migratorExtra, "\n"), l.drainExtra)
 	if err := os.WriteFile(config, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +298,11 @@ func TestMigratorFallsBackToTheNextSpotGroup(t *testing.T) {
   pricePerHour: 0.08
   provisioningDelay: 2s
 `, 1)
+	l.readyTimeout = "" // the default, 10m: the stock-out is read from the group, not waited out
 	proc := l.start(t, "controller", "")
+	if note := firstEventNote(t, l.env, migrator.ReasonSpotUnavailable, stockOutWithin); !strings.Contains(note, "spot node group spot ") {
+		t.Errorf("the first shortage %q is not the group without capacity's", note)
+	}
 	testenv.Eventually(t, 3*time.Minute, "every on-demand node gone and every pod Running on spot2", func(ctx context.Context) (bool, string, error) {
 		od := l.nodesOf(ctx, t, "od")
 		where := podsByNode(ctx, t, l.env)
@@ -380,14 +385,38 @@ func podsByNode(ctx context.Context, t *testing.T, env *testenv.Env) string {
 // waitEventReason waits for an Event with reason, on any object.
 func waitEventReason(t *testing.T, env *testenv.Env, reason string) {
 	t.Helper()
-	testenv.Eventually(t, 2*time.Minute, "an Event "+reason, func(ctx context.Context) (bool, string, error) {
+	firstEventNote(t, env, reason, 2*time.Minute)
+}
+
+// firstEventNote waits up to within for an Event of reason and returns its
+// note.
+func firstEventNote(t *testing.T, env *testenv.Env, reason string, within time.Duration) string {
+	t.Helper()
+	var note string
+	testenv.Eventually(t, within, "an Event "+reason, func(ctx context.Context) (bool, string, error) {
 		list, err := env.Client.EventsV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: fields.Set{"reason": reason}.String()})
-		if err != nil {
+		if err != nil || len(list.Items) == 0 {
 			return false, "", err
 		}
-		return len(list.Items) > 0, "", nil
+		note = list.Items[0].Note
+		return true, "", nil
 	})
+	return note
 }
+
+// nodeReadyTimeoutLine is the migrator's nodeReadyTimeout setting of a
+// lab's configuration: none (the default) when v is empty.
+func nodeReadyTimeoutLine(v string) string {
+	if v == "" {
+		return ""
+	}
+	return "  nodeReadyTimeout: " + v + "\n"
+}
+
+// stockOutWithin is how soon a stock-out the cloud reports ends the wait for
+// spot capacity, with the default nodeReadyTimeout (10m): the migrator reads
+// the cloud's answer at every poll.
+const stockOutWithin = 90 * time.Second
 
 // Drain-first, the older tools' order: with spot room already there, each
 // on-demand node is drained and deleted, and its pods go to spot.

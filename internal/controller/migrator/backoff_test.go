@@ -3,13 +3,17 @@ package migrator
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/events"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"spotter.dev/spotter/internal/cloud"
 	"spotter.dev/spotter/internal/cloud/fake"
 	"spotter.dev/spotter/internal/disruption"
 	"spotter.dev/spotter/internal/plan"
@@ -19,12 +23,19 @@ import (
 // spotController is a migrator over one fake spot group (0 to 10 nodes), on a
 // fake clock, with a fake clientset: pure logic.
 func spotController(opts Options) (*Controller, *fake.NodeGroup, *testingclock.FakeClock) {
+	c, g, clk, _ := spotControllerEvents(opts)
+	return c, g, clk
+}
+
+// spotControllerEvents is spotController with the Events it records.
+func spotControllerEvents(opts Options) (*Controller, *fake.NodeGroup, *testingclock.FakeClock, *events.FakeRecorder) {
 	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	p := fake.New("fake")
 	g := fake.NewNodeGroup("spot", true, 0, 10)
 	p.AddNodeGroup(g)
-	c := New(nil, k8sfake.NewClientset(), p, plan.New(plan.Options{}), nil, disruption.NewWithWindows(1), clk, nil, opts)
-	return c, g, clk
+	rec := events.NewFakeRecorder(100)
+	c := New(nil, k8sfake.NewClientset(), p, plan.New(plan.Options{}), nil, disruption.NewWithWindows(1), clk, rec, opts)
+	return c, g, clk, rec
 }
 
 // Spot capacity that does not come within nodeReadyTimeout, on the injected
@@ -44,8 +55,8 @@ func TestSpotBackoffOnTheClock(t *testing.T) {
 		return len(groups) == 1
 	}
 
-	// The first shortage: nothing comes Ready within ten minutes of the clock.
-	g.SetCapacityUnavailable(true)
+	// The first shortage: nothing comes Ready within ten minutes of the
+	// clock, and the cloud says nothing of why.
 	done := make(chan bool)
 	go func() {
 		delivered, _ := c.addCapacity(ctx, node, g, 1, false)
@@ -82,9 +93,111 @@ func TestSpotBackoffOnTheClock(t *testing.T) {
 		if !usable() {
 			t.Fatalf("after %d shortages the group is still backed off once its rest of %s ended", shortages, rest)
 		}
-		g.SetNextError(fake.IncreaseSize, errors.New("no spot capacity"))
+		g.SetNextError(fake.IncreaseSize, cloud.NewCapacityUnavailableError("spot", errors.New("no spot capacity")))
 		if delivered, short := c.addCapacity(ctx, node, g, 1, false); delivered || !short {
 			t.Fatalf("addCapacity: delivered %v, short %v; want short, as IncreaseSize failed", delivered, short)
+		}
+	}
+}
+
+// A stock-out the cloud reports on the waiting requests (it accepted them,
+// then could not fulfil them) ends the wait at the next poll, not at
+// nodeReadyTimeout: the requests are cancelled and the group backed off.
+func TestStockOutReportedLaterEndsTheWait(t *testing.T) {
+	c, g, clk, rec := spotControllerEvents(Options{NodeReadyTimeout: 10 * time.Minute, SpotUnavailableBackoff: time.Hour, MaxSpotUnavailable: time.Hour})
+	ctx := context.Background()
+	done := make(chan [2]bool)
+	go func() {
+		delivered, short := c.addCapacity(ctx, tu.Node("od-1", tu.OnDemand()), g, 2, false)
+		done <- [2]bool{delivered, short}
+	}()
+	waitParked(t, clk, 1) // the first poll found the requests waiting
+	g.SetCapacityUnavailable(true)
+	clk.Step(time.Second)
+	select {
+	case got := <-done:
+		if got != [2]bool{false, true} {
+			t.Fatalf("delivered, short = %v, want short at the poll after the stock-out", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("still waiting for the capacity a poll after the cloud reported the stock-out")
+	}
+	if n := g.Unfulfilled(); n != 0 {
+		t.Errorf("%d requests left, want them cancelled", n)
+	}
+	if groups, err := c.spotGroups(ctx, clk.Now()); err != nil || len(groups) != 0 {
+		t.Errorf("usable groups %v (%v), want the short group backed off", groups, err)
+	}
+	wantEvent(t, rec, ReasonSpotRequested, ReasonSpotUnavailable)
+}
+
+// Throttling is no shortage: the request is asked again after the cloud's
+// Retry-After, on the clock, and then delivered; the group is not backed off.
+func TestThrottledRequestIsAskedAgain(t *testing.T) {
+	c, g, clk, rec := spotControllerEvents(Options{NodeReadyTimeout: 10 * time.Minute, SpotUnavailableBackoff: time.Hour, MaxSpotUnavailable: time.Hour})
+	ctx := context.Background()
+	g.SetNextError(fake.IncreaseSize, cloud.NewThrottledError(errors.New("Rate exceeded"), 7*time.Second))
+	done := make(chan [2]bool)
+	go func() {
+		delivered, short := c.addCapacity(ctx, tu.Node("od-1", tu.OnDemand()), g, 1, false)
+		done <- [2]bool{delivered, short}
+	}()
+	waitParked(t, clk, 1)
+	clk.Step(6 * time.Second)
+	if n := g.Calls(fake.IncreaseSize); n != 1 {
+		t.Fatalf("%d IncreaseSize calls 6s after a Retry-After of 7s, want 1", n)
+	}
+	clk.Step(time.Second)
+	waitParked(t, clk, 1) // asked again, now waiting for the node
+	if n := g.Calls(fake.IncreaseSize); n != 2 {
+		t.Fatalf("%d IncreaseSize calls after the Retry-After, want 2", n)
+	}
+	for _, n := range g.Fulfill(1) {
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+		if _, err := c.kube.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Step(time.Second)
+	if got := <-done; got != [2]bool{true, false} {
+		t.Fatalf("delivered, short = %v, want delivered", got)
+	}
+	if _, backedOff := c.backoff[g.ID()]; backedOff {
+		t.Error("the throttled group was backed off")
+	}
+	wantEvent(t, rec, ReasonSpotRequested)
+}
+
+// A refusal that is not a shortage (access denied, a malformed group) is an
+// error of the group: an Event says so, the caller moves on (short), and the
+// group is not backed off.
+func TestRefusedRequestIsNoShortage(t *testing.T) {
+	c, g, clk, rec := spotControllerEvents(Options{NodeReadyTimeout: 10 * time.Minute, SpotUnavailableBackoff: time.Hour, MaxSpotUnavailable: time.Hour})
+	ctx := context.Background()
+	g.SetNextError(fake.IncreaseSize, errors.New("AccessDenied: not authorized to perform autoscaling:SetDesiredCapacity"))
+	if delivered, short := c.addCapacity(ctx, tu.Node("od-1", tu.OnDemand()), g, 1, false); delivered || !short {
+		t.Fatalf("delivered %v, short %v; want the next group tried", delivered, short)
+	}
+	if groups, err := c.spotGroups(ctx, clk.Now()); err != nil || len(groups) != 1 {
+		t.Errorf("usable groups %v (%v), want the group not backed off", groups, err)
+	}
+	wantEvent(t, rec, ReasonSpotRequestFailed)
+}
+
+// wantEvent checks the reasons of the Events recorded, in order.
+func wantEvent(t *testing.T, rec *events.FakeRecorder, reasons ...string) {
+	t.Helper()
+	var got []string
+	for len(rec.Events) > 0 {
+		e := <-rec.Events
+		got = append(got, e)
+	}
+	if len(got) != len(reasons) {
+		t.Fatalf("Events %q, want reasons %q", got, reasons)
+	}
+	for i, r := range reasons {
+		if !strings.Contains(got[i], " "+r+" ") {
+			t.Errorf("Event %d: %q, want reason %s", i, got[i], r)
 		}
 	}
 }

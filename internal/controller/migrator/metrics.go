@@ -21,8 +21,12 @@ var (
 	})
 	spotUnavailable = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "spotter", Subsystem: "migrator", Name: "spot_unavailable_total",
-		Help: "Requests for spot capacity that did not come in time and were cancelled, by node group.",
+		Help: "Requests for spot capacity that did not come, by node group: refused or reported short by the cloud, or not Ready in time; each cancelled and its group backed off.",
 	}, []string{"node_group"})
+	spotRequestErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "spotter", Subsystem: "migrator", Name: "spot_request_errors_total",
+		Help: "Requests for spot capacity a node group refused for another reason than a shortage, by node group and kind: throttled (asked again after the cloud's Retry-After) or error (access denied, a malformed group; no backoff).",
+	}, []string{"node_group", LabelKind})
 	refusedGroups = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "spotter", Subsystem: "migrator", Name: "refused_node_groups_total",
 		Help: "Node groups, and control planes outside them (a Cluster API KubeadmControlPlane), refused because they would put the control plane on spot, " +
@@ -62,6 +66,12 @@ const (
 	KindUnchecked    = "unchecked"
 )
 
+// Values of LabelKind on spotter_migrator_spot_request_errors_total.
+const (
+	labelThrottled = "throttled"
+	labelError     = "error"
+)
+
 // refusedKind is the LabelKind value of a refusal of cloud.UsableNodeGroups.
 func refusedKind(err error) string {
 	var cp *cloud.ControlPlaneError
@@ -75,7 +85,7 @@ func refusedKind(err error) string {
 }
 
 func init() {
-	metrics.Registry.MustRegister(runs, nodesMigrated, spotUnavailable, refusedGroups, evictionRetries, evictionsHeld, topUps, drains, podsEvicted)
+	metrics.Registry.MustRegister(runs, nodesMigrated, spotUnavailable, spotRequestErrors, refusedGroups, evictionRetries, evictionsHeld, topUps, drains, podsEvicted)
 	// Every outcome's series from the start: increase() does not count a
 	// series' first sample, and SpotterMigrationsFailing would miss the
 	// first failure after a restart.

@@ -72,13 +72,14 @@ const (
 
 // Event reasons.
 const (
-	ReasonSelected        = "SpotterSelectedForDeletion"
-	ReasonSpotRequested   = "SpotterSpotRequested"
-	ReasonSpotTopUp       = "SpotterSpotTopUp"
-	ReasonSpotUnavailable = "SpotterSpotUnavailable"
-	ReasonMigrated        = "SpotterMigrated"
-	ReasonMigrationFailed = "SpotterMigrationFailed"
-	ReasonWouldMigrate    = "SpotterWouldMigrate"
+	ReasonSelected          = "SpotterSelectedForDeletion"
+	ReasonSpotRequested     = "SpotterSpotRequested"
+	ReasonSpotTopUp         = "SpotterSpotTopUp"
+	ReasonSpotUnavailable   = "SpotterSpotUnavailable"
+	ReasonSpotRequestFailed = "SpotterSpotRequestFailed"
+	ReasonMigrated          = "SpotterMigrated"
+	ReasonMigrationFailed   = "SpotterMigrationFailed"
+	ReasonWouldMigrate      = "SpotterWouldMigrate"
 )
 
 // Options configure the migrator.
@@ -656,7 +657,7 @@ func (c *Controller) migrate(ctx context.Context, snap *snapshot.Snapshot, node 
 	}
 	if short {
 		// Its pods fit, but no group delivered: each said why
-		// (spotUnavailable).
+		// (spotUnavailable, requestFailed).
 		return false, false
 	}
 	c.notMigratable(ctx, node, last, nil)
@@ -816,11 +817,27 @@ func (c *Controller) topUp(node *corev1.Node, g cloud.NodeGroup, limit int, np *
 // cluster through an informer, which may not show the node yet.
 const topUpSettle = 10 * time.Second
 
-// addCapacity asks g for need more nodes and waits until they can take pods (takesPods):
-// delivered. When they do not come in time, it cancels what is unfulfilled
-// and backs g off: short. Neither when g's nodes could not be listed: g was
-// not asked. midDrain is set for a node asked for while node's drain is under
-// way (topUp), and changes only what the log and the Events say.
+// addCapacity asks g for need more nodes and waits until they can take pods
+// (takesPods): delivered. It acts on what the cloud says as soon as it says
+// it:
+//   - a stock-out, whether IncreaseSize refuses at once or a request not yet
+//     fulfilled reports it (Instance.Err, read at every poll), cancels what
+//     is unfulfilled and backs g off: short, and the caller asks the next
+//     group;
+//   - throttling of the request (IncreaseSize's *cloud.ThrottledError) is no
+//     shortage: the request is asked again after the cloud's Retry-After
+//     (PollInterval when it names none) until NodeReadyTimeout;
+//   - any other refusal (access denied, a malformed group, a size limit) is
+//     an error of g, not a shortage: a SpotterSpotRequestFailed Event and
+//     spotter_migrator_spot_request_errors_total, and no backoff. short is
+//     set, so that the caller tries the next group; g is not asked again in
+//     the run.
+//
+// Capacity that does not come within NodeReadyTimeout, with nothing said, is
+// cancelled and g backed off: short. Neither when g's nodes could not be
+// listed: g was not asked. midDrain is set for a node asked for while node's
+// drain is under way (topUp), and changes only what the log and the Events
+// say.
 func (c *Controller) addCapacity(ctx context.Context, node *corev1.Node, g cloud.NodeGroup, need int, midDrain bool) (delivered, short bool) {
 	logger := klog.FromContext(ctx).WithValues("group", g.ID(), "newNodes", need)
 	before, err := g.Nodes(ctx)
@@ -832,8 +849,8 @@ func (c *Controller) addCapacity(ctx context.Context, node *corev1.Node, g cloud
 	for _, inst := range before {
 		known[inst.ID] = true
 	}
-	if err := g.IncreaseSize(ctx, need); err != nil {
-		c.spotUnavailable(ctx, node, g, err, midDrain)
+	deadline := c.clock.Now().Add(c.opts.NodeReadyTimeout)
+	if !c.request(ctx, node, g, need, deadline, midDrain) {
 		return false, true
 	}
 	logger.Info("Asked for spot capacity")
@@ -842,33 +859,87 @@ func (c *Controller) addCapacity(ctx context.Context, node *corev1.Node, g cloud
 	} else {
 		c.event(nodeRef(node), corev1.EventTypeNormal, ReasonSpotRequested, "asked spot node group %s for %d node(s) to replace this node", g.ID(), need)
 	}
-	deadline := c.clock.Now().Add(c.opts.NodeReadyTimeout)
 	for {
-		ready, late := c.newReady(ctx, g, known)
-		if ready >= need {
+		p, err := c.progress(ctx, g, known)
+		if p.ready >= need {
 			logger.Info("Spot capacity is Ready")
 			delete(c.backoff, g.ID()) // the group delivers again
 			return true, false
 		}
-		if !c.clock.Now().Before(deadline) || ctx.Err() != nil {
-			cause := fmt.Errorf("%d of %d new node(s) Ready after %s", ready, need, c.opts.NodeReadyTimeout)
-			if late != nil {
+		var cause error
+		switch {
+		case p.stockOut != nil:
+			cause = fmt.Errorf("%d of %d new node(s) Ready; the cloud reports: %w", p.ready, need, p.stockOut)
+		case !c.clock.Now().Before(deadline) || ctx.Err() != nil:
+			cause = fmt.Errorf("%d of %d new node(s) Ready after %s", p.ready, need, c.opts.NodeReadyTimeout)
+			if late := cmp.Or(p.late, err); late != nil {
 				cause = fmt.Errorf("%w: %w", cause, late)
 			}
-			// Only requests still waiting can be cancelled; an instance that
-			// came up but is not Ready is the group's to deal with.
-			if unfulfilled := min(need-ready, c.waiting(ctx, g, known)); unfulfilled > 0 {
-				// A fresh context: the request must be cancelled even at shutdown.
-				cctx, cancel := drain.WithClockTimeout(context.WithoutCancel(ctx), c.clock, 30*time.Second)
-				if err := g.DecreaseTargetSize(cctx, unfulfilled); err != nil {
-					logger.Error(err, "Cancelling the unfulfilled request")
-				}
-				cancel()
-			}
+		}
+		if cause != nil {
+			c.cancelUnfulfilled(ctx, g, known, need-p.ready)
 			c.spotUnavailable(ctx, node, g, cause, midDrain)
 			return false, true
 		}
 		_ = coop.Sleep(ctx, c.clock, c.opts.PollInterval)
+	}
+}
+
+// request asks g for need more nodes (IncreaseSize), again after each
+// throttling until deadline, and reports whether the request is recorded. A
+// refusal is reported: a stock-out backs g off (spotUnavailable), anything
+// else is an error of g (requestFailed).
+func (c *Controller) request(ctx context.Context, node *corev1.Node, g cloud.NodeGroup, need int, deadline time.Time, midDrain bool) bool {
+	for {
+		err := g.IncreaseSize(ctx, need)
+		switch {
+		case err == nil:
+			return true
+		case cloud.IsCapacityUnavailable(err):
+			c.spotUnavailable(ctx, node, g, err, midDrain)
+			return false
+		case cloud.IsThrottled(err) && ctx.Err() == nil:
+			wait, ok := cloud.RetryAfter(err)
+			if !ok || wait <= 0 {
+				wait = c.opts.PollInterval
+			}
+			if c.clock.Now().Add(wait).After(deadline) {
+				c.requestFailed(ctx, node, g, fmt.Errorf("still throttled after %s: %w", c.opts.NodeReadyTimeout, err))
+				return false
+			}
+			spotRequestErrors.WithLabelValues(g.ID(), labelThrottled).Inc()
+			klog.FromContext(ctx).Info("The cloud throttles the request for spot capacity; asking again", "group", g.ID(), "retryAfter", wait, "cause", err.Error())
+			if coop.Sleep(ctx, c.clock, wait) != nil {
+				return false
+			}
+		default:
+			c.requestFailed(ctx, node, g, err)
+			return false
+		}
+	}
+}
+
+// requestFailed reports a request for spot capacity that g refused for
+// another reason than a stock-out: an error to fix, which backs nothing off.
+func (c *Controller) requestFailed(ctx context.Context, node *corev1.Node, g cloud.NodeGroup, err error) {
+	spotRequestErrors.WithLabelValues(g.ID(), labelError).Inc()
+	klog.FromContext(ctx).Error(err, "The spot node group refused the request; not a shortage, so the group is not backed off", "group", g.ID())
+	c.event(nodeRef(node), corev1.EventTypeWarning, ReasonSpotRequestFailed,
+		"spot node group %s refused the request for capacity (%v); not a shortage: check the group and Spotter's permissions; the next group is tried", g.ID(), err)
+}
+
+// cancelUnfulfilled cancels up to most of g's new requests not yet
+// fulfilled: an instance that came up but is not Ready is the group's to
+// deal with. A fresh context: the request must be cancelled even at shutdown.
+func (c *Controller) cancelUnfulfilled(ctx context.Context, g cloud.NodeGroup, known map[string]bool, most int) {
+	unfulfilled := min(most, c.waiting(ctx, g, known))
+	if unfulfilled <= 0 {
+		return
+	}
+	cctx, cancel := drain.WithClockTimeout(context.WithoutCancel(ctx), c.clock, 30*time.Second)
+	defer cancel()
+	if err := g.DecreaseTargetSize(cctx, unfulfilled); err != nil {
+		klog.FromContext(ctx).Error(err, "Cancelling the unfulfilled request", "group", g.ID())
 	}
 }
 
@@ -887,31 +958,45 @@ func (c *Controller) waiting(ctx context.Context, g cloud.NodeGroup, known map[s
 	return n
 }
 
-// newReady counts the group's instances not in known whose Node is Ready, and
-// returns the error holding up the others, if any.
-func (c *Controller) newReady(ctx context.Context, g cloud.NodeGroup, known map[string]bool) (int, error) {
+// growth is how a request for capacity stands: the group's instances not in
+// known.
+type growth struct {
+	// ready counts those whose Node takes pods.
+	ready int
+	// late is what holds up the others, when the cloud says.
+	late error
+	// stockOut is a stock-out a request not yet fulfilled reports (a
+	// *cloud.CapacityUnavailableError).
+	stockOut error
+}
+
+// progress reads how the request for g's new instances (those not in known)
+// stands; an error says g's instances could not be listed.
+func (c *Controller) progress(ctx context.Context, g cloud.NodeGroup, known map[string]bool) (growth, error) {
+	var p growth
 	insts, err := g.Nodes(ctx)
 	if err != nil {
-		return 0, err
+		return p, err
 	}
-	ready := 0
-	var late error
 	for _, inst := range insts {
 		if known[inst.ID] {
 			continue
 		}
 		if inst.Err != nil {
-			late = inst.Err
+			p.late = inst.Err
+			if inst.State == cloud.InstanceCreating && cloud.IsCapacityUnavailable(inst.Err) {
+				p.stockOut = inst.Err
+			}
 		}
 		if inst.NodeName == "" {
 			continue
 		}
 		n, err := c.kube.CoreV1().Nodes().Get(ctx, inst.NodeName, metav1.GetOptions{})
 		if err == nil && takesPods(n) {
-			ready++
+			p.ready++
 		}
 	}
-	return ready, late
+	return p, nil
 }
 
 // takesPods reports whether a new node can take pods: Ready, not cordoned,

@@ -89,8 +89,9 @@ func TestSpotReadyDelayZeroStartsNoRun(t *testing.T) {
 
 // A group that runs short is tried again when its pause ends, not at the
 // next scheduled time: after 2m, then 4m, 8m, ... while the shortage lasts
-// (each try fails soon after the previous pause ended). Scheduled runs
-// while the group rests ask it for nothing.
+// (each try fails a nodeReadyTimeout after the previous pause ended: the
+// cloud never says why). Scheduled runs while the group rests ask it for
+// nothing.
 func TestRetryWhenThePauseEnds(t *testing.T) {
 	od := tu.Node("od-1", tu.OnDemand())
 	pod := tu.Pod("web-1", tu.OnNode("od-1"), tu.CPU("100m"), tu.OwnedBy("ReplicaSet", "web"))
@@ -103,8 +104,7 @@ func TestRetryWhenThePauseEnds(t *testing.T) {
 	clk := coop.NewSim(time.Date(2026, 1, 5, 9, 0, 30, 0, time.UTC))
 	p := fake.New("fake")
 	p.SetInstance("od-1", cloud.Instance{ID: "od-1"})
-	g := fake.NewNodeGroup("spot", true, 0, 10)
-	g.SetCapacityUnavailable(true)
+	g := fake.NewNodeGroup("spot", true, 0, 10) // never fulfils a request
 	p.AddNodeGroup(g)
 	c := New(reader, k8sfake.NewClientset(), p, plan.New(plan.Options{}), nil, disruption.NewWithWindows(1), clk, nil, Options{
 		Schedule: hourly, Mode: v1alpha1.MigrationMakeBeforeBreak, NodeReadyTimeout: time.Minute,
