@@ -50,11 +50,11 @@ func readCloud(ctx context.Context, cfg *v1alpha1.SpotterConfiguration, rc *rest
 	var err error
 	switch cfg.Cloud.Provider {
 	case v1alpha1.ProviderAWS:
-		p, err = awsprovider.FromConfig(ctx, client, clock.RealClock{}, cfg.Cloud.AWS, cfg.Pricing)
+		p, err = awsprovider.FromConfig(ctx, client, clock.RealClock{}, cfg.Cloud.AWS, cfg.Cloud.RequestsPerSecond, cfg.Pricing)
 	case v1alpha1.ProviderGCP:
-		p, err = gcpprovider.FromConfig(ctx, client, clock.RealClock{}, cfg.Cloud.GCP, cfg.Pricing)
+		p, err = gcpprovider.FromConfig(ctx, client, clock.RealClock{}, cfg.Cloud.GCP, cfg.Cloud.RequestsPerSecond, cfg.Pricing)
 	case v1alpha1.ProviderAzure:
-		p, err = azureprovider.FromConfig(ctx, client, clock.RealClock{}, cfg.Cloud.Azure, cfg.Pricing)
+		p, err = azureprovider.FromConfig(ctx, client, clock.RealClock{}, cfg.Cloud.Azure, cfg.Cloud.RequestsPerSecond, cfg.Pricing)
 	case v1alpha1.ProviderClusterAPI:
 		p, err = clusterapi.FromConfig(rc, client, clock.RealClock{}, cfg.Cloud.ClusterAPI, cfg.Pricing)
 	default:

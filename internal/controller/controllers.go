@@ -469,19 +469,19 @@ func newDrainer(kube kubernetes.Interface, clk clock.Clock, recorder events.Even
 func newProvider(ctx context.Context, mgr ctrl.Manager, kube kubernetes.Interface, clk clock.Clock, cfg *v1alpha1.SpotterConfiguration) (cloud.Provider, <-chan struct{}, error) {
 	switch cfg.Cloud.Provider {
 	case v1alpha1.ProviderAWS:
-		p, err := awsprovider.FromConfig(ctx, kube, clk, cfg.Cloud.AWS, cfg.Pricing)
+		p, err := awsprovider.FromConfig(ctx, kube, clk, cfg.Cloud.AWS, cfg.Cloud.RequestsPerSecond, cfg.Pricing)
 		if err != nil {
 			return nil, nil, err
 		}
 		return cloudmetrics.Decorate(p), nil, nil
 	case v1alpha1.ProviderGCP:
-		p, err := gcpprovider.FromConfig(ctx, kube, clk, cfg.Cloud.GCP, cfg.Pricing)
+		p, err := gcpprovider.FromConfig(ctx, kube, clk, cfg.Cloud.GCP, cfg.Cloud.RequestsPerSecond, cfg.Pricing)
 		if err != nil {
 			return nil, nil, err
 		}
 		return cloudmetrics.Decorate(p), nil, nil
 	case v1alpha1.ProviderAzure:
-		p, err := azureprovider.FromConfig(ctx, kube, clk, cfg.Cloud.Azure, cfg.Pricing)
+		p, err := azureprovider.FromConfig(ctx, kube, clk, cfg.Cloud.Azure, cfg.Cloud.RequestsPerSecond, cfg.Pricing)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -13,14 +13,16 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"spotter.dev/spotter/internal/cloud/internal/providerkit"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
 
 // FromConfig builds the provider from Spotter's configuration: the SDK's
 // standard credential chain and region (cfg.Region overrides the region), the
 // standard endpoint variables, and the groups cfg names or its cluster's tags
-// select.
-func FromConfig(ctx context.Context, kube kubernetes.Interface, clk clock.Clock, cfg v1alpha1.AWSConfig, pricing v1alpha1.PricingConfig) (*Provider, error) {
+// select. Its requests go at most requestsPerSecond a second
+// (cloud.requestsPerSecond).
+func FromConfig(ctx context.Context, kube kubernetes.Interface, clk clock.Clock, cfg v1alpha1.AWSConfig, requestsPerSecond int32, pricing v1alpha1.PricingConfig) (*Provider, error) {
 	// Without a region elsewhere, the instance metadata service's.
 	opts := []func(*awsconfig.LoadOptions) error{awsconfig.WithEC2IMDSRegion()}
 	if cfg.Region != "" {
@@ -30,7 +32,7 @@ func FromConfig(ctx context.Context, kube kubernetes.Interface, clk clock.Clock,
 	if err != nil {
 		return nil, fmt.Errorf("cloud.aws: loading the AWS SDK configuration: %w", err)
 	}
-	sdk.HTTPClient = readOnlyBodies{sdk.HTTPClient}
+	sdk.HTTPClient = readOnlyBodies{next: sdk.HTTPClient, limit: providerkit.NewLimiter(requestsPerSecond)}
 	if sdk.Region == "" {
 		return nil, fmt.Errorf("cloud.aws: no region: set cloud.aws.region or AWS_REGION, or run where the instance metadata service answers")
 	}
@@ -45,10 +47,18 @@ func FromConfig(ctx context.Context, kube kubernetes.Interface, clk clock.Clock,
 // answer came first (a server that answers at once, such as a local
 // endpoint) it takes that io.EOF for a failed write and closes the connection
 // under the response being read. Read on a closed body is a clean end.
-type readOnlyBodies struct{ next aws.HTTPClient }
+//
+// It also paces the requests (limit).
+type readOnlyBodies struct {
+	next  aws.HTTPClient
+	limit *providerkit.Limiter
+}
 
 // Do implements aws.HTTPClient.
 func (c readOnlyBodies) Do(r *http.Request) (*http.Response, error) {
+	if err := c.limit.Wait(r.Context()); err != nil {
+		return nil, err
+	}
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = readCloser{r.Body}
 	}

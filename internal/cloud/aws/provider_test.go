@@ -39,6 +39,13 @@ func newLab(t *testing.T, cfg v1alpha1.AWSConfig) *lab {
 // newLabPricing is newLab with the given pricing configuration.
 func newLabPricing(t *testing.T, cfg v1alpha1.AWSConfig, pricing v1alpha1.PricingConfig) *lab {
 	t.Helper()
+	return newLabRate(t, cfg, pricing, 1000)
+}
+
+// newLabRate is newLabPricing with the provider's requests limited to
+// requestsPerSecond.
+func newLabRate(t *testing.T, cfg v1alpha1.AWSConfig, pricing v1alpha1.PricingConfig, requestsPerSecond int32) *lab {
+	t.Helper()
 	clk := testingclock.NewFakeClock(epoch)
 	emu := awsapi.New(awsapi.Options{Clock: clk})
 	srv := httptest.NewServer(emu)
@@ -50,11 +57,37 @@ func newLabPricing(t *testing.T, cfg v1alpha1.AWSConfig, pricing v1alpha1.Pricin
 		t.Setenv(k, v)
 	}
 	kube := fake.NewClientset()
-	p, err := FromConfig(context.Background(), kube, clk, cfg, pricing)
+	p, err := FromConfig(context.Background(), kube, clk, cfg, requestsPerSecond, pricing)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &lab{emu: emu, clock: clk, kube: kube, p: p}
+}
+
+// The provider's SDK requests are paced by cloud.requestsPerSecond: at 1 a
+// second (bursts of 2), four lookups of instances not seen before, a
+// DescribeInstances each, take at least 1.5 s.
+func TestRequestsArePaced(t *testing.T) {
+	l := newLabRate(t, v1alpha1.AWSConfig{ClusterName: "prod"}, v1alpha1.PricingConfig{}, 1)
+	start := time.Now()
+	for i := range 4 {
+		id, err := l.emu.AddInstance(awsapi.Instance{InstanceType: "m5.xlarge", AvailabilityZone: "us-east-1a", State: awsapi.StateRunning})
+		if err != nil {
+			t.Fatal(err)
+		}
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("n", i)}, Spec: corev1.NodeSpec{ProviderID: providerID("us-east-1a", id)}}
+		got, err := l.p.Instances(context.Background(), []*corev1.Node{node})
+		if err != nil || got[node.Name].ID == "" {
+			t.Fatalf("Instances: %v, %v", got, err)
+		}
+	}
+	if n := l.emu.Calls("DescribeInstances"); n != 4 {
+		t.Fatalf("%d DescribeInstances calls, want 4: the test must send one request a lookup", n)
+	}
+	// A lower bound only: a limiter can be slower on a busy machine, never faster.
+	if took := time.Since(start); took < 1500*time.Millisecond {
+		t.Errorf("4 requests at 1 a second (burst 2) took %s, want at least 1.5s", took)
+	}
 }
 
 // groups creates, for cluster prod, an on-demand group (launch template),
@@ -392,7 +425,7 @@ func BenchmarkInstances5000(b *testing.B) {
 		nodes = append(nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("n", i)}, Spec: corev1.NodeSpec{ProviderID: providerID("us-east-1a", id)}})
 	}
 	providertest.BenchmarkInstances(b, nodes, func(ctx context.Context) (cloud.Provider, error) {
-		p, err := FromConfig(ctx, nil, clk, v1alpha1.AWSConfig{ClusterName: "bench"}, v1alpha1.PricingConfig{})
+		p, err := FromConfig(ctx, nil, clk, v1alpha1.AWSConfig{ClusterName: "bench"}, 1000, v1alpha1.PricingConfig{})
 		return p, err
 	}, emu.ResetCalls, func() int { return emu.Calls("DescribeInstances") })
 }
@@ -422,7 +455,7 @@ func BenchmarkPriceRefresh(b *testing.B) {
 			emu.SetSpotPrice(typ, "us-east-1"+z, 0.06+float64(i)/1000, epoch.Add(-time.Hour))
 		}
 	}
-	p, err := FromConfig(context.Background(), nil, clk, v1alpha1.AWSConfig{ClusterName: "bench"}, v1alpha1.PricingConfig{})
+	p, err := FromConfig(context.Background(), nil, clk, v1alpha1.AWSConfig{ClusterName: "bench"}, 1000, v1alpha1.PricingConfig{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"spotter.dev/spotter/internal/cloud/internal/providerkit"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
 
@@ -23,9 +24,13 @@ import (
 // clients of the subscription with workload identity (when the AKS workload
 // identity webhook set AZURE_FEDERATED_TOKEN_FILE) or else a managed
 // identity, or, for an http:// cfg.Endpoint (tests, a local proxy), no
-// credential: a token is never sent in the clear.
-func FromConfig(_ context.Context, kube kubernetes.Interface, clk clock.Clock, cfg v1alpha1.AzureConfig, pricing v1alpha1.PricingConfig) (*Provider, error) {
+// credential: a token is never sent in the clear. Its requests go at most
+// requestsPerSecond a second (cloud.requestsPerSecond), the Retail Prices
+// API's included.
+func FromConfig(_ context.Context, kube kubernetes.Interface, clk clock.Clock, cfg v1alpha1.AzureConfig, requestsPerSecond int32, pricing v1alpha1.PricingConfig) (*Provider, error) {
+	paced := providerkit.NewLimiter(requestsPerSecond).Client()
 	opts := ClientOptions(cfg.Endpoint)
+	opts.Transport = paced
 	var cred azcore.TokenCredential
 	if !strings.HasPrefix(cfg.Endpoint, "http://") {
 		var err error
@@ -39,7 +44,7 @@ func FromConfig(_ context.Context, kube kubernetes.Interface, clk clock.Clock, c
 	}
 	// The Retail Prices API at the endpoint when one is set (one emulator or
 	// proxy serves both), without a credential: it is public.
-	retail, err := NewRetailPrices(cfg.Endpoint, 4, time.Second, nil)
+	retail, err := NewRetailPrices(cfg.Endpoint, 4, time.Second, paced)
 	if err != nil {
 		return nil, fmt.Errorf("cloud.azure: endpoint: %w", err)
 	}

@@ -566,6 +566,47 @@ func TestEvictedSweep(t *testing.T) {
 // Through FromConfig, as in production: an http:// endpoint is spoken to
 // without a token.
 func TestFromConfig(t *testing.T) {
+	_, p := fromConfigLab(t, 1000)
+	groups, err := p.NodeGroups(context.Background())
+	if err != nil || len(groups) != 1 {
+		t.Fatalf("groups %v %v", groups, err)
+	}
+	if n, err := groups[0].TargetSize(context.Background()); err != nil || n != 1 {
+		t.Errorf("target %d %v", n, err)
+	}
+}
+
+// Through FromConfig, the provider's requests are paced by
+// cloud.requestsPerSecond: at 1 a second (bursts of 2), lookups of VMs not
+// seen before take at least a second per request past the first two.
+func TestRequestsArePaced(t *testing.T) {
+	emu, p := fromConfigLab(t, 1)
+	start := time.Now()
+	for i := range 3 {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("n", i)}, Spec: corev1.NodeSpec{ProviderID: fmt.Sprintf(
+			"azure:///subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/virtualMachineScaleSets/aks-od-1-vmss/virtualMachines/%d", sub, rg, 100+i)}}
+		if _, err := p.Instances(context.Background(), []*corev1.Node{node}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	calls := 0
+	for _, n := range emu.AllCalls() {
+		calls += n
+	}
+	if calls < 3 {
+		t.Fatalf("%d calls (%v), want one a lookup at least: the test sends too few requests to see the pace", calls, emu.AllCalls())
+	}
+	// A lower bound only: a limiter can be slower on a busy machine, never faster.
+	if took, least := time.Since(start), time.Duration(calls-2)*time.Second*9/10; took < least {
+		t.Errorf("%d requests at 1 a second (burst 2) took %s, want at least %s", calls, took, least)
+	}
+}
+
+// fromConfigLab builds the provider through FromConfig, its requests limited
+// to requestsPerSecond, against an emulator with one scale set, aks-od-1-vmss
+// (one VM).
+func fromConfigLab(t *testing.T, requestsPerSecond int32) (*azureapi.Server, *Provider) {
+	t.Helper()
 	clk := testingclock.NewFakeClock(epoch)
 	emu := azureapi.New(azureapi.Options{Clock: clk})
 	srv := httptest.NewServer(emu)
@@ -574,17 +615,11 @@ func TestFromConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, err := FromConfig(context.Background(), nil, clk, v1alpha1.AzureConfig{SubscriptionID: sub, ResourceGroup: rg, Endpoint: srv.URL + "/",
-		NodeGroups: []v1alpha1.AzureNodeGroup{{NamePrefix: "aks-", MaxSize: 2}}}, v1alpha1.PricingConfig{})
+		NodeGroups: []v1alpha1.AzureNodeGroup{{NamePrefix: "aks-", MaxSize: 2}}}, requestsPerSecond, v1alpha1.PricingConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	groups, err := p.NodeGroups(context.Background())
-	if err != nil || len(groups) != 1 {
-		t.Fatalf("groups %v %v", groups, err)
-	}
-	if n, err := groups[0].TargetSize(context.Background()); err != nil || n != 1 {
-		t.Errorf("target %d %v", n, err)
-	}
+	return emu, p
 }
 
 func TestKeyOfID(t *testing.T) {
@@ -705,7 +740,7 @@ func BenchmarkInstances5000(b *testing.B) {
 	}
 	providertest.BenchmarkInstances(b, nodes, func(ctx context.Context) (cloud.Provider, error) {
 		p, err := FromConfig(ctx, nil, clk, v1alpha1.AzureConfig{SubscriptionID: sub, ResourceGroup: rg, Endpoint: srv.URL,
-			NodeGroups: []v1alpha1.AzureNodeGroup{{NamePrefix: "aks-", MaxSize: 1}}}, v1alpha1.PricingConfig{})
+			NodeGroups: []v1alpha1.AzureNodeGroup{{NamePrefix: "aks-", MaxSize: 1}}}, 1000, v1alpha1.PricingConfig{})
 		return p, err
 	}, emu.ResetCalls, func() int {
 		calls := 0

@@ -8,18 +8,25 @@ import (
 	billing "cloud.google.com/go/billing/apiv1"
 	compute "cloud.google.com/go/compute/apiv1"
 	"google.golang.org/api/option"
+	htransport "google.golang.org/api/transport/http"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"spotter.dev/spotter/internal/cloud/internal/providerkit"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
+
+// cloudPlatformScope is the OAuth scope of the Compute Engine and Cloud
+// Billing clients (their DefaultAuthScopes).
+const cloudPlatformScope = "https://www.googleapis.com/auth/cloud-platform"
 
 // FromConfig builds the provider from Spotter's configuration: REST clients
 // of the Compute Engine API and of the Cloud Billing Catalog API (prices)
 // with Application Default Credentials, or, for an
 // http:// cfg.Endpoint (tests, a local proxy), none: credentials are never
-// sent in the clear.
-func FromConfig(ctx context.Context, kube kubernetes.Interface, clk clock.Clock, cfg v1alpha1.GCPConfig, pricing v1alpha1.PricingConfig) (*Provider, error) {
+// sent in the clear. Its requests go at most requestsPerSecond a second
+// (cloud.requestsPerSecond).
+func FromConfig(ctx context.Context, kube kubernetes.Interface, clk clock.Clock, cfg v1alpha1.GCPConfig, requestsPerSecond int32, pricing v1alpha1.PricingConfig) (*Provider, error) {
 	var opts []option.ClientOption
 	if cfg.Endpoint != "" {
 		opts = append(opts, option.WithEndpoint(strings.TrimSuffix(cfg.Endpoint, "/")))
@@ -30,8 +37,14 @@ func FromConfig(ctx context.Context, kube kubernetes.Interface, clk clock.Clock,
 	wrap := func(what string, err error) error {
 		return fmt.Errorf("cloud.gcp: the Compute Engine %s client (Application Default Credentials): %w", what, err)
 	}
+	// One authenticated HTTP client for every client, its transport paced.
+	hc, _, err := htransport.NewClient(ctx, append(opts, option.WithScopes(cloudPlatformScope))...)
+	if err != nil {
+		return nil, wrap("HTTP", err)
+	}
+	hc.Transport = providerkit.NewLimiter(requestsPerSecond).Transport(hc.Transport)
+	opts = append(opts, option.WithHTTPClient(hc))
 	var c Clients
-	var err error
 	if c.Instances, err = compute.NewInstancesRESTClient(ctx, opts...); err != nil {
 		return nil, wrap("instances", err)
 	}

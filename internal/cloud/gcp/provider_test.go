@@ -46,17 +46,50 @@ var prodGroups = []v1alpha1.GCPNodeGroup{
 
 func newLab(t testing.TB, groups []v1alpha1.GCPNodeGroup) *lab {
 	t.Helper()
+	return newLabRate(t, groups, 1000)
+}
+
+// newLabRate is newLab with the provider's requests limited to
+// requestsPerSecond.
+func newLabRate(t testing.TB, groups []v1alpha1.GCPNodeGroup, requestsPerSecond int32) *lab {
+	t.Helper()
 	clk := testingclock.NewFakeClock(epoch)
 	emu := gcpapi.New(gcpapi.Options{Clock: clk})
 	srv := httptest.NewServer(emu)
 	t.Cleanup(srv.Close)
 	kube := fake.NewClientset()
 	p, err := FromConfig(context.Background(), kube, clk, v1alpha1.GCPConfig{Project: project, ClusterName: "prod", NodeGroups: groups, Endpoint: srv.URL},
-		v1alpha1.PricingConfig{Currency: "USD", InstanceTypes: map[string]v1alpha1.InstancePrice{"e2-standard-4": {OnDemand: 0.134, Spot: 0.04}}})
+		requestsPerSecond, v1alpha1.PricingConfig{Currency: "USD", InstanceTypes: map[string]v1alpha1.InstancePrice{"e2-standard-4": {OnDemand: 0.134, Spot: 0.04}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &lab{emu: emu, clock: clk, kube: kube, p: p}
+}
+
+// The provider's requests are paced by cloud.requestsPerSecond: at 1 a
+// second (bursts of 2), lookups of instances not seen before take at least
+// a second per request past the first two.
+func TestRequestsArePaced(t *testing.T) {
+	l := newLabRate(t, prodGroups, 1)
+	start := time.Now()
+	for i := range 3 {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("n", i)},
+			Spec: corev1.NodeSpec{ProviderID: fmt.Sprintf("gce://%s/us-central1-a/missing-%d", project, i)}}
+		if _, err := l.p.Instances(context.Background(), []*corev1.Node{node}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	calls := 0
+	for _, n := range l.emu.AllCalls() {
+		calls += n
+	}
+	if calls < 3 {
+		t.Fatalf("%d calls (%v), want one a lookup at least: the test sends too few requests to see the pace", calls, l.emu.AllCalls())
+	}
+	// A lower bound only: a limiter can be slower on a busy machine, never faster.
+	if took, least := time.Since(start), time.Duration(calls-2)*time.Second*9/10; took < least {
+		t.Errorf("%d requests at 1 a second (burst 2) took %s, want at least %s", calls, took, least)
+	}
 }
 
 // kube-env of the spot pool, as GKE writes it: the autoscaler's variables
@@ -640,7 +673,7 @@ func BenchmarkInstances5000(b *testing.B) {
 		nodes = append(nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: inst.Name}, Spec: corev1.NodeSpec{ProviderID: inst.ProviderID()}})
 	}
 	providertest.BenchmarkInstances(b, nodes, func(ctx context.Context) (cloud.Provider, error) {
-		p, err := FromConfig(ctx, nil, clk, v1alpha1.GCPConfig{Project: project, Endpoint: srv.URL, NodeGroups: []v1alpha1.GCPNodeGroup{{NamePrefix: "gke-", MaxSize: 1}}}, v1alpha1.PricingConfig{})
+		p, err := FromConfig(ctx, nil, clk, v1alpha1.GCPConfig{Project: project, Endpoint: srv.URL, NodeGroups: []v1alpha1.GCPNodeGroup{{NamePrefix: "gke-", MaxSize: 1}}}, 1000, v1alpha1.PricingConfig{})
 		return p, err
 	}, emu.ResetCalls, func() int { return emu.Calls("compute.instances.aggregatedList") })
 }

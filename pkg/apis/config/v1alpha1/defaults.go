@@ -107,6 +107,9 @@ func SetDefaults(c *SpotterConfiguration) {
 	if c.Cloud.Provider == "" {
 		c.Cloud.Provider = ProviderKubernetes
 	}
+	if c.Cloud.RequestsPerSecond == 0 {
+		c.Cloud.RequestsPerSecond = 10
+	}
 	defaultString(&c.Pricing.Currency, "USD")
 
 	mg := &c.Manager

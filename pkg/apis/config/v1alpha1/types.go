@@ -330,6 +330,13 @@ type CloudConfig struct {
 	GCP GCPConfig `json:"gcp"`
 	// Azure configures provider azure.
 	Azure AzureConfig `json:"azure"`
+	// RequestsPerSecond is the most requests a second Spotter sends to the
+	// cloud's API (providers aws, gcp and azure; all their clients together),
+	// in bursts of up to twice that. The clouds throttle far higher (EC2's
+	// and Resource Manager's token buckets refill 20 or more a second), so
+	// that Spotter's calls leave room for the other clients of the account.
+	// Default 10; 1 to 1000.
+	RequestsPerSecond int32 `json:"requestsPerSecond"`
 }
 
 // AzureConfig configures the azure provider. Credentials come from Microsoft

@@ -118,6 +118,7 @@ func validateClassification(c *ClassificationConfig, p *field.Path) field.ErrorL
 
 func validateCloud(c *CloudConfig, p *field.Path) field.ErrorList {
 	errs := oneOf(p.Child("provider"), c.Provider, ProviderKubernetes, ProviderAWS, ProviderKwok, ProviderClusterAPI, ProviderGCP, ProviderAzure)
+	errs = append(errs, intIn(p.Child("requestsPerSecond"), c.RequestsPerSecond, 1, 1000)...)
 	if c.Provider == ProviderKwok && c.KwokConfigFile == "" {
 		errs = append(errs, field.Required(p.Child("kwokConfigFile"), "the kwok provider needs its node groups file"))
 	}
