@@ -193,11 +193,13 @@ func TestAWSSpotShortageDrainsNothing(t *testing.T) {
 	// Auto Scaling accepts the request and fails the launch in a scaling
 	// activity, which the migrator reads.
 	note := firstEventNote(t, l.env, migrator.ReasonSpotUnavailable, stockOutWithin)
+	logRequestToShortage(t, l.env)
 	if !strings.Contains(note, "the cloud reports") || !strings.Contains(note, "InsufficientInstanceCapacity") {
 		t.Errorf("the Event's note %q does not give the scaling activity's cause", note)
 	}
-	if n := l.emu.Calls("SetDesiredCapacity"); n != 1 {
-		t.Errorf("%d SetDesiredCapacity calls, want the one request", n)
+	// The request (desired 0 to 1), then its cancellation (back to 0, below).
+	if n := l.emu.Calls("SetDesiredCapacity"); n != 2 {
+		t.Errorf("%d SetDesiredCapacity calls, want the request and its cancellation", n)
 	}
 	testenv.Eventually(t, 30*time.Second, "the request cancelled", func(context.Context) (bool, string, error) {
 		sp, _ := l.emu.GroupStatus("spot")

@@ -219,6 +219,7 @@ func TestAzureAllocationFailureDrainsNothing(t *testing.T) {
 	l.emu.SetAllocationFailure("aks-spot-12345678-vmss", azureapi.CodeAllocationFailed)
 	l.start(t)
 	note := firstEventNote(t, l.env, migrator.ReasonSpotUnavailable, stockOutWithin)
+	logRequestToShortage(t, l.env)
 	if !strings.Contains(note, "the cloud reports") || !strings.Contains(note, azureapi.CodeAllocationFailed) {
 		t.Errorf("the Event's note %q does not give the VMs' error", note)
 	}

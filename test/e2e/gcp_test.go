@@ -211,6 +211,7 @@ func TestGCPSpotShortageDrainsNothing(t *testing.T) {
 	l.emu.SetCapacityShortage("gke-lab-spot-a", true)
 	l.start(t)
 	note := firstEventNote(t, l.env, migrator.ReasonSpotUnavailable, stockOutWithin)
+	logRequestToShortage(t, l.env)
 	if !strings.Contains(note, "the cloud reports") || !strings.Contains(note, "ZONE_RESOURCE_POOL_EXHAUSTED") {
 		t.Errorf("the Event's note %q does not give the instances' error", note)
 	}

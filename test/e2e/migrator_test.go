@@ -303,6 +303,7 @@ func TestMigratorFallsBackToTheNextSpotGroup(t *testing.T) {
 	if note := firstEventNote(t, l.env, migrator.ReasonSpotUnavailable, stockOutWithin); !strings.Contains(note, "spot node group spot ") {
 		t.Errorf("the first shortage %q is not the group without capacity's", note)
 	}
+	logRequestToShortage(t, l.env)
 	testenv.Eventually(t, 3*time.Minute, "every on-demand node gone and every pod Running on spot2", func(ctx context.Context) (bool, string, error) {
 		od := l.nodesOf(ctx, t, "od")
 		where := podsByNode(ctx, t, l.env)
@@ -402,6 +403,27 @@ func firstEventNote(t *testing.T, env *testenv.Env, reason string, within time.D
 		return true, "", nil
 	})
 	return note
+}
+
+// logRequestToShortage logs the time from the first SpotterSpotRequested
+// Event to the first SpotterSpotUnavailable one, by their event times: how
+// long a stock-out held the migrator (BENCHMARKS.md#migrator-stock-out).
+func logRequestToShortage(t *testing.T, env *testenv.Env) {
+	t.Helper()
+	first := func(reason string) time.Time {
+		list, err := env.Client.EventsV1().Events("").List(testenv.Context(t, 10*time.Second), metav1.ListOptions{FieldSelector: fields.Set{"reason": reason}.String()})
+		if err != nil || len(list.Items) == 0 {
+			t.Fatalf("no Event %s: %v", reason, err)
+		}
+		at := list.Items[0].EventTime.Time
+		for _, e := range list.Items[1:] {
+			if e.EventTime.Before(&metav1.MicroTime{Time: at}) {
+				at = e.EventTime.Time
+			}
+		}
+		return at
+	}
+	t.Logf("spot requested to spot unavailable: %s", first(migrator.ReasonSpotUnavailable).Sub(first(migrator.ReasonSpotRequested)).Round(10*time.Millisecond))
 }
 
 // nodeReadyTimeoutLine is the migrator's nodeReadyTimeout setting of a
