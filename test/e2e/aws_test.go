@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 
 	"spotter.dev/spotter/internal/cli"
 	awsprovider "spotter.dev/spotter/internal/cloud/aws"
@@ -177,6 +179,35 @@ func TestAWSMigratorReplacesOnDemandBySpot(t *testing.T) {
 	}
 	if n := l.emu.Calls("DescribeInstances"); n > 20 {
 		t.Errorf("%d DescribeInstances calls: instances must be looked up in batches and cached", n)
+	}
+	assertNoMarks(t, l.env)
+}
+
+// Auto Scaling refuses the first request for spot capacity with AccessDenied
+// (a role without autoscaling:SetDesiredCapacity on the group): an error of
+// the group, not a shortage. The migrator says so (SpotterSpotRequestFailed),
+// does not back the group off (no SpotterSpotUnavailable), asks again at its
+// next run, and replaces every on-demand node.
+func TestAWSRefusedRequestIsNoShortage(t *testing.T) {
+	l := startAWSLab(t)
+	l.emu.FailNext("SetDesiredCapacity", awsapi.APIError{Status: http.StatusForbidden, Code: "AccessDenied",
+		Message: "User: arn:aws:sts::123456789012:assumed-role/spotter/x is not authorized to perform: autoscaling:SetDesiredCapacity on resource: spot"})
+	l.start(t)
+	if note := firstEventNote(t, l.env, migrator.ReasonSpotRequestFailed, time.Minute); !strings.Contains(note, "AccessDenied") {
+		t.Errorf("the Event's note %q does not give the cloud's refusal", note)
+	}
+	testenv.Eventually(t, 3*time.Minute, "every pod Running on spot, the on-demand group empty", func(ctx context.Context) (bool, string, error) {
+		onSpot, err := podsOnSpot(ctx, l.env, "ip-", awsprovider.CapacityTypeLabel, "SPOT")
+		if err != nil {
+			return false, "", err
+		}
+		od, _ := l.emu.GroupStatus("od")
+		return onSpot == 6 && od.DesiredCapacity == 0, fmt.Sprintf("%d pods on spot; od desired %d", onSpot, od.DesiredCapacity), nil
+	})
+	list, err := l.env.Client.EventsV1().Events("").List(testenv.Context(t, 10*time.Second),
+		metav1.ListOptions{FieldSelector: fields.Set{"reason": migrator.ReasonSpotUnavailable}.String()})
+	if err != nil || len(list.Items) != 0 {
+		t.Errorf("%d SpotterSpotUnavailable Events (%v), want none: a refusal is no shortage", len(list.Items), err)
 	}
 	assertNoMarks(t, l.env)
 }
