@@ -13,10 +13,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"spotter.dev/spotter/internal/cloud"
-	awsprovider "spotter.dev/spotter/internal/cloud/aws"
-	azureprovider "spotter.dev/spotter/internal/cloud/azure"
-	"spotter.dev/spotter/internal/cloud/clusterapi"
-	gcpprovider "spotter.dev/spotter/internal/cloud/gcp"
+	"spotter.dev/spotter/internal/cloud/providers"
 	"spotter.dev/spotter/internal/plan"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
@@ -46,18 +43,8 @@ type clusterCloud struct {
 func readCloud(ctx context.Context, cfg *v1alpha1.SpotterConfiguration, rc *rest.Config, client kubernetes.Interface, nodes []*corev1.Node,
 	errOut io.Writer) *clusterCloud {
 	c := &clusterCloud{provider: string(cfg.Cloud.Provider), pricing: cfg.Pricing}
-	var p cloud.Provider
-	var err error
-	switch cfg.Cloud.Provider {
-	case v1alpha1.ProviderAWS:
-		p, err = awsprovider.FromConfig(ctx, client, clock.RealClock{}, cfg.Cloud.AWS, cfg.Cloud.RequestsPerSecond, cfg.Pricing)
-	case v1alpha1.ProviderGCP:
-		p, err = gcpprovider.FromConfig(ctx, client, clock.RealClock{}, cfg.Cloud.GCP, cfg.Cloud.RequestsPerSecond, cfg.Pricing)
-	case v1alpha1.ProviderAzure:
-		p, err = azureprovider.FromConfig(ctx, client, clock.RealClock{}, cfg.Cloud.Azure, cfg.Cloud.RequestsPerSecond, cfg.Pricing)
-	case v1alpha1.ProviderClusterAPI:
-		p, err = clusterapi.FromConfig(rc, client, clock.RealClock{}, cfg.Cloud.ClusterAPI, cfg.Pricing)
-	default:
+	p, isCloud, err := providers.Cloud(ctx, cfg, rc, client, clock.RealClock{})
+	if !isCloud {
 		c.provider = ""
 		return c
 	}

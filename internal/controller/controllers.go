@@ -26,13 +26,12 @@ import (
 
 	"spotter.dev/spotter/internal/classify"
 	"spotter.dev/spotter/internal/cloud"
-	awsprovider "spotter.dev/spotter/internal/cloud/aws"
 	azureprovider "spotter.dev/spotter/internal/cloud/azure"
 	"spotter.dev/spotter/internal/cloud/clusterapi"
-	gcpprovider "spotter.dev/spotter/internal/cloud/gcp"
 	kubeprovider "spotter.dev/spotter/internal/cloud/kubernetes"
 	"spotter.dev/spotter/internal/cloud/kwok"
 	cloudmetrics "spotter.dev/spotter/internal/cloud/metrics"
+	"spotter.dev/spotter/internal/cloud/providers"
 	"spotter.dev/spotter/internal/controller/labeler"
 	"spotter.dev/spotter/internal/controller/migrator"
 	"spotter.dev/spotter/internal/controller/preemptible"
@@ -467,40 +466,27 @@ func newDrainer(kube kubernetes.Interface, clk clock.Clock, recorder events.Even
 // channel closed once it knows its instances (nil when it needs no start). The
 // kwok provider runs as a Runnable of the manager, on the leader only.
 func newProvider(ctx context.Context, mgr ctrl.Manager, kube kubernetes.Interface, clk clock.Clock, cfg *v1alpha1.SpotterConfiguration) (cloud.Provider, <-chan struct{}, error) {
+	p, isCloud, err := providers.Cloud(ctx, cfg, mgr.GetConfig(), kube, clk)
+	switch {
+	case err != nil:
+		return nil, nil, err
+	case isCloud:
+		switch p := p.(type) {
+		case *azureprovider.Provider:
+			// Its sweep of evicted, deallocated spot VMs runs on the leader.
+			if err := mgr.Add(p); err != nil {
+				return nil, nil, err
+			}
+		case *clusterapi.Provider:
+			// Events about KubeadmControlPlanes go where they are: the
+			// management cluster.
+			if err := p.RecordEvents(ctx, "spotter-migrator"); err != nil {
+				return nil, nil, err
+			}
+		}
+		return cloudmetrics.Decorate(p), nil, nil
+	}
 	switch cfg.Cloud.Provider {
-	case v1alpha1.ProviderAWS:
-		p, err := awsprovider.FromConfig(ctx, kube, clk, cfg.Cloud.AWS, cfg.Cloud.RequestsPerSecond, cfg.Pricing)
-		if err != nil {
-			return nil, nil, err
-		}
-		return cloudmetrics.Decorate(p), nil, nil
-	case v1alpha1.ProviderGCP:
-		p, err := gcpprovider.FromConfig(ctx, kube, clk, cfg.Cloud.GCP, cfg.Cloud.RequestsPerSecond, cfg.Pricing)
-		if err != nil {
-			return nil, nil, err
-		}
-		return cloudmetrics.Decorate(p), nil, nil
-	case v1alpha1.ProviderAzure:
-		p, err := azureprovider.FromConfig(ctx, kube, clk, cfg.Cloud.Azure, cfg.Cloud.RequestsPerSecond, cfg.Pricing)
-		if err != nil {
-			return nil, nil, err
-		}
-		// Its sweep of evicted, deallocated spot VMs runs on the leader.
-		if err := mgr.Add(p); err != nil {
-			return nil, nil, err
-		}
-		return cloudmetrics.Decorate(p), nil, nil
-	case v1alpha1.ProviderClusterAPI:
-		p, err := clusterapi.FromConfig(mgr.GetConfig(), kube, clk, cfg.Cloud.ClusterAPI, cfg.Pricing)
-		if err != nil {
-			return nil, nil, err
-		}
-		// Events about KubeadmControlPlanes go where they are: the
-		// management cluster.
-		if err := p.RecordEvents(ctx, "spotter-migrator"); err != nil {
-			return nil, nil, err
-		}
-		return cloudmetrics.Decorate(p), nil, nil
 	case v1alpha1.ProviderKwok:
 		kc, err := kwok.LoadConfig(cfg.Cloud.KwokConfigFile)
 		if err != nil {
