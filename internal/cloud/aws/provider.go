@@ -147,7 +147,22 @@ type instanceFacts struct {
 	typ, zone, group   string
 	terminated         bool
 	privateDNSName, id string
+	// unknownUntil, when set, says EC2 did not know the instance when last
+	// asked: it is not asked again before then (see unknownRetry).
+	unknownUntil time.Time
 }
+
+// gone reports whether the instance is terminated or was unknown to EC2
+// when last asked.
+func (f instanceFacts) gone() bool { return f.terminated || !f.unknownUntil.IsZero() }
+
+// unknownRetry is how long an instance ID EC2 does not know is taken as
+// gone before it is asked about again. Right after a launch, EC2 may not know
+// an instance for a few seconds ("Eventual consistency in the Amazon EC2
+// API", EC2 API Reference): the ID of a node that registered that quickly is
+// found at the next ask; the ID of a node whose instance is gone costs one
+// batched lookup this often.
+const unknownRetry = 15 * time.Second
 
 // New returns the provider. kube deletes the Node objects of deleted
 // instances.
@@ -206,7 +221,7 @@ func (p *Provider) Instances(ctx context.Context, nodes []*corev1.Node) (map[str
 	out := make(map[string]cloud.Instance, len(nodes))
 	for _, n := range nodes {
 		f, ok := p.instances[InstanceID(n)]
-		if !ok || f.terminated {
+		if !ok || f.gone() {
 			continue
 		}
 		out[n.Name] = p.instance(f, n.Name)
@@ -224,13 +239,15 @@ func (p *Provider) instance(f instanceFacts, node string) cloud.Instance {
 
 func providerID(zone, id string) string { return "aws:///" + zone + "/" + id }
 
-// learn describes the instances of ids not yet cached, 1,000 a call. IDs EC2
-// does not know are remembered as terminated.
+// learn describes the instances of ids not yet cached, and those EC2 did
+// not know unknownRetry ago, 1,000 a call. IDs EC2 does not know are
+// remembered as unknown for unknownRetry.
 func (p *Provider) learn(ctx context.Context, ids []string) error {
+	now := p.clock.Now()
 	p.mu.Lock()
 	var missing []string
 	for _, id := range ids {
-		if _, ok := p.instances[id]; !ok {
+		if f, ok := p.instances[id]; !ok || (!f.unknownUntil.IsZero() && !now.Before(f.unknownUntil)) {
 			missing = append(missing, id)
 		}
 	}
@@ -248,7 +265,7 @@ func (p *Provider) learn(ctx context.Context, ids []string) error {
 		for _, id := range batch {
 			f, ok := found[id]
 			if !ok {
-				f = instanceFacts{id: id, terminated: true}
+				f = instanceFacts{id: id, unknownUntil: now.Add(unknownRetry)}
 			}
 			p.instances[id] = f
 		}
@@ -257,55 +274,51 @@ func (p *Provider) learn(ctx context.Context, ids []string) error {
 	return nil
 }
 
-// describe asks DescribeInstances about ids. EC2 refuses the whole call when
-// one of them does not exist (InvalidInstanceID.NotFound, naming them): those
-// are dropped and the call made again.
+// describe asks DescribeInstances about ids (at most 1,000). EC2 refuses
+// the whole call when one of them does not exist
+// (InvalidInstanceID.NotFound): the batch is then asked again with
+// instance-id filters, which leave out what does not exist, 200 IDs a call
+// (EC2's limit of filter values). The error's text is never read.
 func (p *Provider) describe(ctx context.Context, ids []string) (map[string]instanceFacts, error) {
 	out := map[string]instanceFacts{}
-	for len(ids) > 0 {
-		var token *string
-		for {
-			resp, err := p.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: ids, NextToken: token})
-			if code(err) == "InvalidInstanceID.NotFound" {
-				gone := notFoundIDs(err)
-				kept := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return slices.Contains(gone, id) })
-				if len(gone) == 0 || len(kept) == len(ids) {
-					return nil, fmt.Errorf("describing instances: %w", err)
-				}
-				ids = kept
-				break
-			}
-			if err != nil {
-				return nil, fmt.Errorf("describing instances: %w", mapError("", err))
-			}
-			for _, r := range resp.Reservations {
-				for _, i := range r.Instances {
-					f := factsOf(i)
-					out[f.id] = f
-				}
-			}
-			if token = resp.NextToken; token == nil || *token == "" {
-				return out, nil
-			}
+	err := p.describePages(ctx, &ec2.DescribeInstancesInput{InstanceIds: ids}, out)
+	if code(err) != "InvalidInstanceID.NotFound" {
+		return out, err
+	}
+	for chunk := range slices.Chunk(ids, maxFilterValues) {
+		in := &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{{Name: aws.String("instance-id"), Values: chunk}}}
+		if err := p.describePages(ctx, in, out); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
 }
 
-// notFoundIDs reads the instance IDs an InvalidInstanceID.NotFound error
-// names ("The instance IDs 'i-1, i-2' do not exist").
-func notFoundIDs(err error) []string {
-	var api smithy.APIError
-	if !errors.As(err, &api) {
-		return nil
-	}
-	var out []string
-	for _, f := range strings.FieldsFunc(api.ErrorMessage(), func(r rune) bool { return r == '\'' || r == ',' || r == ' ' }) {
-		if strings.HasPrefix(f, "i-") {
-			out = append(out, f)
+// maxFilterValues is the most filter values DescribeInstances takes in one
+// call.
+const maxFilterValues = 200
+
+// describePages reads every page of in's DescribeInstances into out.
+func (p *Provider) describePages(ctx context.Context, in *ec2.DescribeInstancesInput, out map[string]instanceFacts) error {
+	for {
+		resp, err := p.ec2.DescribeInstances(ctx, in)
+		if code(err) == "InvalidInstanceID.NotFound" {
+			return err
 		}
+		if err != nil {
+			return fmt.Errorf("describing instances: %w", mapError("", err))
+		}
+		for _, r := range resp.Reservations {
+			for _, i := range r.Instances {
+				f := factsOf(i)
+				out[f.id] = f
+			}
+		}
+		if resp.NextToken == nil || *resp.NextToken == "" {
+			return nil
+		}
+		in.NextToken = resp.NextToken
 	}
-	return out
 }
 
 func factsOf(i ec2types.Instance) instanceFacts {
@@ -342,8 +355,8 @@ func (p *Provider) DeleteInstance(ctx context.Context, node *corev1.Node) error 
 	p.mu.Lock()
 	f := p.instances[id]
 	p.mu.Unlock()
-	if f.terminated {
-		return cloud.NewNotFoundError(fmt.Errorf("instance %s of node %s is terminated", id, node.Name))
+	if f.gone() {
+		return cloud.NewNotFoundError(fmt.Errorf("instance %s of node %s is terminated, or unknown to EC2", id, node.Name))
 	}
 	if f.group != "" {
 		g, err := p.group(ctx, f.group)
@@ -388,6 +401,9 @@ func (p *Provider) NodeGroupForNode(ctx context.Context, node *corev1.Node) (clo
 	p.mu.Lock()
 	f := p.instances[id]
 	p.mu.Unlock()
+	if f.gone() {
+		return nil, cloud.NewNotFoundError(fmt.Errorf("instance %s of node %s is terminated, or unknown to EC2", id, node.Name))
+	}
 	if f.group == "" {
 		return nil, cloud.NewNotFoundError(fmt.Errorf("instance %s of node %s is in no Auto Scaling group", id, node.Name))
 	}

@@ -109,6 +109,7 @@ type Server struct {
 	launchDelay         time.Duration
 	terminateDelay      time.Duration
 	terminatedRetention time.Duration
+	describeLag         time.Duration
 	rand                *rand.Rand
 	seq                 uint64 // source of IDs
 
@@ -215,6 +216,17 @@ func (s *Server) SetLaunchDelay(d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.launchDelay = d
+}
+
+// SetDescribeLag makes DescribeInstances blind to instances launched less
+// than d ago, as EC2's eventual consistency is right after a launch
+// ("Eventual consistency in the Amazon EC2 API", EC2 API Reference): asked
+// by ID they answer InvalidInstanceID.NotFound, and filters leave them out.
+// 0 (the default) shows every instance at once.
+func (s *Server) SetDescribeLag(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.describeLag = d
 }
 
 // OnLaunch registers f, called (without the emulator's lock held) with each

@@ -144,6 +144,10 @@ type describeInstancesResult struct {
 
 var stateCodes = map[string]int{StatePending: 0, StateRunning: 16, StateShuttingDown: 32, StateTerminated: 48}
 
+// maxFilterValues is the most filter values DescribeInstances takes in one
+// call, all filters together; more is FilterLimitExceeded, as EC2 answers.
+const maxFilterValues = 200
+
 // instanceFilter returns a predicate for one DescribeInstances filter.
 func instanceFilter(f filter) (func(*instance) bool, *APIError) {
 	field := func(get func(*instance) string) func(*instance) bool {
@@ -214,20 +218,29 @@ func (s *Server) describeInstances(q query) (any, *APIError) {
 		return nil, err
 	}
 	var preds []func(*instance) bool
+	values := 0
 	for _, f := range q.ec2Filters() {
 		p, err := instanceFilter(f)
 		if err != nil {
 			return nil, err
 		}
 		preds = append(preds, p)
+		values += len(f.values)
+	}
+	if values > maxFilterValues {
+		return nil, badRequest("FilterLimitExceeded", "The maximum number of filter values specified on a single call is %d", maxFilterValues)
 	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// What EC2 does not show yet (SetDescribeLag).
+	hidden := func(i *instance) bool {
+		return s.describeLag > 0 && s.clock.Since(i.LaunchTime) < s.describeLag
+	}
 	want := map[string]bool{}
 	var missing []string
 	for _, id := range ids {
-		if _, ok := s.instances[id]; !ok {
+		if i, ok := s.instances[id]; !ok || hidden(i) {
 			missing = append(missing, id)
 		}
 		want[id] = true
@@ -238,7 +251,7 @@ func (s *Server) describeInstances(q query) (any, *APIError) {
 	var matched []*instance
 	for _, id := range s.instanceOrder {
 		i := s.instances[id]
-		if len(ids) > 0 && !want[id] {
+		if (len(ids) > 0 && !want[id]) || hidden(i) {
 			continue
 		}
 		if !all(preds, i) {

@@ -1,6 +1,8 @@
 package awsapi
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -9,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/smithy-go"
 )
 
 func TestDescribeInstancesPagesAndBatches(t *testing.T) {
@@ -366,4 +369,51 @@ func TestDescribeInstanceTypes(t *testing.T) {
 
 	_, err = e.ec2.DescribeInstanceTypes(ctx, &ec2.DescribeInstanceTypesInput{InstanceTypes: []ec2types.InstanceType{"m5.large", "z9.huge"}})
 	wantCode(t, err, "InvalidInstanceType")
+}
+
+// Right after a launch EC2 may not know the instance yet (SetDescribeLag):
+// asked by ID it answers InvalidInstanceID.NotFound, a filter leaves it out;
+// once the lag has passed, both find it. More than 200 filter values in one
+// call are FilterLimitExceeded.
+func TestDescribeLagAndFilterLimit(t *testing.T) {
+	e := newEnv(t, Options{})
+	ctx := context.Background()
+	e.s.SetDescribeLag(5 * time.Second)
+	id, err := e.s.AddInstance(Instance{InstanceType: "m5.xlarge", AvailabilityZone: "us-east-1a", State: StateRunning})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := func() error {
+		_, err := e.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+		return err
+	}
+	byFilter := func() int {
+		out, err := e.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{{Name: aws.String("instance-id"), Values: []string{id}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(out.Reservations)
+	}
+	var api smithy.APIError
+	if err := byID(); !errors.As(err, &api) || api.ErrorCode() != "InvalidInstanceID.NotFound" {
+		t.Errorf("by ID right after the launch: %v, want InvalidInstanceID.NotFound", err)
+	}
+	if n := byFilter(); n != 0 {
+		t.Errorf("the filter found %d right after the launch, want 0", n)
+	}
+	e.clock.Step(5 * time.Second)
+	if err := byID(); err != nil {
+		t.Errorf("by ID after the lag: %v", err)
+	}
+	if n := byFilter(); n != 1 {
+		t.Errorf("the filter found %d after the lag, want 1", n)
+	}
+	values := make([]string, 201)
+	for i := range values {
+		values[i] = fmt.Sprintf("i-%017d", i)
+	}
+	_, err = e.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{{Name: aws.String("instance-id"), Values: values}}})
+	if !errors.As(err, &api) || api.ErrorCode() != "FilterLimitExceeded" {
+		t.Errorf("201 filter values: %v, want FilterLimitExceeded", err)
+	}
 }
