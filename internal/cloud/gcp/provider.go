@@ -11,11 +11,12 @@
 //
 // # Calls
 //
-// Instances takes every node at once and, when one of them is not known
-// yet, reads the project's instances with one paged aggregatedList (500 a
-// page): what never changes for an instance (machine type, zone,
-// provisioning model, group) is cached for its life, and the instances the
-// list did not have are taken as gone for GoneTTL. Groups are read with one
+// Instances takes every node at once. The instances of up to ten nodes not
+// known yet are read one by one (instances.get, by the name and zone of the
+// node's providerID); more, as at start, with one paged aggregatedList of
+// the project (500 a page). What never changes for an instance (machine
+// type, zone, provisioning model, group) is cached for its life, and the
+// instances Compute Engine does not have are taken as gone for GoneTTL. Groups are read with one
 // paged aggregatedList of the project's managed instance groups (or a get
 // per group, when the configuration names them all) and cached for
 // GroupTTL; templates (immutable) and machine types are cached for good.
@@ -196,9 +197,9 @@ func New(c Clients, kube kubernetes.Interface, clk clock.Clock, opts Options) (*
 // Name implements cloud.Provider.
 func (p *Provider) Name() string { return ProviderName }
 
-// Instances implements cloud.Provider: one aggregated list of a project's
-// instances (paged) when a node's instance is not known yet, nothing
-// otherwise.
+// Instances implements cloud.Provider: a get of each instance not known yet,
+// or one aggregated list of a project's instances (paged) when more than
+// maxGets are not, nothing otherwise.
 func (p *Provider) Instances(ctx context.Context, nodes []*corev1.Node) (map[string]cloud.Instance, error) {
 	keys := make([]instanceKey, 0, len(nodes))
 	for _, n := range nodes {
@@ -229,18 +230,28 @@ func (p *Provider) Instances(ctx context.Context, nodes []*corev1.Node) (map[str
 	return out, nil
 }
 
-// learn lists the instances of every project where keys names one not
-// known (or gone for longer than GoneTTL).
+// maxGets is the most instances not known yet that learn reads one by one
+// (instances.get, by the name and zone of the node's providerID); with
+// more, as at start, one paged aggregatedList of the project is fewer calls.
+const maxGets = 10
+
+// learn reads the instances keys names that are not known (or gone for
+// longer than GoneTTL): one get each when there are at most maxGets of them,
+// else a list of the instances of every project they are in.
 func (p *Provider) learn(ctx context.Context, keys []instanceKey) error {
 	now := p.clock.Now()
 	p.mu.Lock()
+	stale := instancecache.Stale(p.instances, keys, now, p.opts.GoneTTL)
+	p.mu.Unlock()
+	if len(stale) <= maxGets {
+		return p.getInstances(ctx, stale, now)
+	}
 	var projects []string
-	for _, k := range instancecache.Stale(p.instances, keys, now, p.opts.GoneTTL) {
+	for _, k := range stale {
 		if !slices.Contains(projects, k.project) {
 			projects = append(projects, k.project)
 		}
 	}
-	p.mu.Unlock()
 	slices.Sort(projects)
 	for _, project := range projects {
 		found, err := p.listInstances(ctx, project)
@@ -251,6 +262,25 @@ func (p *Provider) learn(ctx context.Context, keys []instanceKey) error {
 		p.mu.Lock()
 		instancecache.Settle(p.instances, func(k instanceKey) bool { return k.project == project }, found, keys,
 			func(k instanceKey) instanceFacts { return instanceFacts{key: k, gone: true, seen: now} })
+		p.mu.Unlock()
+	}
+	return nil
+}
+
+// getInstances reads the instances of keys one by one; one Compute Engine
+// does not have (404) is gone as of now.
+func (p *Provider) getInstances(ctx context.Context, keys []instanceKey, now time.Time) error {
+	for _, k := range keys {
+		i, err := p.c.Instances.Get(ctx, &computepb.GetInstanceRequest{Project: k.project, Zone: k.zone, Instance: k.name})
+		f := instanceFacts{key: k, gone: true, seen: now}
+		switch err := mapError("", err); {
+		case err == nil:
+			f = factsOf(k.project, i)
+		case !cloud.IsNotFound(err):
+			return fmt.Errorf("reading instance %s in %s: %w", k.name, k.zone, err)
+		}
+		p.mu.Lock()
+		p.instances[k] = f
 		p.mu.Unlock()
 	}
 	return nil

@@ -206,9 +206,10 @@ func TestDiscoveryAndSpot(t *testing.T) {
 	}
 }
 
-// Instances: one aggregated list (500 a page) when an instance is not
+// Instances: one aggregated list (500 a page) when many instances are not
 // known, then the cache; instances the list lacks are left out, and asked
-// about again only after GoneTTL.
+// about again only after GoneTTL, by a get each, as the instances of nodes
+// that come later.
 func TestInstancesBatchedAndCached(t *testing.T) {
 	l := newLab(t, prodGroups)
 	l.groups(t)
@@ -240,9 +241,22 @@ func TestInstancesBatchedAndCached(t *testing.T) {
 	if _, err := l.p.Instances(ctx, nodes); err != nil || l.emu.Calls("compute.instances.aggregatedList") != 0 {
 		t.Errorf("known (and gone) instances asked about again: %d calls, %v", l.emu.Calls("compute.instances.aggregatedList"), err)
 	}
+	// After GoneTTL the missing instance is looked for again, by itself: a
+	// get by its name and zone, not the project's list.
 	l.clock.Step(5 * time.Minute)
-	if _, err := l.p.Instances(ctx, nodes); err != nil || l.emu.Calls("compute.instances.aggregatedList") != 6 {
-		t.Errorf("after GoneTTL the missing instance is looked for again: %d calls, %v", l.emu.Calls("compute.instances.aggregatedList"), err)
+	if _, err := l.p.Instances(ctx, nodes); err != nil || l.emu.Calls("compute.instances.aggregatedList") != 0 || l.emu.Calls("compute.instances.get") != 1 {
+		t.Errorf("after GoneTTL: %v calls, %v; want one get of the missing instance", l.emu.AllCalls(), err)
+	}
+	// A node that comes later is read by a get, not the project's list.
+	l.emu.ResetCalls()
+	if err := l.emu.SetTargetSize(groupPath("us-central1-a", "gke-prod-od-a"), 2501); err != nil {
+		t.Fatal(err)
+	}
+	l.emu.Step()
+	more := l.nodes(t)
+	got, err = l.p.Instances(ctx, more)
+	if err != nil || len(got) != 2502 || l.emu.Calls("compute.instances.aggregatedList") != 0 || l.emu.Calls("compute.instances.get") != 1 {
+		t.Errorf("a new node: %d instances, calls %v, %v; want the new one read by one get", len(got), l.emu.AllCalls(), err)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 // InstancesAPI is the part of compute.InstancesClient the provider uses.
 type InstancesAPI interface {
 	AggregatedList(context.Context, *computepb.AggregatedListInstancesRequest, ...gax.CallOption) *compute.InstancesScopedListPairIterator
+	Get(context.Context, *computepb.GetInstanceRequest, ...gax.CallOption) (*computepb.Instance, error)
 	Delete(context.Context, *computepb.DeleteInstanceRequest, ...gax.CallOption) (*compute.Operation, error)
 }
 
