@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 
 	"spotter.dev/spotter/internal/cloud"
 	"spotter.dev/spotter/internal/cloud/internal/providerkit"
@@ -68,10 +69,17 @@ func (p *Provider) readGroups(ctx context.Context) ([]*NodeGroup, error) {
 	groups := make([]*NodeGroup, 0, len(raw))
 	for _, g := range raw {
 		ng, err := p.nodeGroup(ctx, g)
-		if err != nil {
+		switch {
+		case err == nil:
+			groups = append(groups, ng)
+		case cloud.IsThrottled(err) || ctx.Err() != nil:
+			// Nothing is known of the group: no list without it.
 			return nil, err
+		default:
+			// A group that cannot be read (a launch template deleted or
+			// not readable) is left out; the others are Spotter's still.
+			klog.FromContext(ctx).Error(err, "Leaving out an Auto Scaling group that cannot be read", "group", aws.ToString(g.AutoScalingGroupName))
 		}
-		groups = append(groups, ng)
 	}
 	slices.SortFunc(groups, func(a, b *NodeGroup) int { return strings.Compare(a.name, b.name) })
 	p.mu.Lock()

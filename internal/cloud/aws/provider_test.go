@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,6 +153,41 @@ func (l *lab) nodes(t *testing.T) []*corev1.Node {
 		out = append(out, n)
 	}
 	return out
+}
+
+// A group whose launch template cannot be read is left out; the other
+// groups are listed, and the group comes back once its template reads.
+// Throttling of the read fails the list: nothing can be said then.
+func TestUnreadableGroupIsLeftOut(t *testing.T) {
+	l := newLab(t, v1alpha1.AWSConfig{ClusterName: "prod"})
+	l.groups(t)
+	ctx := context.Background()
+	names := func() string {
+		t.Helper()
+		groups, err := l.p.NodeGroups(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, g := range groups {
+			out = append(out, g.ID())
+		}
+		return strings.Join(out, " ")
+	}
+	l.emu.FailNext("DescribeLaunchTemplateVersions", awsapi.APIError{Status: http.StatusForbidden, Code: "UnauthorizedOperation",
+		Message: "You are not authorized to perform this operation."})
+	if got := names(); strings.Count(got, " ") != 2 {
+		t.Errorf("groups %q, want the three readable ones of four", got)
+	}
+	l.clock.Step(time.Minute) // past GroupTTL
+	if got := names(); got != "mixed od spot spot-market" {
+		t.Errorf("groups %q once the template reads, want all four", got)
+	}
+	l.clock.Step(time.Minute)
+	l.emu.ThrottleNext(awsapi.EC2, 5)
+	if _, err := l.p.NodeGroups(ctx); !cloud.IsThrottled(err) {
+		t.Errorf("a throttled template read: %v, want the list to fail as throttled", err)
+	}
 }
 
 func TestDiscoveryAndSpot(t *testing.T) {
