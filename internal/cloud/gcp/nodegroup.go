@@ -11,6 +11,7 @@ import (
 	"cloud.google.com/go/compute/apiv1/computepb"
 	"google.golang.org/api/iterator"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 
 	"spotter.dev/spotter/internal/cloud"
 	"spotter.dev/spotter/internal/cloud/internal/providerkit"
@@ -59,8 +60,18 @@ func (p *Provider) readGroups(ctx context.Context) ([]*NodeGroup, error) {
 			}
 			ref.project = p.opts.Project
 			tmpl, err := p.template(ctx, m.GetInstanceTemplate())
-			if err != nil {
+			switch {
+			case err == nil:
+			case cloud.IsThrottled(err) || ctx.Err() != nil:
+				// Nothing is known of the group: no list without it.
 				return nil, fmt.Errorf("managed instance group %s: %w", ref.id(), err)
+			default:
+				// A group whose template cannot be read (deleted, not
+				// readable, another cluster's) is left out; the others
+				// are Spotter's still.
+				seen[ref.id()] = true
+				klog.FromContext(ctx).Error(err, "Leaving out a managed instance group whose instance template cannot be read", "group", ref.id())
+				continue
 			}
 			if !p.selects(entry, ref, tmpl) {
 				continue

@@ -160,6 +160,31 @@ func groupPath(zone, name string) string {
 	return gcpapi.Group{Project: project, Zone: zone, Name: name}.Path()
 }
 
+// A group whose instance template cannot be read (here the first one read,
+// refused) is left out; the others are listed, and the group comes back
+// once its template reads.
+func TestUnreadableGroupIsLeftOut(t *testing.T) {
+	l := newLab(t, prodGroups)
+	l.groups(t)
+	ctx := context.Background()
+	count := func() int {
+		t.Helper()
+		groups, err := l.p.NodeGroups(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(groups)
+	}
+	l.emu.FailNext("compute.instanceTemplates.get", gcpapi.APIError{Code: 403, Reason: "forbidden", Message: "Required 'compute.instanceTemplates.get' permission"})
+	if n := count(); n != 3 {
+		t.Errorf("%d groups, want 3: the cluster's 4 less the one whose template was refused", n)
+	}
+	l.clock.Step(time.Minute) // past GroupTTL
+	if n := count(); n != 4 {
+		t.Errorf("%d groups once the template reads, want 4", n)
+	}
+}
+
 func TestDiscoveryAndSpot(t *testing.T) {
 	l := newLab(t, prodGroups)
 	l.groups(t)
