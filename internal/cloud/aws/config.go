@@ -32,7 +32,7 @@ func FromConfig(ctx context.Context, kube kubernetes.Interface, clk clock.Clock,
 	if err != nil {
 		return nil, fmt.Errorf("cloud.aws: loading the AWS SDK configuration: %w", err)
 	}
-	sdk.HTTPClient = readOnlyBodies{next: sdk.HTTPClient, limit: providerkit.NewLimiter(requestsPerSecond)}
+	sdk.HTTPClient = readOnlyBodies{providerkit.NewLimiter(requestsPerSecond).Doer(sdk.HTTPClient)}
 	if sdk.Region == "" {
 		return nil, fmt.Errorf("cloud.aws: no region: set cloud.aws.region or AWS_REGION, or run where the instance metadata service answers")
 	}
@@ -47,18 +47,10 @@ func FromConfig(ctx context.Context, kube kubernetes.Interface, clk clock.Clock,
 // answer came first (a server that answers at once, such as a local
 // endpoint) it takes that io.EOF for a failed write and closes the connection
 // under the response being read. Read on a closed body is a clean end.
-//
-// It also paces the requests (limit).
-type readOnlyBodies struct {
-	next  aws.HTTPClient
-	limit *providerkit.Limiter
-}
+type readOnlyBodies struct{ next aws.HTTPClient }
 
 // Do implements aws.HTTPClient.
 func (c readOnlyBodies) Do(r *http.Request) (*http.Response, error) {
-	if err := c.limit.Wait(r.Context()); err != nil {
-		return nil, err
-	}
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = readCloser{r.Body}
 	}

@@ -28,7 +28,7 @@ import (
 // requestsPerSecond a second (cloud.requestsPerSecond), the Retail Prices
 // API's included.
 func FromConfig(_ context.Context, kube kubernetes.Interface, clk clock.Clock, cfg v1alpha1.AzureConfig, requestsPerSecond int32, pricing v1alpha1.PricingConfig) (*Provider, error) {
-	paced := providerkit.NewLimiter(requestsPerSecond).Client()
+	paced := providerkit.NewLimiter(requestsPerSecond).Doer(&http.Client{})
 	opts := ClientOptions(cfg.Endpoint)
 	opts.Transport = paced
 	var cred azcore.TokenCredential

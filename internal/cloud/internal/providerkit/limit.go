@@ -24,18 +24,31 @@ func NewLimiter(perSecond int32) *Limiter {
 // Wait blocks until a request may go, or ctx ends.
 func (l *Limiter) Wait(ctx context.Context) error { return l.l.Wait(ctx) }
 
-// Transport returns next (nil: a clone of http.DefaultTransport) with every
-// request paced by l.
+// Transport returns next with every request paced by l.
 func (l *Limiter) Transport(next http.RoundTripper) http.RoundTripper {
-	if next == nil {
-		next = http.DefaultTransport.(*http.Transport).Clone()
-	}
 	return pacedTransport{next: next, l: l}
 }
 
-// Client returns an *http.Client whose requests l paces (an SDK's
-// Transporter or HTTPClient).
-func (l *Limiter) Client() *http.Client { return &http.Client{Transport: l.Transport(nil)} }
+// Doer sends a request: an SDK's HTTP client (aws.HTTPClient,
+// policy.Transporter).
+type Doer interface {
+	Do(*http.Request) (*http.Response, error)
+}
+
+// Doer returns next with every request paced by l.
+func (l *Limiter) Doer(next Doer) Doer { return pacedDoer{next: next, l: l} }
+
+type pacedDoer struct {
+	next Doer
+	l    *Limiter
+}
+
+func (d pacedDoer) Do(r *http.Request) (*http.Response, error) {
+	if err := d.l.Wait(r.Context()); err != nil {
+		return nil, err
+	}
+	return d.next.Do(r)
+}
 
 type pacedTransport struct {
 	next http.RoundTripper

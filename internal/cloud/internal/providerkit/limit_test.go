@@ -16,7 +16,7 @@ func TestLimiterPacesRequests(t *testing.T) {
 	var served atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served.Add(1) }))
 	defer srv.Close()
-	client := NewLimiter(20).Client()
+	client := NewLimiter(20).Doer(&http.Client{})
 	get := func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
 		if err != nil {
