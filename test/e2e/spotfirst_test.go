@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 
 	"spotter.dev/spotter/internal/controller/spotfirst"
 	"spotter.dev/spotter/internal/lab"
@@ -117,12 +118,18 @@ func TestChartSpotFirst(t *testing.T) {
 
 	scaleTo := func(ns, name string, replicas int32) {
 		t.Helper()
-		scale, err := env.Client.AppsV1().Deployments(ns).GetScale(ctx, name, metav1.GetOptions{})
+		// The deployment controller writes the object's status meanwhile:
+		// a conflict is read again and retried.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			scale, err := env.Client.AppsV1().Deployments(ns).GetScale(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			scale.Spec.Replicas = replicas
+			_, err = env.Client.AppsV1().Deployments(ns).UpdateScale(ctx, name, scale, metav1.UpdateOptions{})
+			return err
+		})
 		if err != nil {
-			t.Fatal(err)
-		}
-		scale.Spec.Replicas = replicas
-		if _, err := env.Client.AppsV1().Deployments(ns).UpdateScale(ctx, name, scale, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
