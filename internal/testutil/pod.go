@@ -49,6 +49,10 @@ func CPU(q string) PodOption { return request(corev1.ResourceCPU, q) }
 // Memory sets the memory request of the first container.
 func Memory(q string) PodOption { return request(corev1.ResourceMemory, q) }
 
+// Request sets the first container's request of any resource, such as
+// nvidia.com/gpu.
+func Request(name corev1.ResourceName, q string) PodOption { return request(name, q) }
+
 func request(name corev1.ResourceName, q string) PodOption {
 	return func(p *corev1.Pod) {
 		c := &p.Spec.Containers[0]

@@ -48,10 +48,13 @@ type templateFacts struct {
 	spot         bool
 }
 
-// typeFacts is an instance type's size.
+// typeFacts is what a template needs of an instance type.
 type typeFacts struct {
-	cpu    int32
-	memMiB int64
+	cpu             int32
+	memMiB          int64
+	arch            string // amd64 or arm64, as kubernetes.io/arch says it
+	gpus            int32  // NVIDIA
+	enis, ipsPerENI int32  // 0: not described
 }
 
 // readGroups returns the groups, read at most every GroupTTL.
@@ -431,11 +434,21 @@ func (g *NodeGroup) lastFailure(ctx context.Context) (error, error) {
 	return cause, nil
 }
 
-// TemplateNode implements cloud.NodeGroup: a node of the group's instance
-// type (CPU and memory from DescribeInstanceTypes), in its first zone, with
-// the labels, taints and resources of its node-template tags and the EKS
-// capacity-type label.
+// TemplateNode implements cloud.NodeGroup. A group with a Ready Node copies
+// it (cloud.TemplateFromNode, read at most every
+// providerkit.LiveTemplateTTL), as the cluster autoscaler does. A group
+// without one gets a node of its instance type as EC2 describes it
+// (DescribeInstanceTypes) and as the EKS node image sets its kubelet up
+// (eksTemplateResources): CPU, memory, NVIDIA GPUs, architecture, max pods
+// from the type's network interfaces, allocatable after kube-reserved and the
+// eviction threshold; in the group's first zone, with the labels, taints and
+// resources of its node-template tags (which win) and the EKS capacity-type
+// label.
 func (g *NodeGroup) TemplateNode(ctx context.Context) (*corev1.Node, error) {
+	name := "template-" + g.name
+	if live, err := g.p.live.Template(ctx, g.name, name, g.Nodes); err != nil || live != nil {
+		return live, err
+	}
 	typ, err := g.instanceType(ctx)
 	if err != nil {
 		return nil, err
@@ -448,18 +461,13 @@ func (g *NodeGroup) TemplateNode(ctx context.Context) (*corev1.Node, error) {
 	if len(g.zones) > 0 {
 		zone = g.zones[0]
 	}
-	name := "template-" + g.name
-	capacity := corev1.ResourceList{
-		corev1.ResourceCPU:    *resource.NewQuantity(int64(size.cpu), resource.DecimalSI),
-		corev1.ResourceMemory: *resource.NewQuantity(size.memMiB<<20, resource.BinarySI),
-		corev1.ResourcePods:   *resource.NewQuantity(110, resource.DecimalSI),
-	}
+	capacity, allocatable := eksTemplateResources(size)
 	capType := "ON_DEMAND"
 	if g.spot {
 		capType = "SPOT"
 	}
 	labels := map[string]string{corev1.LabelHostname: name, corev1.LabelInstanceTypeStable: typ, corev1.LabelTopologyZone: zone,
-		corev1.LabelOSStable: "linux", CapacityTypeLabel: capType}
+		corev1.LabelOSStable: "linux", corev1.LabelArchStable: size.arch, CapacityTypeLabel: capType}
 	var taints []corev1.Taint
 	keys := make([]string, 0, len(g.tags))
 	for k := range g.tags {
@@ -486,16 +494,49 @@ func (g *NodeGroup) TemplateNode(ctx context.Context) (*corev1.Node, error) {
 			if err != nil {
 				return nil, fmt.Errorf("the Auto Scaling group %s: tag %s=%q: %w", g.name, k, v, err)
 			}
-			capacity[corev1.ResourceName(key)] = q
+			// What the operator says of the group wins over the estimate.
+			capacity[corev1.ResourceName(key)], allocatable[corev1.ResourceName(key)] = q, q.DeepCopy()
 		}
 	}
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 		Spec:       corev1.NodeSpec{Taints: taints},
-		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity.DeepCopy(),
+		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: allocatable,
+			NodeInfo:   corev1.NodeSystemInfo{Architecture: size.arch, OperatingSystem: "linux"},
 			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
 	}
 	return node, nil
+}
+
+// eksTemplateResources is the capacity and allocatable of a new node of an
+// instance type as the EKS node images (Amazon Linux 2 and 2023) configure
+// the kubelet, without prefix delegation:
+//   - max pods = ENIs * (IPv4 addresses per ENI - 1) + 2 (the VPC CNI gives
+//     each pod a secondary address; the table eni-max-pods.txt the images
+//     ship is this formula); 110, the kubelet's default, when EC2 gives no
+//     network figures;
+//   - kube-reserved memory = 255 MiB + 11 MiB per pod, and the eviction
+//     threshold memory.available 100 MiB;
+//   - kube-reserved CPU = 6 % of the first core, 1 % of the second, 0.5 % of
+//     the third and fourth, 0.25 % of each further one (TieredCPUReserve);
+//   - nvidia.com/gpu = the type's NVIDIA GPUs.
+func eksTemplateResources(t typeFacts) (capacity, allocatable corev1.ResourceList) {
+	pods := int64(110)
+	if t.enis > 0 && t.ipsPerENI > 1 {
+		pods = int64(t.enis)*int64(t.ipsPerENI-1) + 2
+	}
+	capacity = corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewQuantity(int64(t.cpu), resource.DecimalSI),
+		corev1.ResourceMemory: cloud.MiB(t.memMiB),
+		corev1.ResourcePods:   *resource.NewQuantity(pods, resource.DecimalSI),
+	}
+	if t.gpus > 0 {
+		capacity[cloud.NvidiaGPU] = *resource.NewQuantity(int64(t.gpus), resource.DecimalSI)
+	}
+	allocatable = capacity.DeepCopy()
+	allocatable[corev1.ResourceCPU] = cloud.Milli(max(0, int64(t.cpu)*1000-providerkit.TieredCPUReserve(int64(t.cpu))))
+	allocatable[corev1.ResourceMemory] = cloud.MiB(max(0, t.memMiB-255-11*pods-100))
+	return capacity, allocatable
 }
 
 // instanceTypeSize reads an instance type's vCPUs and memory, cached.
@@ -513,12 +554,32 @@ func (p *Provider) instanceTypeSize(ctx context.Context, typ string) (typeFacts,
 	if len(resp.InstanceTypes) == 0 || resp.InstanceTypes[0].VCpuInfo == nil || resp.InstanceTypes[0].MemoryInfo == nil {
 		return typeFacts{}, fmt.Errorf("instance type %s: EC2 does not describe it", typ)
 	}
-	it := resp.InstanceTypes[0]
-	f = typeFacts{cpu: aws.ToInt32(it.VCpuInfo.DefaultVCpus), memMiB: aws.ToInt64(it.MemoryInfo.SizeInMiB)}
+	f = typeFactsOf(resp.InstanceTypes[0])
 	p.mu.Lock()
 	p.types[typ] = f
 	p.mu.Unlock()
 	return f, nil
+}
+
+// typeFactsOf is what a template needs of EC2's description of an instance
+// type.
+func typeFactsOf(it ec2types.InstanceTypeInfo) typeFacts {
+	f := typeFacts{cpu: aws.ToInt32(it.VCpuInfo.DefaultVCpus), memMiB: aws.ToInt64(it.MemoryInfo.SizeInMiB), arch: "amd64"}
+	if it.ProcessorInfo != nil && slices.Contains(it.ProcessorInfo.SupportedArchitectures, ec2types.ArchitectureTypeArm64) &&
+		!slices.Contains(it.ProcessorInfo.SupportedArchitectures, ec2types.ArchitectureTypeX8664) {
+		f.arch = "arm64"
+	}
+	if it.NetworkInfo != nil {
+		f.enis, f.ipsPerENI = aws.ToInt32(it.NetworkInfo.MaximumNetworkInterfaces), aws.ToInt32(it.NetworkInfo.Ipv4AddressesPerInterface)
+	}
+	if it.GpuInfo != nil {
+		for _, gpu := range it.GpuInfo.Gpus {
+			if strings.EqualFold(aws.ToString(gpu.Manufacturer), "NVIDIA") {
+				f.gpus += aws.ToInt32(gpu.Count)
+			}
+		}
+	}
+	return f
 }
 
 // RefreshPrices reads the current spot prices of the given instance types

@@ -131,8 +131,9 @@ type Provider struct {
 	groupsAt  time.Time
 	templates map[string]templateFacts // by launch template and version
 	types     map[string]typeFacts     // by instance type
-	prices    map[string]float64       // spot, by instance type and zone
-	pricesAt  map[string]time.Time     // when each instance type's prices were read
+	live      *providerkit.LiveTemplates
+	prices    map[string]float64   // spot, by instance type and zone
+	pricesAt  map[string]time.Time // when each instance type's prices were read
 }
 
 var (
@@ -178,7 +179,7 @@ func New(ec2Client EC2API, asgClient AutoScalingAPI, kube kubernetes.Interface, 
 	}
 	return &Provider{ec2: ec2Client, asg: asgClient, kube: kube, clock: clk, opts: opts,
 		instances: map[string]instanceFacts{}, templates: map[string]templateFacts{}, types: map[string]typeFacts{},
-		prices: map[string]float64{}, pricesAt: map[string]time.Time{}}, nil
+		prices: map[string]float64{}, pricesAt: map[string]time.Time{}, live: providerkit.NewLiveTemplates(kube, clk)}, nil
 }
 
 // Name implements cloud.Provider.

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	testingclock "k8s.io/utils/clock/testing"
@@ -403,28 +405,121 @@ func TestDeleteNodes(t *testing.T) {
 	}
 }
 
+// A group without a Node gets a template of its instance type as EC2
+// describes it and as the EKS node image sets up its kubelet; its
+// node-template tags win.
 func TestTemplateNode(t *testing.T) {
 	l := newLab(t, v1alpha1.AWSConfig{ClusterName: "prod"})
 	l.groups(t)
 	ctx := context.Background()
-	g, _ := l.p.group(ctx, "spot")
-	n, err := g.TemplateNode(ctx)
-	if err != nil {
-		t.Fatal(err)
+	for _, typ := range []string{"g4dn.xlarge", "m6g.large"} {
+		lt, err := l.emu.CreateLaunchTemplate(typ, awsapi.LaunchTemplateData{InstanceType: typ, Spot: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.emu.CreateGroup(awsapi.Group{Name: typ, MaxSize: 5, AvailabilityZones: []string{"us-east-1a"},
+			Tags: map[string]string{EnabledTag: "true", ClusterTagPrefix + "prod": "owned"}, LaunchTemplate: &awsapi.LaunchTemplateRef{ID: lt}}); err != nil {
+			t.Fatal(err)
+		}
 	}
+	template := func(name string) *corev1.Node {
+		t.Helper()
+		g, err := l.p.group(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := g.TemplateNode(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	n := template("spot")
 	if n.Labels[CapacityTypeLabel] != "SPOT" || n.Labels["pool"] != "spot" || n.Labels[corev1.LabelInstanceTypeStable] != "m5.xlarge" ||
-		n.Labels[corev1.LabelTopologyZone] != "us-east-1a" {
+		n.Labels[corev1.LabelTopologyZone] != "us-east-1a" || n.Labels[corev1.LabelArchStable] != "amd64" {
 		t.Errorf("labels %v", n.Labels)
 	}
 	if len(n.Spec.Taints) != 1 || n.Spec.Taints[0] != (corev1.Taint{Key: "spot", Value: "true", Effect: corev1.TaintEffectNoSchedule}) {
 		t.Errorf("taints %v", n.Spec.Taints)
 	}
-	alloc := n.Status.Allocatable
-	if alloc.Cpu().Value() != 4 || alloc.Memory().Value() != 16<<30 || alloc.StorageEphemeral().String() != "100Gi" {
-		t.Errorf("allocatable %v", alloc)
+	// m5.xlarge: 4 vCPUs, 16 GiB, 4 ENIs of 15 addresses: 58 pods;
+	// 80m and 255 + 11 * 58 MiB reserved, 100 MiB eviction threshold.
+	providertest.WantResources(t, "m5.xlarge", n, "cpu=4,memory=16Gi,pods=58,ephemeral-storage=100Gi", "cpu=3920m,memory=15391Mi,pods=58,ephemeral-storage=100Gi")
+	// g4dn.xlarge: one NVIDIA T4, 3 ENIs of 10 addresses.
+	providertest.WantResources(t, "g4dn.xlarge", template("g4dn.xlarge"), "cpu=4,memory=16Gi,pods=29,nvidia.com/gpu=1", "cpu=3920m,memory=15710Mi,pods=29,nvidia.com/gpu=1")
+	if arch := template("m6g.large").Labels[corev1.LabelArchStable]; arch != "arm64" {
+		t.Errorf("m6g.large's template: kubernetes.io/arch %q, want arm64", arch)
 	}
+	g, _ := l.p.group(ctx, "spot")
 	if err := cloud.ValidateNodeGroup(ctx, g); err != nil {
 		t.Errorf("a worker group refused: %v", err)
+	}
+}
+
+// A group with a Ready Node copies it: what the kubelet reports (max pods,
+// allocatable, a device plugin's GPUs) beats any estimate. The node's own
+// marks are left out, and the copy serves for providerkit.LiveTemplateTTL.
+func TestTemplateFromLiveNode(t *testing.T) {
+	l := newLab(t, v1alpha1.AWSConfig{ClusterName: "prod"})
+	l.groups(t)
+	ctx := context.Background()
+	var ids []string
+	for _, i := range l.emu.Instances() {
+		if i.Group == "od" {
+			ids = append(ids, i.ID)
+		}
+	}
+	if len(ids) != 2 {
+		t.Fatalf("the od group has %d instances, want 2", len(ids))
+	}
+	slices.Sort(ids)
+	ready := []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	for i, id := range ids {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "ip-" + id, Labels: map[string]string{corev1.LabelHostname: "ip-" + id, "team": "a"}},
+			Spec: corev1.NodeSpec{ProviderID: providerID("us-east-1a", id), Taints: []corev1.Taint{
+				{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule},
+				{Key: "spotter.dev/draining", Effect: corev1.TaintEffectNoSchedule},
+				{Key: "node.kubernetes.io/unreachable", Effect: corev1.TaintEffectNoExecute}}},
+			Status: corev1.NodeStatus{
+				Capacity:    corev1.ResourceList{"cpu": resource.MustParse("4"), "memory": resource.MustParse("16Gi"), "pods": resource.MustParse("58"), cloud.NvidiaGPU: resource.MustParse("1")},
+				Allocatable: corev1.ResourceList{"cpu": resource.MustParse("3920m"), "memory": resource.MustParse("15000Mi"), "pods": resource.MustParse("58"), cloud.NvidiaGPU: resource.MustParse("0")},
+			}}
+		if i == 0 { // not Ready, so not copied
+			n.Labels["team"] = "not-ready"
+		} else {
+			n.Status.Conditions = ready
+		}
+		if _, err := l.kube.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, _ := l.p.group(ctx, "od")
+	n, err := g.TemplateNode(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Name != "template-od" || n.Labels[corev1.LabelHostname] != "template-od" || n.Labels["team"] != "a" {
+		t.Errorf("template %s, labels %v", n.Name, n.Labels)
+	}
+	if len(n.Spec.Taints) != 1 || n.Spec.Taints[0].Key != "dedicated" {
+		t.Errorf("taints %v, want only the group's dedicated=gpu", n.Spec.Taints)
+	}
+	// The GPU whose device plugin is still starting counts at capacity.
+	providertest.WantResources(t, "od", n, "cpu=4,memory=16Gi,pods=58,nvidia.com/gpu=1", "cpu=3920m,memory=15000Mi,pods=58,nvidia.com/gpu=1")
+
+	// Read again only after the TTL: the node's new label shows then.
+	live, _ := l.kube.CoreV1().Nodes().Get(ctx, "ip-"+ids[1], metav1.GetOptions{})
+	live.Labels["team"] = "b"
+	if _, err := l.kube.CoreV1().Nodes().Update(ctx, live, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := g.TemplateNode(ctx); n.Labels["team"] != "a" {
+		t.Errorf("read again within the TTL: team=%s", n.Labels["team"])
+	}
+	l.clock.Step(6 * time.Minute)
+	g, _ = l.p.group(ctx, "od")
+	if n, _ := g.TemplateNode(ctx); n.Labels["team"] != "b" {
+		t.Errorf("not read again after the TTL: team=%s", n.Labels["team"])
 	}
 }
 

@@ -137,6 +137,7 @@ type Provider struct {
 	groups   []*NodeGroup                   // the selected ones
 	groupsAt time.Time                      // when groups were read
 	skus     map[string]map[string]skuFacts // by location, then lowercase size
+	live     *providerkit.LiveTemplates
 
 	retail       *RetailPrices // nil: configured prices only
 	retailPrices map[retailKey]retailEntry
@@ -180,6 +181,9 @@ type setFacts struct {
 	location       string
 	zones          []string
 	tags           map[string]string
+	// podIPs is the secondary IP configurations of the VMs' primary NIC:
+	// with Azure CNI, AKS gives each VM one per pod it may run.
+	podIPs int
 }
 
 // EvictedError is the Err of a spot VM Azure evicted and deallocated: it
@@ -218,7 +222,7 @@ func New(c Clients, kube kubernetes.Interface, clk clock.Clock, opts Options) (*
 	def(&opts.EvictedSweep, time.Minute)
 	def(&opts.PriceTTL, time.Hour)
 	return &Provider{c: c, kube: kube, clock: clk, opts: opts, vms: map[vmKey]vmFacts{}, sets: map[setKey]*setFacts{},
-		skus: map[string]map[string]skuFacts{}, retailPrices: map[retailKey]retailEntry{}}, nil
+		skus: map[string]map[string]skuFacts{}, retailPrices: map[retailKey]retailEntry{}, live: providerkit.NewLiveTemplates(kube, clk)}, nil
 }
 
 // WithRetailPrices makes the provider read prices from the Retail Prices
@@ -401,6 +405,7 @@ func factsOfSet(s *armcompute.VirtualMachineScaleSet) (*setFacts, bool) {
 			if vp.BillingProfile != nil && vp.BillingProfile.MaxPrice != nil {
 				f.maxPrice = *vp.BillingProfile.MaxPrice
 			}
+			f.podIPs = podIPsOf(vp.NetworkProfile)
 		}
 	}
 	return f, true

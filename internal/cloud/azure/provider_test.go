@@ -472,9 +472,11 @@ func TestTemplateNode(t *testing.T) {
 		n.Spec.Taints[1] != (corev1.Taint{Key: "dedicated", Value: "spot", Effect: corev1.TaintEffectNoExecute}) {
 		t.Errorf("taints %v", n.Spec.Taints)
 	}
-	if c := n.Status.Capacity; c.Cpu().Value() != 4 || c.Memory().Value() != 16<<30 || c.StorageEphemeral().Value() != 100<<30 {
-		t.Errorf("capacity %v", c)
-	}
+	// Standard_D4s_v5 without pod IP configurations (kubenet): 110 pods;
+	// 140m CPU and 20 MiB * 110 + 50 MiB memory reserved, 100 MiB eviction
+	// threshold.
+	providertest.WantResources(t, "Standard_D4s_v5", n, "cpu=4,memory=16Gi,pods=110,ephemeral-storage=100Gi",
+		"cpu=3860m,memory=14034Mi,pods=110,ephemeral-storage=100Gi")
 	if err := cloud.ValidateNodeGroup(ctx, g); err != nil {
 		t.Errorf("a worker set refused: %v", err)
 	}
@@ -485,6 +487,34 @@ func TestTemplateNode(t *testing.T) {
 	}
 	if n, err := l.group(t, "aks-od-12345678-vmss").TemplateNode(ctx); err != nil || n.Labels[AgentPoolLabel] != "od" || n.Labels[ScaleSetPriorityLabel] != "" || len(n.Spec.Taints) != 0 {
 		t.Errorf("on-demand template node %v %v", n, err)
+	}
+}
+
+// An Azure CNI pool's template says the pods its NICs have addresses for
+// (30, AKS's default with Azure CNI) and reserves for as many; a GPU size's
+// template has its GPUs, an Arm size's its architecture.
+func TestTemplateAKSPools(t *testing.T) {
+	l := newLab(t, []v1alpha1.AzureNodeGroup{{NamePrefix: "aks-", MaxSize: 3}}, azureapi.Options{})
+	for _, s := range []azureapi.ScaleSet{
+		{Name: "aks-gpu-1-vmss", SKU: "Standard_NC4as_T4_v3", PodIPs: 30},
+		{Name: "aks-arm-1-vmss", SKU: "Standard_D4ps_v5"},
+	} {
+		s.Subscription, s.ResourceGroup, s.Location, s.Priority = sub, rg, "westeurope", azureapi.PrioritySpot
+		if err := l.emu.CreateScaleSet(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	n, err := l.group(t, "aks-gpu-1-vmss").TemplateNode(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 28 GiB: 20 MiB * 30 + 50 MiB reserved, 100 MiB eviction threshold.
+	providertest.WantResources(t, "Standard_NC4as_T4_v3 with Azure CNI", n, "cpu=4,memory=28Gi,pods=30,nvidia.com/gpu=1",
+		"cpu=3860m,memory=27922Mi,pods=30,nvidia.com/gpu=1")
+	n, err = l.group(t, "aks-arm-1-vmss").TemplateNode(ctx)
+	if err != nil || n.Labels[corev1.LabelArchStable] != "arm64" || n.Status.NodeInfo.Architecture != "arm64" {
+		t.Errorf("Standard_D4ps_v5's template: %v, labels %v, want kubernetes.io/arch=arm64", err, n.Labels)
 	}
 }
 

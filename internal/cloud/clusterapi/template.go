@@ -210,8 +210,9 @@ func asInt(v any) (int64, bool) {
 	return 0, false
 }
 
-// TemplateNode implements cloud.NodeGroup. A group with a Node copies it (its
-// labels, taints and capacity), as the cluster autoscaler does; a group
+// TemplateNode implements cloud.NodeGroup. A group with a Ready,
+// schedulable Node copies it (cloud.TemplateFromNode), as the cluster
+// autoscaler does; a group
 // without one builds it from the capacity annotations, else from the
 // infrastructure machine template's status.capacity. Without either, it
 // returns an error that says which annotations to add.
@@ -244,7 +245,7 @@ func (g *NodeGroup) TemplateNode(ctx context.Context) (*corev1.Node, error) {
 			}
 			return nil, fmt.Errorf("reading Node %s of node group %s: %w", name, g.id, cloud.FromAPIError(err))
 		}
-		if node.DeletionTimestamp != nil {
+		if !cloud.LiveCandidate(node) {
 			continue
 		}
 		cur.live = cur.fromNode(node)
@@ -258,29 +259,11 @@ func (g *NodeGroup) templateName() string {
 	return "template-" + strings.ToLower(g.kind) + "-" + g.namespace + "-" + g.name
 }
 
-// fromNode is a template of the group copied from one of its Nodes: what
-// belongs to that node alone (name, provider ID, cordon, the taints of a node
-// on its way out or not ready) is dropped.
+// fromNode is a template of the group copied from one of its Nodes
+// (cloud.TemplateFromNode), marked spot or on-demand as the group is.
 func (g *NodeGroup) fromNode(node *corev1.Node) *corev1.Node {
-	name := g.templateName()
-	out := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}}
-	for k, v := range node.Labels {
-		out.Labels[k] = v
-	}
-	out.Labels[corev1.LabelHostname] = name
+	out := cloud.TemplateFromNode(node, g.templateName())
 	g.markCapacityType(out.Labels)
-	for _, t := range node.Spec.Taints {
-		if strings.HasPrefix(t.Key, "node.kubernetes.io/") || t.Key == "ToBeDeletedByClusterAutoscaler" || t.Key == "DeletionCandidateOfClusterAutoscaler" {
-			continue
-		}
-		out.Spec.Taints = append(out.Spec.Taints, t)
-	}
-	out.Status.Capacity = node.Status.Capacity.DeepCopy()
-	out.Status.Allocatable = node.Status.Allocatable.DeepCopy()
-	if len(out.Status.Allocatable) == 0 {
-		out.Status.Allocatable = out.Status.Capacity.DeepCopy()
-	}
-	out.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
 	return out
 }
 

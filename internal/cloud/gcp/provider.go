@@ -139,8 +139,9 @@ type Provider struct {
 	groupsAt     time.Time
 	templates    map[string]*templateFacts // by templateRef.key(), for good
 	machineTypes map[string]machineFacts   // by machine type name, for good
-	prices       *priceTable               // the catalog's rates, for PriceTTL; nil before the first read
-	unknownTypes map[string]time.Time      // machine types Compute Engine did not know, and when
+	live         *providerkit.LiveTemplates
+	prices       *priceTable          // the catalog's rates, for PriceTTL; nil before the first read
+	unknownTypes map[string]time.Time // machine types Compute Engine did not know, and when
 }
 
 var (
@@ -167,6 +168,8 @@ func (f instanceFacts) Gone() (time.Time, bool) { return f.seen, f.gone }
 type machineFacts struct {
 	cpus  int32
 	memMB int32
+	arch  string // amd64 or arm64, as kubernetes.io/arch says it
+	gpus  int64  // built in (A2, G2, A3)
 }
 
 // New returns the provider. kube deletes the Node objects of deleted
@@ -191,7 +194,8 @@ func New(c Clients, kube kubernetes.Interface, clk clock.Clock, opts Options) (*
 	def(&opts.PriceTTL, time.Hour)
 	def(&opts.CatalogRetryWait, time.Second)
 	return &Provider{c: c, kube: kube, clock: clk, opts: opts, instances: map[instanceKey]instanceFacts{},
-		templates: map[string]*templateFacts{}, machineTypes: map[string]machineFacts{}, unknownTypes: map[string]time.Time{}}, nil
+		templates: map[string]*templateFacts{}, machineTypes: map[string]machineFacts{}, unknownTypes: map[string]time.Time{},
+		live: providerkit.NewLiveTemplates(kube, clk)}, nil
 }
 
 // Name implements cloud.Provider.

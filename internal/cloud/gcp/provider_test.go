@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	testingclock "k8s.io/utils/clock/testing"
@@ -563,10 +564,8 @@ func TestTemplateNode(t *testing.T) {
 	if len(n.Spec.Taints) != 1 || n.Spec.Taints[0] != (corev1.Taint{Key: SpotLabel, Value: "true", Effect: corev1.TaintEffectNoSchedule}) {
 		t.Errorf("taints %v", n.Spec.Taints)
 	}
-	alloc := n.Status.Allocatable
-	if alloc.Cpu().MilliValue() != 3900 || alloc.Memory().Value() != 15<<30 || n.Status.Capacity.Memory().Value() != 16<<30 {
-		t.Errorf("capacity %v allocatable %v", n.Status.Capacity, alloc)
-	}
+	// kube_reserved cpu=100m,memory=1Gi and the 100 MiB eviction threshold.
+	providertest.WantResources(t, "e2-standard-4", n, "cpu=4,memory=16Gi,pods=110", "cpu=3900m,memory=15260Mi,pods=110")
 	if err := cloud.ValidateNodeGroup(ctx, g); err != nil {
 		t.Errorf("a worker group refused: %v", err)
 	}
@@ -583,6 +582,88 @@ func TestTemplateNode(t *testing.T) {
 	if n, err := pre.TemplateNode(ctx); err != nil || n.Labels[PreemptibleLabel] != "true" || n.Labels[NodePoolLabel] != "pre-pool" {
 		t.Errorf("preemptible template node %v %v", n, err)
 	}
+}
+
+// Without kube_reserved, a template reserves what GKE does; GPUs come from
+// the template's accelerators or the machine type's, the architecture and
+// max pods from the machine type and the kubelet's arguments. A group with
+// a Ready Node copies it instead.
+func TestTemplateFromMachineType(t *testing.T) {
+	l := newLab(t, []v1alpha1.GCPNodeGroup{{NamePrefix: "gke-prod-", MaxSize: 3}})
+	ctx := context.Background()
+	for _, c := range []struct {
+		name, machine string
+		gpus          []gcpapi.Accelerator
+		kubeEnv       string
+	}{
+		{name: "gke-prod-t4", machine: "n1-standard-4", gpus: []gcpapi.Accelerator{{Type: "nvidia-tesla-t4", Count: 2}}, kubeEnv: "KUBELET_ARGS: --v=2 --max-pods=64\n"},
+		{name: "gke-prod-l4", machine: "g2-standard-4"},
+		{name: "gke-prod-arm", machine: "t2a-standard-4"},
+	} {
+		md := map[string]string{}
+		if c.kubeEnv != "" {
+			md["kube-env"] = c.kubeEnv
+		}
+		path, err := l.emu.CreateInstanceTemplate(gcpapi.InstanceTemplate{Project: project, Name: c.name, MachineType: c.machine,
+			Scheduling: gcpapi.Scheduling{ProvisioningModel: gcpapi.ProvisioningSpot}, Labels: map[string]string{ClusterNameLabel: "prod"},
+			Metadata: md, GuestAccelerators: c.gpus})
+		if err != nil {
+			t.Fatal(err)
+		}
+		size := int32(0)
+		if c.name == "gke-prod-arm" {
+			size = 2
+		}
+		if err := l.emu.CreateGroup(gcpapi.Group{Project: project, Zone: "us-central1-a", Name: c.name + "-a", InstanceTemplate: path, TargetSize: size}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.emu.Step()
+	template := func(name string) *corev1.Node {
+		t.Helper()
+		g, err := l.p.group(ctx, "us-central1-a/"+name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := g.TemplateNode(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// n1-standard-4 (15 GiB): 80m CPU, and 25 % of 4 GiB + 20 % of 4 GiB +
+	// 10 % of 7 GiB = 1024 + 819 + 716 MiB (each tier rounded down)
+	// reserved, and the 100 MiB eviction threshold.
+	providertest.WantResources(t, "n1-standard-4 with two T4s", template("gke-prod-t4-a"),
+		"cpu=4,memory=15Gi,pods=64,nvidia.com/gpu=2", "cpu=3920m,memory=12701Mi,pods=64,nvidia.com/gpu=2")
+	// g2-standard-4 (16 GiB), its L4 built in: 1024 + 819 + 819 MiB
+	// reserved.
+	providertest.WantResources(t, "g2-standard-4", template("gke-prod-l4-a"),
+		"cpu=4,memory=16Gi,pods=110,nvidia.com/gpu=1", "cpu=3920m,memory=13622Mi,pods=110,nvidia.com/gpu=1")
+
+	// The arm group has two instances: the template is t2a's until one has
+	// a Ready Node, then that Node's.
+	if n := template("gke-prod-arm-a"); n.Labels[corev1.LabelArchStable] != "arm64" || n.Labels["team"] != "" {
+		t.Errorf("t2a-standard-4's template: labels %v, want kubernetes.io/arch=arm64 and no Node's labels", n.Labels)
+	}
+	for _, n := range l.nodes(t) {
+		if !strings.HasPrefix(n.Name, "gke-prod-arm-a") {
+			continue
+		}
+		n.Labels = map[string]string{"team": "a", corev1.LabelArchStable: "arm64"}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+		n.Status.Capacity = corev1.ResourceList{"cpu": resource.MustParse("4"), "memory": resource.MustParse("16Gi"), "pods": resource.MustParse("32")}
+		n.Status.Allocatable = corev1.ResourceList{"cpu": resource.MustParse("3800m"), "memory": resource.MustParse("12Gi"), "pods": resource.MustParse("32")}
+		if _, err := l.kube.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.clock.Step(6 * time.Minute) // past the template TTL
+	n := template("gke-prod-arm-a")
+	if n.Labels["team"] != "a" {
+		t.Errorf("template of a group with Ready Nodes: labels %v, want the Node's", n.Labels)
+	}
+	providertest.WantResources(t, "gke-prod-arm-a's Node", n, "cpu=4,memory=16Gi,pods=32", "cpu=3800m,memory=12Gi,pods=32")
 }
 
 // A spot group whose nodes would be control-plane nodes is refused.

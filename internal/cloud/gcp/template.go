@@ -1,10 +1,13 @@
 package gcp
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
@@ -12,6 +15,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"spotter.dev/spotter/internal/cloud"
+	"spotter.dev/spotter/internal/cloud/internal/providerkit"
 )
 
 // templateFacts is what the provider reads of an instance template
@@ -20,6 +26,7 @@ type templateFacts struct {
 	machineType       string
 	spot, preemptible bool
 	labels            map[string]string // Compute Engine labels
+	gpus              int64             // attached accelerators (guestAccelerators)
 	kubeEnv           kubeEnv
 	kubeEnvErr        error // a kube-env that does not parse
 }
@@ -29,7 +36,8 @@ type templateFacts struct {
 type kubeEnv struct {
 	labels   map[string]string
 	taints   []corev1.Taint
-	reserved corev1.ResourceList
+	reserved corev1.ResourceList // nil: not said
+	maxPods  int64               // the kubelet's --max-pods; 0: not said
 }
 
 // template reads the instance template at url (global or regional),
@@ -58,6 +66,9 @@ func (p *Provider) template(ctx context.Context, url string) (*templateFacts, er
 	props := t.GetProperties()
 	f = &templateFacts{machineType: last(props.GetMachineType()), spot: isSpot(props.GetScheduling()),
 		preemptible: props.GetScheduling().GetPreemptible(), labels: maps.Clone(props.GetLabels())}
+	for _, a := range props.GetGuestAccelerators() {
+		f.gpus += int64(a.GetAcceleratorCount())
+	}
 	for _, item := range props.GetMetadata().GetItems() {
 		if item.GetKey() == KubeEnvKey {
 			f.kubeEnv, f.kubeEnvErr = parseKubeEnv(item.GetValue())
@@ -69,11 +80,12 @@ func (p *Provider) template(ctx context.Context, url string) (*templateFacts, er
 	return f, nil
 }
 
-// parseKubeEnv reads the labels, taints and reserved resources of a GKE
-// kube-env: a YAML map whose AUTOSCALER_ENV_VARS
+// parseKubeEnv reads the labels, taints, reserved resources and max pods of
+// a GKE kube-env: a YAML map whose AUTOSCALER_ENV_VARS
 // ("node_labels=a=b,c=d;node_taints=k=v:NoSchedule;kube_reserved=cpu=100m,...")
-// the cluster autoscaler reads first, and whose NODE_LABELS and NODE_TAINTS
-// (same lists) it falls back on (cluster-autoscaler, gce/templates.go).
+// the cluster autoscaler reads first, whose NODE_LABELS and NODE_TAINTS
+// (same lists) it falls back on (cluster-autoscaler, gce/templates.go), and
+// whose KUBELET_ARGS carry the kubelet's --max-pods.
 func parseKubeEnv(s string) (kubeEnv, error) {
 	var doc map[string]yaml.Node
 	if err := yaml.Unmarshal([]byte(s), &doc); err != nil {
@@ -128,6 +140,15 @@ func parseKubeEnv(s string) (kubeEnv, error) {
 		}
 		env.reserved[corev1.ResourceName(name)] = q
 	}
+	for _, arg := range strings.Fields(doc["KUBELET_ARGS"].Value) {
+		if v, ok := strings.CutPrefix(arg, "--max-pods="); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n <= 0 {
+				return kubeEnv{}, fmt.Errorf("kube-env: KUBELET_ARGS: --max-pods=%s is not a positive number", v)
+			}
+			env.maxPods = n
+		}
+	}
 	return env, nil
 }
 
@@ -160,20 +181,34 @@ func (p *Provider) machineType(ctx context.Context, zone, name string) (machineF
 	if err != nil {
 		return machineFacts{}, fmt.Errorf("reading machine type %s in %s: %w", name, zone, mapError("", err))
 	}
-	f = machineFacts{cpus: mt.GetGuestCpus(), memMB: mt.GetMemoryMb()}
+	f = machineFacts{cpus: mt.GetGuestCpus(), memMB: mt.GetMemoryMb(), arch: "amd64"}
+	if mt.GetArchitecture() == computepb.MachineType_ARM64.String() {
+		f.arch = "arm64"
+	}
+	for _, a := range mt.GetAccelerators() {
+		f.gpus += int64(a.GetGuestAcceleratorCount())
+	}
 	p.mu.Lock()
 	p.machineTypes[name] = f
 	p.mu.Unlock()
 	return f, nil
 }
 
-// TemplateNode implements cloud.NodeGroup: a node of the template's machine
-// type (CPU and memory from machineTypes.get), in the group's first zone,
-// with the labels, taints and reserved resources of the template's kube-env
-// (GKE's), the GKE node-pool label (from the template's
-// goog-k8s-node-pool-name label) and the GKE spot or preemptible label when
-// the template asks for them.
+// TemplateNode implements cloud.NodeGroup. A group with a Ready Node copies
+// it (cloud.TemplateFromNode, read at most every
+// providerkit.LiveTemplateTTL), as the cluster autoscaler does. A group
+// without one gets a node of the template's machine type
+// (machineTypes.get: CPU, memory, architecture, built-in GPUs) with the
+// template's attached GPUs, in the group's first zone, with the labels,
+// taints, reserved resources and max pods of the template's kube-env
+// (GKE's; gkeAllocatable where it reserves nothing), the GKE node-pool label
+// (from the template's goog-k8s-node-pool-name label) and the GKE spot or
+// preemptible label when the template asks for them.
 func (g *NodeGroup) TemplateNode(ctx context.Context) (*corev1.Node, error) {
+	name := "template-" + strings.ReplaceAll(g.ID(), "/", "-")
+	if live, err := g.p.live.Template(ctx, g.ID(), name, g.Nodes); err != nil || live != nil {
+		return live, err
+	}
 	t := g.template
 	if t.kubeEnvErr != nil {
 		return nil, fmt.Errorf("managed instance group %s: %w", g.ID(), t.kubeEnvErr)
@@ -186,25 +221,13 @@ func (g *NodeGroup) TemplateNode(ctx context.Context) (*corev1.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	name := "template-" + strings.ReplaceAll(g.ID(), "/", "-")
-	capacity := corev1.ResourceList{
-		corev1.ResourceCPU:    *resource.NewQuantity(int64(size.cpus), resource.DecimalSI),
-		corev1.ResourceMemory: *resource.NewQuantity(int64(size.memMB)<<20, resource.BinarySI),
-		corev1.ResourcePods:   *resource.NewQuantity(110, resource.DecimalSI),
-	}
-	allocatable := capacity.DeepCopy()
-	for r, q := range t.kubeEnv.reserved {
-		if a, ok := allocatable[r]; ok {
-			a.Sub(q)
-			allocatable[r] = a
-		}
-	}
+	capacity, allocatable := gkeTemplateResources(size, t)
 	region := zone
 	if i := strings.LastIndex(zone, "-"); i > 0 {
 		region = zone[:i]
 	}
 	labels := map[string]string{corev1.LabelHostname: name, corev1.LabelInstanceTypeStable: t.machineType, corev1.LabelTopologyZone: zone,
-		corev1.LabelTopologyRegion: region, corev1.LabelOSStable: "linux"}
+		corev1.LabelTopologyRegion: region, corev1.LabelOSStable: "linux", corev1.LabelArchStable: size.arch}
 	maps.Copy(labels, t.kubeEnv.labels)
 	if pool := t.labels[NodePoolNameLabel]; pool != "" && labels[NodePoolLabel] == "" {
 		labels[NodePoolLabel] = pool
@@ -219,6 +242,71 @@ func (g *NodeGroup) TemplateNode(ctx context.Context) (*corev1.Node, error) {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 		Spec:       corev1.NodeSpec{Taints: slices.Clone(t.kubeEnv.taints)},
 		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: allocatable,
+			NodeInfo:   corev1.NodeSystemInfo{Architecture: size.arch, OperatingSystem: "linux"},
 			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
 	}, nil
+}
+
+// gkeTemplateResources is the capacity and allocatable of a new node of
+// machine type m from template t, as GKE sets up its kubelet ("Node
+// allocatable resources", GKE documentation):
+//   - pods: the kube-env's --max-pods, else 110, GKE's default;
+//   - nvidia.com/gpu: the template's attached GPUs, else the machine type's
+//     built-in ones;
+//   - allocatable = capacity - kube-reserved - the eviction threshold
+//     (memory.available 100 MiB). kube-reserved is the kube-env's
+//     kube_reserved when it says one, else GKE's tiers: memory 255 MiB on a
+//     machine under 1 GiB, else 25 % of the first 4 GiB, 20 % of the next 4,
+//     10 % of the next 8, 6 % of the next 112 and 2 % above 128 GiB; CPU
+//     providerkit.TieredCPUReserve.
+func gkeTemplateResources(m machineFacts, t *templateFacts) (capacity, allocatable corev1.ResourceList) {
+	pods := int64(110)
+	if t.kubeEnv.maxPods > 0 {
+		pods = t.kubeEnv.maxPods
+	}
+	memMiB := int64(m.memMB)
+	capacity = corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewQuantity(int64(m.cpus), resource.DecimalSI),
+		corev1.ResourceMemory: cloud.MiB(memMiB),
+		corev1.ResourcePods:   *resource.NewQuantity(pods, resource.DecimalSI),
+	}
+	if gpus := cmp.Or(t.gpus, m.gpus); gpus > 0 {
+		capacity[cloud.NvidiaGPU] = *resource.NewQuantity(gpus, resource.DecimalSI)
+	}
+	reserved := t.kubeEnv.reserved
+	if reserved == nil {
+		reserved = corev1.ResourceList{
+			corev1.ResourceCPU:    cloud.Milli(providerkit.TieredCPUReserve(int64(m.cpus))),
+			corev1.ResourceMemory: cloud.MiB(gkeReservedMemoryMiB(memMiB)),
+		}
+	}
+	allocatable = capacity.DeepCopy()
+	for r, q := range reserved {
+		if a, ok := allocatable[r]; ok {
+			a.Sub(q)
+			allocatable[r] = a
+		}
+	}
+	mem := allocatable[corev1.ResourceMemory]
+	mem.Sub(cloud.MiB(100))
+	allocatable[corev1.ResourceMemory] = mem
+	return capacity, allocatable
+}
+
+// gkeReservedMemoryMiB is the memory GKE reserves for the kubelet and the
+// system on a machine of memMiB (gkeTemplateResources).
+func gkeReservedMemoryMiB(memMiB int64) int64 {
+	if memMiB < 1024 {
+		return 255
+	}
+	tiers := []struct{ upTo, percent int64 }{{4 << 10, 25}, {8 << 10, 20}, {16 << 10, 10}, {128 << 10, 6}, {math.MaxInt64, 2}}
+	var reserved, from int64
+	for _, t := range tiers {
+		if memMiB <= from {
+			break
+		}
+		reserved += (min(memMiB, t.upTo) - from) * t.percent / 100
+		from = t.upTo
+	}
+	return reserved
 }

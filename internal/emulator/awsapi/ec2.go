@@ -633,6 +633,12 @@ type ec2InstanceTypeInfo struct {
 	DefaultThreadsPerCore  int32             `xml:"vCpuInfo>defaultThreadsPerCore"`
 	MemorySizeInMiB        int64             `xml:"memoryInfo>sizeInMiB"`
 	GPUs                   *itemList[ec2GPU] `xml:"gpuInfo>gpus,omitempty"`
+	Network                *ec2NetworkInfo   `xml:"networkInfo,omitempty"`
+}
+
+type ec2NetworkInfo struct {
+	MaximumNetworkInterfaces  int32 `xml:"maximumNetworkInterfaces"`
+	Ipv4AddressesPerInterface int32 `xml:"ipv4AddressesPerInterface"`
 }
 
 type describeInstanceTypesResult struct {
@@ -700,6 +706,9 @@ func (s *Server) describeInstanceTypes(q query) (any, *APIError) {
 		}
 		if t.GPUs > 0 {
 			w.GPUs = &itemList[ec2GPU]{[]ec2GPU{{t.GPUName, t.GPUMaker, t.GPUs}}}
+		}
+		if t.ENIs > 0 {
+			w.Network = &ec2NetworkInfo{MaximumNetworkInterfaces: t.ENIs, Ipv4AddressesPerInterface: t.IPv4PerENI}
 		}
 		out.InstanceTypeSet.Items = append(out.InstanceTypeSet.Items, w)
 	}

@@ -128,6 +128,9 @@ type InstanceTypeInfo struct {
 	GPUs         int32
 	GPUName      string
 	GPUMaker     string
+	// ENIs and IPv4PerENI are the type's network interfaces and the IPv4
+	// addresses each takes (networkInfo); 0 leaves them out.
+	ENIs, IPv4PerENI int32
 }
 
 // SpotPrice is one entry of the spot price history.
@@ -139,22 +142,23 @@ type SpotPrice struct {
 	Timestamp          time.Time
 }
 
-// DefaultInstanceTypes returns a small catalog of common instance types.
+// DefaultInstanceTypes returns a small catalog of common instance types,
+// with the sizes, GPUs and network figures EC2 publishes for them.
 func DefaultInstanceTypes() []InstanceTypeInfo {
 	return []InstanceTypeInfo{
-		{Name: "t3.medium", VCPUs: 2, MemoryMiB: 4096},
-		{Name: "t3.large", VCPUs: 2, MemoryMiB: 8192},
-		{Name: "m5.large", VCPUs: 2, MemoryMiB: 8192},
-		{Name: "m5.xlarge", VCPUs: 4, MemoryMiB: 16384},
-		{Name: "m5.2xlarge", VCPUs: 8, MemoryMiB: 32768},
-		{Name: "m6i.large", VCPUs: 2, MemoryMiB: 8192},
-		{Name: "m6i.xlarge", VCPUs: 4, MemoryMiB: 16384},
-		{Name: "m6g.large", VCPUs: 2, MemoryMiB: 8192, Architecture: "arm64"},
-		{Name: "c5.large", VCPUs: 2, MemoryMiB: 4096},
-		{Name: "c5.xlarge", VCPUs: 4, MemoryMiB: 8192},
-		{Name: "r5.large", VCPUs: 2, MemoryMiB: 16384},
-		{Name: "r5.xlarge", VCPUs: 4, MemoryMiB: 32768},
-		{Name: "g4dn.xlarge", VCPUs: 4, MemoryMiB: 16384, GPUs: 1, GPUName: "T4", GPUMaker: "NVIDIA"},
+		{Name: "t3.medium", VCPUs: 2, MemoryMiB: 4096, ENIs: 3, IPv4PerENI: 6},
+		{Name: "t3.large", VCPUs: 2, MemoryMiB: 8192, ENIs: 3, IPv4PerENI: 12},
+		{Name: "m5.large", VCPUs: 2, MemoryMiB: 8192, ENIs: 3, IPv4PerENI: 10},
+		{Name: "m5.xlarge", VCPUs: 4, MemoryMiB: 16384, ENIs: 4, IPv4PerENI: 15},
+		{Name: "m5.2xlarge", VCPUs: 8, MemoryMiB: 32768, ENIs: 4, IPv4PerENI: 15},
+		{Name: "m6i.large", VCPUs: 2, MemoryMiB: 8192, ENIs: 3, IPv4PerENI: 10},
+		{Name: "m6i.xlarge", VCPUs: 4, MemoryMiB: 16384, ENIs: 4, IPv4PerENI: 15},
+		{Name: "m6g.large", VCPUs: 2, MemoryMiB: 8192, Architecture: "arm64", ENIs: 3, IPv4PerENI: 10},
+		{Name: "c5.large", VCPUs: 2, MemoryMiB: 4096, ENIs: 3, IPv4PerENI: 10},
+		{Name: "c5.xlarge", VCPUs: 4, MemoryMiB: 8192, ENIs: 4, IPv4PerENI: 15},
+		{Name: "r5.large", VCPUs: 2, MemoryMiB: 16384, ENIs: 3, IPv4PerENI: 10},
+		{Name: "r5.xlarge", VCPUs: 4, MemoryMiB: 32768, ENIs: 4, IPv4PerENI: 15},
+		{Name: "g4dn.xlarge", VCPUs: 4, MemoryMiB: 16384, GPUs: 1, GPUName: "T4", GPUMaker: "NVIDIA", ENIs: 3, IPv4PerENI: 10},
 	}
 }
 

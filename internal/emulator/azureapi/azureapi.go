@@ -19,7 +19,8 @@
 //   - virtualMachines: list of a resource group (Flexible members and
 //     standalone VMs; with $expand=instanceView only together with the
 //     'virtualMachineScaleSet/id' eq '...' filter, as ARM requires), delete;
-//   - resource SKUs: list, with $filter=location eq '...' (vCPUs, MemoryGB);
+//   - resource SKUs: list, with $filter=location eq '...' (vCPUs, MemoryGB,
+//     GPUs, CpuArchitectureType);
 //   - long-running operations: every write answers with Azure-AsyncOperation
 //     and Location headers; the first reports InProgress, then Succeeded or
 //     Failed (with the error), the second 202 until done, then 204.

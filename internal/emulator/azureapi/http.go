@@ -1,6 +1,7 @@
 package azureapi
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -219,7 +220,8 @@ func (s *Server) scaleSetJSON(set *scaleSet) wireScaleSet {
 			state = StateUpdating
 		}
 	}
-	profile := &wireVMProfile{OSProfile: &wireOSProfile{ComputerNamePrefix: set.ComputerNamePrefix, AdminUsername: "azureuser"}, Priority: set.Priority}
+	profile := &wireVMProfile{OSProfile: &wireOSProfile{ComputerNamePrefix: set.ComputerNamePrefix, AdminUsername: "azureuser"}, Priority: set.Priority,
+		NetworkProfile: networkProfileOf(set)}
 	if set.Priority == PrioritySpot {
 		profile.EvictionPolicy = set.EvictionPolicy
 		profile.BillingProfile = &wireBilling{MaxPrice: set.MaxPrice}
@@ -556,7 +558,11 @@ func (s *Server) listSKUs(c *call) (*response, *APIError) {
 		size := strings.TrimPrefix(sku.Name, "Standard_")
 		r := wireResourceSKU{ResourceType: "virtualMachines", Name: sku.Name, Tier: "Standard", Size: size, Family: sku.Family, Locations: locs,
 			Capabilities: []wireCapability{{"vCPUs", strconv.Itoa(sku.VCPUs)}, {"MemoryGB", strconv.FormatFloat(sku.MemoryGB, 'f', -1, 64)},
-				{"vCPUsAvailable", strconv.Itoa(sku.VCPUs)}, {"LowPriorityCapable", "True"}}, Restrictions: []any{}}
+				{"vCPUsAvailable", strconv.Itoa(sku.VCPUs)}, {"LowPriorityCapable", "True"}, {"CpuArchitectureType", cmp.Or(sku.Arch, "x64")}},
+			Restrictions: []any{}}
+		if sku.GPUs > 0 {
+			r.Capabilities = append(r.Capabilities, wireCapability{"GPUs", strconv.Itoa(sku.GPUs)})
+		}
 		for _, l := range locs {
 			r.LocationInfo = append(r.LocationInfo, wireLocationInfo{Location: l, Zones: []string{"1", "2", "3"}})
 		}
@@ -664,4 +670,21 @@ func (s *Server) locationState(c *call) (*response, *APIError) {
 		return nil, &APIError{http.StatusConflict, op.err.Code, op.err.Message}
 	}
 	return &response{status: http.StatusNoContent}, nil
+}
+
+// networkProfileOf is a scale set's network profile as AKS writes it: one
+// primary NIC on the nodes' subnet, whose IP configurations are the primary
+// one and, with Azure CNI, one per pod (ScaleSet.PodIPs).
+func networkProfileOf(set *scaleSet) *wireNetworkProfile {
+	nic := wireNICConfig{Name: set.Name}
+	nic.Properties.Primary, nic.Properties.EnableIPForwarding = true, true
+	subnet := fmt.Sprintf("/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Network/virtualNetworks/aks-vnet/subnets/aks-subnet", set.Subscription, set.ResourceGroup)
+	for i := range set.PodIPs + 1 {
+		var c wireIPConfig
+		c.Name = fmt.Sprint("ipconfig", i+1)
+		c.Properties.Primary = i == 0
+		c.Properties.Subnet.ID = subnet
+		nic.Properties.IPConfigurations = append(nic.Properties.IPConfigurations, c)
+	}
+	return &wireNetworkProfile{NetworkInterfaceConfigurations: []wireNICConfig{nic}}
 }

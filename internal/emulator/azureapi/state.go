@@ -41,20 +41,26 @@ type SKU struct {
 	Family   string
 	VCPUs    int
 	MemoryGB float64
+	// GPUs is the capability GPUs; 0 leaves it out.
+	GPUs int
+	// Arch is the capability CpuArchitectureType: x64 (default) or Arm64.
+	Arch string
 }
 
 // DefaultSKUs is a small catalog of real VM sizes and their sizes.
 func DefaultSKUs() []SKU {
 	return []SKU{
-		{"Standard_B2s", "standardBSFamily", 2, 4},
-		{"Standard_DS2_v2", "standardDSv2Family", 2, 7},
-		{"Standard_D2s_v5", "standardDSv5Family", 2, 8},
-		{"Standard_D4s_v5", "standardDSv5Family", 4, 16},
-		{"Standard_D8s_v5", "standardDSv5Family", 8, 32},
-		{"Standard_D4as_v5", "standardDASv5Family", 4, 16},
-		{"Standard_D4s_v3", "standardDSv3Family", 4, 16},
-		{"Standard_E4s_v5", "standardESv5Family", 4, 32},
-		{"Standard_F4s_v2", "standardFSv2Family", 4, 8},
+		{Name: "Standard_B2s", Family: "standardBSFamily", VCPUs: 2, MemoryGB: 4},
+		{Name: "Standard_DS2_v2", Family: "standardDSv2Family", VCPUs: 2, MemoryGB: 7},
+		{Name: "Standard_D2s_v5", Family: "standardDSv5Family", VCPUs: 2, MemoryGB: 8},
+		{Name: "Standard_D4s_v5", Family: "standardDSv5Family", VCPUs: 4, MemoryGB: 16},
+		{Name: "Standard_D8s_v5", Family: "standardDSv5Family", VCPUs: 8, MemoryGB: 32},
+		{Name: "Standard_D4as_v5", Family: "standardDASv5Family", VCPUs: 4, MemoryGB: 16},
+		{Name: "Standard_D4s_v3", Family: "standardDSv3Family", VCPUs: 4, MemoryGB: 16},
+		{Name: "Standard_E4s_v5", Family: "standardESv5Family", VCPUs: 4, MemoryGB: 32},
+		{Name: "Standard_F4s_v2", Family: "standardFSv2Family", VCPUs: 4, MemoryGB: 8},
+		{Name: "Standard_D4ps_v5", Family: "standardDPSv5Family", VCPUs: 4, MemoryGB: 16, Arch: "Arm64"},
+		{Name: "Standard_NC4as_T4_v3", Family: "standardNCASv3_T4Family", VCPUs: 4, MemoryGB: 28, GPUs: 1},
 	}
 }
 
@@ -80,6 +86,11 @@ type ScaleSet struct {
 	// 0 for none set.
 	MaxPrice float64
 	Tags     map[string]string
+	// PodIPs is the number of secondary IP configurations of the VMs'
+	// primary NIC, one per pod, as AKS writes them for Azure CNI (pods take
+	// the subnet's addresses); 0 (kubenet, Azure CNI Overlay) gives the NIC
+	// its primary configuration only.
+	PodIPs int
 	// ComputerNamePrefix starts the VMs' computer names (Uniform: followed by
 	// the instance ID in base 36 on six characters, as AKS's node names);
 	// default Name.

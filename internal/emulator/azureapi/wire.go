@@ -30,10 +30,34 @@ type wireBilling struct {
 }
 
 type wireVMProfile struct {
-	OSProfile      *wireOSProfile `json:"osProfile,omitempty"`
-	Priority       string         `json:"priority,omitempty"`
-	EvictionPolicy string         `json:"evictionPolicy,omitempty"`
-	BillingProfile *wireBilling   `json:"billingProfile,omitempty"`
+	OSProfile      *wireOSProfile      `json:"osProfile,omitempty"`
+	NetworkProfile *wireNetworkProfile `json:"networkProfile,omitempty"`
+	Priority       string              `json:"priority,omitempty"`
+	EvictionPolicy string              `json:"evictionPolicy,omitempty"`
+	BillingProfile *wireBilling        `json:"billingProfile,omitempty"`
+}
+
+type wireNetworkProfile struct {
+	NetworkInterfaceConfigurations []wireNICConfig `json:"networkInterfaceConfigurations"`
+}
+
+type wireNICConfig struct {
+	Name       string `json:"name"`
+	Properties struct {
+		Primary            bool           `json:"primary"`
+		EnableIPForwarding bool           `json:"enableIPForwarding"`
+		IPConfigurations   []wireIPConfig `json:"ipConfigurations"`
+	} `json:"properties"`
+}
+
+type wireIPConfig struct {
+	Name       string `json:"name"`
+	Properties struct {
+		Primary bool `json:"primary,omitempty"`
+		Subnet  struct {
+			ID string `json:"id"`
+		} `json:"subnet"`
+	} `json:"properties"`
 }
 
 type wireOSProfile struct {

@@ -14,8 +14,10 @@
 //     (zonal and regional groups), get, resize, deleteInstances,
 //     listManagedInstances (currentAction, instanceStatus, lastAttempt
 //     errors);
-//   - instanceTemplates (global) and regionInstanceTemplates: get;
-//   - machineTypes: get (guestCpus, memoryMb);
+//   - instanceTemplates (global) and regionInstanceTemplates: get (machine
+//     type, scheduling, labels, metadata, guestAccelerators);
+//   - machineTypes: get (guestCpus, memoryMb, architecture, the built-in
+//     accelerators of GPU machine types);
 //   - zoneOperations and regionOperations: get. Every write answers with an
 //     operation, RUNNING for the operation delay (SetOperationDelay), then
 //     DONE, its effect applied when it is done.

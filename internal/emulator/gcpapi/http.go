@@ -256,9 +256,16 @@ func (s *Server) getMachineType(c *call) (any, *APIError) {
 		return nil, notFound(c.path())
 	}
 	zone := c.base + "projects/" + c.project + "/zones/" + c.seg[1]
-	return wireMachineType{Kind: "compute#machineType", ID: id(uint64(len(m.Name))*1000 + uint64(m.GuestCPUs)), Name: m.Name,
+	out := wireMachineType{Kind: "compute#machineType", ID: id(uint64(len(m.Name))*1000 + uint64(m.GuestCPUs)), Name: m.Name,
 		Description: fmt.Sprintf("%d vCPUs, %d GB RAM", m.GuestCPUs, m.MemoryMB/1024), GuestCpus: m.GuestCPUs, MemoryMb: m.MemoryMB,
-		IsSharedCPU: m.Name == "e2-medium", Zone: c.seg[1], SelfLink: zone + "/machineTypes/" + m.Name}, nil
+		IsSharedCPU: m.Name == "e2-medium", Zone: c.seg[1], SelfLink: zone + "/machineTypes/" + m.Name, Architecture: m.Architecture}
+	if out.Architecture == "" {
+		out.Architecture = "X86_64"
+	}
+	for _, a := range m.Accelerators {
+		out.Accelerators = append(out.Accelerators, wireMachineAccelerator{GuestAcceleratorType: a.Type, GuestAcceleratorCount: a.Count})
+	}
+	return out, nil
 }
 
 func (s *Server) getTemplate(c *call) (any, *APIError) {
@@ -270,6 +277,9 @@ func (s *Server) getTemplate(c *call) (any, *APIError) {
 	out := wireTemplate{Kind: "compute#instanceTemplate", ID: id(uint64(len(path))), CreationTimestamp: stamp(time.Time{}), Name: t.Name,
 		Properties: wireTemplateProperties{MachineType: t.MachineType, Scheduling: schedulingOf(t.Scheduling), Labels: t.Labels, Metadata: metadataOf(t.Metadata)},
 		SelfLink:   c.base + path}
+	for _, a := range t.GuestAccelerators {
+		out.Properties.GuestAccelerators = append(out.Properties.GuestAccelerators, wireAcceleratorConfig{AcceleratorType: a.Type, AcceleratorCount: a.Count})
+	}
 	if t.Region != "" {
 		out.Region = c.base + "projects/" + t.Project + "/regions/" + t.Region
 	}

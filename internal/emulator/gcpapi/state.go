@@ -41,22 +41,35 @@ type MachineType struct {
 	Name      string
 	GuestCPUs int32
 	MemoryMB  int32
+	// Architecture is X86_64 or ARM64; "" means X86_64.
+	Architecture string
+	// Accelerators are the GPUs built into the type (A2, G2, A3).
+	Accelerators []Accelerator
+}
+
+// Accelerator is a number of GPUs of a type ("nvidia-l4").
+type Accelerator struct {
+	Type  string
+	Count int32
 }
 
 // DefaultMachineTypes is a small catalog of real machine types and their
 // sizes.
 func DefaultMachineTypes() []MachineType {
 	return []MachineType{
-		{"e2-medium", 2, 4096},
-		{"e2-standard-2", 2, 8192},
-		{"e2-standard-4", 4, 16384},
-		{"e2-standard-8", 8, 32768},
-		{"n2-standard-2", 2, 8192},
-		{"n2-standard-4", 4, 16384},
-		{"n2-standard-8", 8, 32768},
-		{"n2-highmem-4", 4, 32768},
-		{"c3-standard-4", 4, 16384},
-		{"t2d-standard-4", 4, 16384},
+		{Name: "e2-medium", GuestCPUs: 2, MemoryMB: 4096},
+		{Name: "e2-standard-2", GuestCPUs: 2, MemoryMB: 8192},
+		{Name: "e2-standard-4", GuestCPUs: 4, MemoryMB: 16384},
+		{Name: "e2-standard-8", GuestCPUs: 8, MemoryMB: 32768},
+		{Name: "n2-standard-2", GuestCPUs: 2, MemoryMB: 8192},
+		{Name: "n2-standard-4", GuestCPUs: 4, MemoryMB: 16384},
+		{Name: "n2-standard-8", GuestCPUs: 8, MemoryMB: 32768},
+		{Name: "n2-highmem-4", GuestCPUs: 4, MemoryMB: 32768},
+		{Name: "c3-standard-4", GuestCPUs: 4, MemoryMB: 16384},
+		{Name: "t2d-standard-4", GuestCPUs: 4, MemoryMB: 16384},
+		{Name: "t2a-standard-4", GuestCPUs: 4, MemoryMB: 16384, Architecture: "ARM64"},
+		{Name: "n1-standard-4", GuestCPUs: 4, MemoryMB: 15360},
+		{Name: "g2-standard-4", GuestCPUs: 4, MemoryMB: 16384, Accelerators: []Accelerator{{Type: "nvidia-l4", Count: 1}}},
 	}
 }
 
@@ -81,6 +94,9 @@ type InstanceTemplate struct {
 	Labels      map[string]string
 	// Metadata items, such as the kube-env GKE writes.
 	Metadata map[string]string
+	// GuestAccelerators are GPUs attached to the template's instances (an
+	// N1 machine's).
+	GuestAccelerators []Accelerator
 }
 
 // Path is the template's resource path within the API,

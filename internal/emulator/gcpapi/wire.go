@@ -172,10 +172,23 @@ type wireManagedInstances struct {
 }
 
 type wireTemplateProperties struct {
-	MachineType string            `json:"machineType"`
-	Scheduling  wireScheduling    `json:"scheduling"`
-	Labels      map[string]string `json:"labels,omitempty"`
-	Metadata    wireMetadata      `json:"metadata"`
+	MachineType       string                  `json:"machineType"`
+	Scheduling        wireScheduling          `json:"scheduling"`
+	Labels            map[string]string       `json:"labels,omitempty"`
+	Metadata          wireMetadata            `json:"metadata"`
+	GuestAccelerators []wireAcceleratorConfig `json:"guestAccelerators,omitempty"`
+}
+
+// wireAcceleratorConfig is an instance's (or template's) attached GPUs.
+type wireAcceleratorConfig struct {
+	AcceleratorType  string `json:"acceleratorType"`
+	AcceleratorCount int32  `json:"acceleratorCount"`
+}
+
+// wireMachineAccelerator is a machine type's built-in GPUs.
+type wireMachineAccelerator struct {
+	GuestAcceleratorType  string `json:"guestAcceleratorType"`
+	GuestAcceleratorCount int32  `json:"guestAcceleratorCount"`
 }
 
 type wireTemplate struct {
@@ -198,6 +211,9 @@ type wireMachineType struct {
 	IsSharedCPU bool   `json:"isSharedCpu"`
 	Zone        string `json:"zone"`
 	SelfLink    string `json:"selfLink"`
+	// Architecture is X86_64 or ARM64.
+	Architecture string                   `json:"architecture"`
+	Accelerators []wireMachineAccelerator `json:"accelerators,omitempty"`
 }
 
 type wireOperation struct {

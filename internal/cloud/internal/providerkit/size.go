@@ -62,3 +62,25 @@ func CheckDelete(group string, n, target, min int) error {
 	}
 	return nil
 }
+
+// TieredCPUReserve is the CPU, in millicores, that GKE and the EKS node
+// images reserve for the kubelet and the system on a node of cores cores:
+// 6 % of the first core, 1 % of the second, 0.5 % of the third and fourth
+// and 0.25 % of each further one (GKE's "Node allocatable resources" and the
+// EKS AMIs' bootstrap use the same tiers).
+func TieredCPUReserve(cores int64) int64 {
+	var m float64
+	for c := int64(1); c <= cores; c++ {
+		switch {
+		case c == 1:
+			m += 60
+		case c == 2:
+			m += 10
+		case c <= 4:
+			m += 5
+		default:
+			m += 2.5
+		}
+	}
+	return int64(m)
+}

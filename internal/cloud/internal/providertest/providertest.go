@@ -7,10 +7,12 @@ package providertest
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"spotter.dev/spotter/internal/cloud"
@@ -127,5 +129,32 @@ func CancelOne(t *testing.T, g cloud.NodeGroup) {
 	}
 	if n, err := g.TargetSize(ctx); err != nil || n != 1 {
 		t.Errorf("target %d %v after cancelling one", n, err)
+	}
+}
+
+// WantResources checks a template's capacity and allocatable, each given
+// as "name=quantity,...", exactly: no resource more or less.
+func WantResources(t *testing.T, what string, n *corev1.Node, capacity, allocatable string) {
+	t.Helper()
+	for _, c := range []struct {
+		name string
+		got  corev1.ResourceList
+		want string
+	}{{"capacity", n.Status.Capacity, capacity}, {"allocatable", n.Status.Allocatable, allocatable}} {
+		want := corev1.ResourceList{}
+		for _, kv := range strings.Split(c.want, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			want[corev1.ResourceName(k)] = resource.MustParse(v)
+		}
+		if len(want) != len(c.got) {
+			t.Errorf("%s: %s %v, want %s", what, c.name, c.got, c.want)
+			continue
+		}
+		for r, q := range want {
+			if g, ok := c.got[r]; !ok || g.Cmp(q) != 0 {
+				t.Errorf("%s: %s %v, want %s", what, c.name, c.got, c.want)
+				break
+			}
+		}
 	}
 }
