@@ -55,8 +55,9 @@ type Provider interface {
 	// object, or makes sure that something does. When the instance belongs to a
 	// node group, the group's target size goes down by one, as with
 	// NodeGroup.DeleteNodes (and it fails with ErrBelowMinSize where that
-	// would). It returns a *NotFoundError when the instance is already gone and
-	// a *ControlPlaneError, touching nothing, for a control-plane node.
+	// would). It returns a *NotFoundError when the instance is already gone, a
+	// *ControlPlaneError for a control-plane node and ErrProtected for a
+	// protected instance (Instance.Protected), these touching nothing.
 	DeleteInstance(ctx context.Context, node *corev1.Node) error
 
 	// NodeGroups lists the node groups Spotter may scale, in a stable order. A
@@ -143,8 +144,8 @@ type NodeGroup interface {
 	// objects and lowers the target size by as many, so that the cloud does not
 	// replace them. It checks everything first and changes nothing when a node
 	// is not in the group (ErrNotInNodeGroup), is part of the control plane
-	// (*ControlPlaneError) or when the target would fall below MinSize
-	// (ErrBelowMinSize).
+	// (*ControlPlaneError), is protected (ErrProtected) or when the target
+	// would fall below MinSize (ErrBelowMinSize).
 	DeleteNodes(ctx context.Context, nodes []*corev1.Node) error
 
 	// TemplateNode returns what a new node of the group will look like: its
@@ -184,6 +185,13 @@ type Instance struct {
 	PriceKnown bool
 	// State is the instance's life-cycle state.
 	State InstanceState
+	// Protected, when set, says why Spotter must not delete the instance:
+	// the group protects it from scale-in, or it is in no group and the
+	// configuration does not let Spotter terminate such instances.
+	// DeleteInstance and DeleteNodes refuse it (ErrProtected); the migrator
+	// does not drain its node. A provider says it as far as its last read of
+	// the instance's group knows.
+	Protected string
 	// Err, for an instance that is not running, says what holds it up, for
 	// example a *CapacityUnavailableError for a request the cloud cannot
 	// fulfil.

@@ -21,6 +21,10 @@ var (
 	ErrNotInNodeGroup = errors.New("node is not in the node group")
 	// ErrInvalidDelta: a size change that is not a positive number.
 	ErrInvalidDelta = errors.New("size change must be positive")
+	// ErrProtected: the instance is one Spotter must not delete (its
+	// Instance.Protected says why); DeleteInstance and DeleteNodes refuse
+	// it and change nothing.
+	ErrProtected = errors.New("instance is protected from deletion")
 )
 
 // NotFoundError is returned when the instance, node or node group asked about

@@ -37,7 +37,8 @@ func FromConfig(ctx context.Context, kube kubernetes.Interface, clk clock.Clock,
 		return nil, fmt.Errorf("cloud.aws: no region: set cloud.aws.region or AWS_REGION, or run where the instance metadata service answers")
 	}
 	return New(newEC2Direct(ec2.NewFromConfig(sdk)), newAutoScalingDirect(autoscaling.NewFromConfig(sdk)), kube, clk,
-		Options{ClusterName: cfg.ClusterName, GroupNames: cfg.AutoScalingGroups, Pricing: pricing, Region: sdk.Region})
+		Options{ClusterName: cfg.ClusterName, GroupNames: cfg.AutoScalingGroups, Pricing: pricing, Region: sdk.Region,
+			TerminateOutsideGroups: cfg.TerminateInstancesOutsideGroups})
 }
 
 // readOnlyBodies sends requests with their bodies reduced to Read and Close.

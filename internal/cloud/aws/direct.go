@@ -20,6 +20,8 @@ type ec2Direct struct {
 	describeSpotPriceHistory       func(context.Context, *ec2.DescribeSpotPriceHistoryInput, ...func(*ec2.Options)) (*ec2.DescribeSpotPriceHistoryOutput, error)
 	describeLaunchTemplateVersions func(context.Context, *ec2.DescribeLaunchTemplateVersionsInput, ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplateVersionsOutput, error)
 	describeInstanceTypes          func(context.Context, *ec2.DescribeInstanceTypesInput, ...func(*ec2.Options)) (*ec2.DescribeInstanceTypesOutput, error)
+	typesFromRequirements          func(context.Context, *ec2.GetInstanceTypesFromInstanceRequirementsInput, ...func(*ec2.Options)) (*ec2.GetInstanceTypesFromInstanceRequirementsOutput, error)
+	describeImages                 func(context.Context, *ec2.DescribeImagesInput, ...func(*ec2.Options)) (*ec2.DescribeImagesOutput, error)
 }
 
 func newEC2Direct(c *ec2.Client) ec2Direct {
@@ -29,7 +31,17 @@ func newEC2Direct(c *ec2.Client) ec2Direct {
 		describeSpotPriceHistory:       c.DescribeSpotPriceHistory,
 		describeLaunchTemplateVersions: c.DescribeLaunchTemplateVersions,
 		describeInstanceTypes:          c.DescribeInstanceTypes,
+		typesFromRequirements:          c.GetInstanceTypesFromInstanceRequirements,
+		describeImages:                 c.DescribeImages,
 	}
+}
+
+func (d ec2Direct) GetInstanceTypesFromInstanceRequirements(ctx context.Context, in *ec2.GetInstanceTypesFromInstanceRequirementsInput, o ...func(*ec2.Options)) (*ec2.GetInstanceTypesFromInstanceRequirementsOutput, error) {
+	return d.typesFromRequirements(ctx, in, o...)
+}
+
+func (d ec2Direct) DescribeImages(ctx context.Context, in *ec2.DescribeImagesInput, o ...func(*ec2.Options)) (*ec2.DescribeImagesOutput, error) {
+	return d.describeImages(ctx, in, o...)
 }
 
 func (d ec2Direct) DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesInput, o ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {

@@ -35,6 +35,16 @@ type NodeGroup struct {
 	tags      map[string]string
 	template  launchTemplate
 	overrides []string // instance types of a MixedInstancesPolicy
+	// requirements are a MixedInstancesPolicy's attribute-based instance
+	// type selection, when its overrides give no types.
+	requirements *astypes.InstanceRequirements
+	// The on-demand share of a MixedInstancesPolicy (nil: none): the first
+	// onDemandBase instances, then onDemandPercent % of those above.
+	onDemandBase, onDemandPercent int32
+	mixed                         bool
+	desired                       int32
+	// protected are the instances protected from scale-in, at the read.
+	protected map[string]bool
 }
 
 // launchTemplate names a launch template and version.
@@ -45,6 +55,7 @@ func (t launchTemplate) key() string { return t.id + "/" + t.name + "@" + t.vers
 // templateFacts is what the provider reads of a launch template version.
 type templateFacts struct {
 	instanceType string
+	imageID      string
 	spot         bool
 }
 
@@ -128,25 +139,53 @@ func (p *Provider) describeGroups(ctx context.Context, names []string) ([]astype
 
 // nodeGroup builds a NodeGroup from a group's description, reading its launch
 // template (cached) to tell whether it is spot.
+//
+// A group with a MixedInstancesPolicy is spot when what it adds from now on
+// is spot: no on-demand share above its on-demand base
+// (OnDemandPercentageAboveBaseCapacity 0; Auto Scaling's default is 100)
+// and a desired capacity at or above that base, so that every instance it
+// adds is spot while those of the base stay on-demand (EC2 says which is
+// which, instance by instance). Otherwise it launches on-demand instances as
+// it grows, and is not spot. A group of a launch configuration is refused:
+// launch configurations cannot use the instance types EC2 added since 2023,
+// and AWS asks for launch templates in their place.
 func (p *Provider) nodeGroup(ctx context.Context, g astypes.AutoScalingGroup) (*NodeGroup, error) {
 	ng := &NodeGroup{p: p, name: aws.ToString(g.AutoScalingGroupName), min: int(aws.ToInt32(g.MinSize)), max: int(aws.ToInt32(g.MaxSize)),
-		zones: g.AvailabilityZones, tags: map[string]string{}}
+		zones: g.AvailabilityZones, tags: map[string]string{}, desired: aws.ToInt32(g.DesiredCapacity), protected: map[string]bool{}}
 	for _, t := range g.Tags {
 		ng.tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
 	}
+	for _, i := range g.Instances {
+		if aws.ToBool(i.ProtectedFromScaleIn) {
+			ng.protected[aws.ToString(i.InstanceId)] = true
+		}
+	}
 	spec := g.LaunchTemplate
 	if mip := g.MixedInstancesPolicy; mip != nil {
+		ng.mixed = true
 		if mip.LaunchTemplate != nil {
 			spec = mip.LaunchTemplate.LaunchTemplateSpecification
 			for _, o := range mip.LaunchTemplate.Overrides {
 				if t := aws.ToString(o.InstanceType); t != "" {
 					ng.overrides = append(ng.overrides, t)
+				} else if o.InstanceRequirements != nil && ng.requirements == nil {
+					ng.requirements = o.InstanceRequirements
 				}
 			}
 		}
-		if d := mip.InstancesDistribution; d != nil && aws.ToInt32(d.OnDemandBaseCapacity) == 0 && d.OnDemandPercentageAboveBaseCapacity != nil && *d.OnDemandPercentageAboveBaseCapacity == 0 {
-			ng.spot = true
+		ng.onDemandPercent = 100
+		if d := mip.InstancesDistribution; d != nil {
+			ng.onDemandBase = aws.ToInt32(d.OnDemandBaseCapacity)
+			if d.OnDemandPercentageAboveBaseCapacity != nil {
+				ng.onDemandPercent = *d.OnDemandPercentageAboveBaseCapacity
+			}
 		}
+		ng.spot = ng.onDemandPercent == 0 && ng.desired >= ng.onDemandBase
+	}
+	if spec == nil && aws.ToString(g.LaunchConfigurationName) != "" {
+		return nil, fmt.Errorf("the Auto Scaling group %s uses launch configuration %s: Spotter reads launch templates only "+
+			"(launch configurations cannot use the instance types EC2 added since 2023); move the group to a launch template",
+			ng.name, aws.ToString(g.LaunchConfigurationName))
 	}
 	if spec != nil {
 		ng.template = launchTemplate{id: aws.ToString(spec.LaunchTemplateId), name: aws.ToString(spec.LaunchTemplateName), version: aws.ToString(spec.Version)}
@@ -162,6 +201,17 @@ func (p *Provider) nodeGroup(ctx context.Context, g astypes.AutoScalingGroup) (*
 		}
 	}
 	return ng, nil
+}
+
+// Mix says how a group of a MixedInstancesPolicy splits on-demand and spot
+// ("" for a group without one): a group that is partly spot says so, and
+// what it adds is spot only once its on-demand base runs and when no
+// on-demand share lies above it.
+func (g *NodeGroup) Mix() string {
+	if !g.mixed {
+		return ""
+	}
+	return fmt.Sprintf("on-demand base %d, %d %% on-demand above it, desired %d", g.onDemandBase, g.onDemandPercent, g.desired)
 }
 
 // launchTemplate reads a launch template version, cached: "$Latest" and
@@ -188,7 +238,7 @@ func (p *Provider) launchTemplate(ctx context.Context, t launchTemplate) (templa
 		return templateFacts{}, fmt.Errorf("launch template %s%s has no version %s", t.id, t.name, t.version)
 	}
 	d := resp.LaunchTemplateVersions[0].LaunchTemplateData
-	f = templateFacts{instanceType: string(d.InstanceType)}
+	f = templateFacts{instanceType: string(d.InstanceType), imageID: aws.ToString(d.ImageId)}
 	if d.InstanceMarketOptions != nil && d.InstanceMarketOptions.MarketType == ec2types.MarketTypeSpot {
 		f.spot = true
 	}
@@ -234,9 +284,19 @@ func (g *NodeGroup) TargetSize(ctx context.Context) (int, error) {
 	return int(aws.ToInt32(cur.DesiredCapacity)), nil
 }
 
-// instanceType is the type of the group's instances: the launch template's,
-// else the first override's.
+// instanceType is the type of the group's instances as the cluster
+// autoscaler reads it (cloudprovider/aws, getInstanceTypeForAsg): a
+// MixedInstancesPolicy's first override, which Auto Scaling launches in
+// place of the launch template's type; else the first type EC2 matches to
+// its attribute-based requirements
+// (GetInstanceTypesFromInstanceRequirements); else the launch template's.
 func (g *NodeGroup) instanceType(ctx context.Context) (string, error) {
+	if len(g.overrides) > 0 {
+		return g.overrides[0], nil
+	}
+	if g.requirements != nil {
+		return g.typeFromRequirements(ctx)
+	}
 	if g.template.key() != (launchTemplate{}).key() {
 		f, err := g.p.launchTemplate(ctx, g.template)
 		if err != nil {
@@ -246,24 +306,28 @@ func (g *NodeGroup) instanceType(ctx context.Context) (string, error) {
 			return f.instanceType, nil
 		}
 	}
-	if len(g.overrides) > 0 {
-		return g.overrides[0], nil
-	}
-	return "", fmt.Errorf("the Auto Scaling group %s: neither its launch template nor its overrides name an instance type", g.name)
+	return "", fmt.Errorf("the Auto Scaling group %s: neither its overrides nor its launch template name an instance type", g.name)
 }
 
 // PricePerHour implements cloud.NodeGroup: the on-demand price of its
-// instance type, or the spot price in its first zone as last read.
+// instance type (instanceType, as last read), or the spot price in its
+// first zone as last read.
 func (g *NodeGroup) PricePerHour() (float64, bool) {
 	g.p.mu.Lock()
 	f, ok := g.p.templates[g.template.key()]
+	byReq, reqOK := g.p.requirementTypes[g.name]
 	g.p.mu.Unlock()
-	typ := f.instanceType
-	if !ok || typ == "" {
-		if len(g.overrides) == 0 {
-			return 0, false
-		}
+	var typ string
+	switch {
+	case len(g.overrides) > 0:
 		typ = g.overrides[0]
+	case g.requirements != nil && reqOK:
+		typ = byReq.typ
+	case ok:
+		typ = f.instanceType
+	}
+	if typ == "" {
+		return 0, false
 	}
 	zone := ""
 	if len(g.zones) > 0 {
@@ -340,9 +404,10 @@ func (g *NodeGroup) DeleteNodes(ctx context.Context, nodes []*corev1.Node) error
 	if err != nil {
 		return err
 	}
-	in := map[string]bool{}
+	in, protected := map[string]bool{}, map[string]bool{}
 	for _, i := range live(cur) {
 		in[aws.ToString(i.InstanceId)] = true
+		protected[aws.ToString(i.InstanceId)] = aws.ToBool(i.ProtectedFromScaleIn)
 	}
 	ids := make([]string, len(nodes))
 	for i, n := range nodes {
@@ -352,6 +417,12 @@ func (g *NodeGroup) DeleteNodes(ctx context.Context, nodes []*corev1.Node) error
 		ids[i] = InstanceID(n)
 		if !in[ids[i]] {
 			return fmt.Errorf("node %s (instance %q) in Auto Scaling group %s: %w", n.Name, ids[i], g.name, cloud.ErrNotInNodeGroup)
+		}
+		// Auto Scaling lets TerminateInstanceInAutoScalingGroup end a
+		// protected instance; Spotter takes the protection as the
+		// operator's word.
+		if protected[ids[i]] {
+			return fmt.Errorf("node %s (instance %s) is protected from scale-in in Auto Scaling group %s: %w", n.Name, ids[i], g.name, cloud.ErrProtected)
 		}
 	}
 	if err := providerkit.CheckDelete(g.what(), len(nodes), int(aws.ToInt32(cur.DesiredCapacity)), int(aws.ToInt32(cur.MinSize))); err != nil {

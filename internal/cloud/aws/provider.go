@@ -21,11 +21,20 @@
 // # Spot or not
 //
 // An instance is spot when EC2 says so (InstanceLifecycle "spot"). A group is
-// spot when every instance above its on-demand base is spot
-// (MixedInstancesPolicy with OnDemandBaseCapacity 0 and
-// OnDemandPercentageAboveBaseCapacity 0), or when its launch template asks for
-// the spot market (InstanceMarketOptions.MarketType "spot"). A group that mixes
-// both is not spot.
+// spot when every instance it adds from now on is spot: a
+// MixedInstancesPolicy with OnDemandPercentageAboveBaseCapacity 0 whose
+// desired capacity has reached its OnDemandBaseCapacity (Mix says how a
+// group splits), or a launch template that asks for the spot market
+// (InstanceMarketOptions.MarketType "spot"). A group with an on-demand share
+// above its base is not spot. Its instance type is its first override's, else
+// the first EC2 matches to its InstanceRequirements, else its launch
+// template's; groups of launch configurations are refused.
+//
+// # Protection
+//
+// An instance protected from scale-in, or in no group (unless
+// TerminateOutsideGroups), is Protected: the deletes refuse it with
+// cloud.ErrProtected.
 //
 // # Errors
 //
@@ -88,6 +97,8 @@ type EC2API interface {
 	DescribeSpotPriceHistory(context.Context, *ec2.DescribeSpotPriceHistoryInput, ...func(*ec2.Options)) (*ec2.DescribeSpotPriceHistoryOutput, error)
 	DescribeLaunchTemplateVersions(context.Context, *ec2.DescribeLaunchTemplateVersionsInput, ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplateVersionsOutput, error)
 	DescribeInstanceTypes(context.Context, *ec2.DescribeInstanceTypesInput, ...func(*ec2.Options)) (*ec2.DescribeInstanceTypesOutput, error)
+	GetInstanceTypesFromInstanceRequirements(context.Context, *ec2.GetInstanceTypesFromInstanceRequirementsInput, ...func(*ec2.Options)) (*ec2.GetInstanceTypesFromInstanceRequirementsOutput, error)
+	DescribeImages(context.Context, *ec2.DescribeImagesInput, ...func(*ec2.Options)) (*ec2.DescribeImagesOutput, error)
 }
 
 // AutoScalingAPI is the part of the Auto Scaling client the provider uses.
@@ -115,6 +126,10 @@ type Options struct {
 	GroupTTL time.Duration
 	// PriceTTL is how long spot prices serve. Default 1h.
 	PriceTTL time.Duration
+	// TerminateOutsideGroups lets DeleteInstance terminate an instance in
+	// no group (ec2:TerminateInstances); otherwise such an instance is
+	// Protected.
+	TerminateOutsideGroups bool
 }
 
 // Provider is the AWS cloud provider. Build it with New.
@@ -132,8 +147,12 @@ type Provider struct {
 	templates map[string]templateFacts // by launch template and version
 	types     map[string]typeFacts     // by instance type
 	live      *providerkit.LiveTemplates
-	prices    map[string]float64   // spot, by instance type and zone
-	pricesAt  map[string]time.Time // when each instance type's prices were read
+	// requirementTypes is, by group, the type matched to its
+	// attribute-based requirements; images the architecture of images.
+	requirementTypes map[string]requirementType
+	images           map[string]ec2types.ArchitectureType
+	prices           map[string]float64   // spot, by instance type and zone
+	pricesAt         map[string]time.Time // when each instance type's prices were read
 }
 
 var (
@@ -179,7 +198,8 @@ func New(ec2Client EC2API, asgClient AutoScalingAPI, kube kubernetes.Interface, 
 	}
 	return &Provider{ec2: ec2Client, asg: asgClient, kube: kube, clock: clk, opts: opts,
 		instances: map[string]instanceFacts{}, templates: map[string]templateFacts{}, types: map[string]typeFacts{},
-		prices: map[string]float64{}, pricesAt: map[string]time.Time{}, live: providerkit.NewLiveTemplates(kube, clk)}, nil
+		prices: map[string]float64{}, pricesAt: map[string]time.Time{}, live: providerkit.NewLiveTemplates(kube, clk),
+		requirementTypes: map[string]requirementType{}, images: map[string]ec2types.ArchitectureType{}}, nil
 }
 
 // Name implements cloud.Provider.
@@ -235,7 +255,28 @@ func (p *Provider) instance(f instanceFacts, node string) cloud.Instance {
 	inst := cloud.Instance{ID: providerID(f.zone, f.id), NodeName: node, NodeGroup: f.group, Spot: f.spot,
 		InstanceType: f.typ, Zone: f.zone, Region: p.opts.Region, State: cloud.InstanceRunning}
 	inst.PricePerHour, inst.PriceKnown = p.priceLocked(f.typ, f.zone, f.spot)
+	inst.Protected = p.protectedLocked(f)
 	return inst
+}
+
+// outsideGroups is why an instance in no group is protected.
+const outsideGroups = "in no Auto Scaling group, and cloud.aws.terminateInstancesOutsideGroups is off"
+
+// protectedLocked says why Spotter must not delete an instance, as far as
+// the last read of the groups knows (it reads nothing); p.mu is held.
+func (p *Provider) protectedLocked(f instanceFacts) string {
+	if f.group == "" {
+		if p.opts.TerminateOutsideGroups {
+			return ""
+		}
+		return outsideGroups
+	}
+	for _, g := range p.groups {
+		if g.name == f.group && g.protected[f.id] {
+			return "protected from scale-in in Auto Scaling group " + f.group
+		}
+	}
+	return ""
 }
 
 func providerID(zone, id string) string { return "aws:///" + zone + "/" + id }
@@ -367,6 +408,9 @@ func (p *Provider) DeleteInstance(ctx context.Context, node *corev1.Node) error 
 		if !cloud.IsNotFound(err) {
 			return err
 		}
+	}
+	if !p.opts.TerminateOutsideGroups {
+		return fmt.Errorf("instance %s of node %s is %s: %w", id, node.Name, outsideGroups, cloud.ErrProtected)
 	}
 	if _, err := p.ec2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}}); err != nil {
 		return fmt.Errorf("terminating instance %s of node %s: %w", id, node.Name, mapError("", err))

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -95,8 +96,9 @@ func TestRequestsArePaced(t *testing.T) {
 }
 
 // groups creates, for cluster prod, an on-demand group (launch template),
-// a spot group (mixed instances, all spot), a group whose launch template asks
-// for spot, and a group of another cluster.
+// a spot group (mixed instances, all spot, whose launch template's type,
+// m5.2xlarge, is not its first override's, m5.xlarge), a group whose launch
+// template asks for spot, and a group of another cluster.
 func (l *lab) groups(t *testing.T) {
 	t.Helper()
 	od, err := l.emu.CreateLaunchTemplate("od", awsapi.LaunchTemplateData{InstanceType: "m5.xlarge"})
@@ -104,6 +106,10 @@ func (l *lab) groups(t *testing.T) {
 		t.Fatal(err)
 	}
 	spotLT, err := l.emu.CreateLaunchTemplate("spot-market", awsapi.LaunchTemplateData{InstanceType: "m5.xlarge", Spot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mixedLT, err := l.emu.CreateLaunchTemplate("spot-mixed", awsapi.LaunchTemplateData{InstanceType: "m5.2xlarge"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +126,7 @@ func (l *lab) groups(t *testing.T) {
 		{Name: "spot", MinSize: 0, MaxSize: 5, DesiredCapacity: 0, AvailabilityZones: []string{"us-east-1a", "us-east-1b"},
 			Tags: tags("prod", NodeTemplateTagPrefix+"label/pool", "spot", NodeTemplateTagPrefix+"taint/spot", "true:NoSchedule",
 				NodeTemplateTagPrefix+"resources/ephemeral-storage", "100Gi"),
-			MixedInstancesPolicy: &awsapi.MixedInstancesPolicy{LaunchTemplate: awsapi.LaunchTemplateRef{ID: od}, InstanceTypes: []string{"m5.xlarge", "m5a.xlarge"},
+			MixedInstancesPolicy: &awsapi.MixedInstancesPolicy{LaunchTemplate: awsapi.LaunchTemplateRef{ID: mixedLT}, InstanceTypes: []string{"m5.xlarge", "m5a.xlarge"},
 				InstancesDistribution: awsapi.InstancesDistribution{OnDemandBaseCapacity: 0, OnDemandPercentageAboveBaseCapacity: 0}}},
 		{Name: "spot-market", MinSize: 0, MaxSize: 5, AvailabilityZones: []string{"us-east-1a"}, Tags: tags("prod"),
 			LaunchTemplate: &awsapi.LaunchTemplateRef{ID: spotLT}},
@@ -402,6 +408,164 @@ func TestDeleteNodes(t *testing.T) {
 	}
 	if _, err := l.p.NodeGroupForNode(ctx, byGroup["staging"][0]); !cloud.IsNotFound(err) {
 		t.Errorf("group of another cluster's node: %v", err)
+	}
+}
+
+// Groups as they are configured in the wild: attribute-based instance
+// types, an on-demand base, a launch configuration.
+func TestGroupsInTheWild(t *testing.T) {
+	l := newLab(t, v1alpha1.AWSConfig{ClusterName: "prod"})
+	ctx := context.Background()
+	l.emu.AddImage("ami-0a1b2c3d4e5f60708", "arm64")
+	armLT, err := l.emu.CreateLaunchTemplate("arm", awsapi.LaunchTemplateData{ImageID: "ami-0a1b2c3d4e5f60708"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	od, err := l.emu.CreateLaunchTemplate("od", awsapi.LaunchTemplateData{InstanceType: "m5.xlarge"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tags := map[string]string{EnabledTag: "true", ClusterTagPrefix + "prod": "owned"}
+	for _, g := range []awsapi.Group{
+		// 2 vCPUs and 8 GiB on the image's arm64: m6g.large of the catalog.
+		{Name: "abs", MaxSize: 5, AvailabilityZones: []string{"us-east-1a"}, Tags: tags,
+			MixedInstancesPolicy: &awsapi.MixedInstancesPolicy{LaunchTemplate: awsapi.LaunchTemplateRef{ID: armLT},
+				Requirements: &awsapi.InstanceRequirements{VCPUMin: 2, VCPUMax: 2, MemoryMiBMin: 8192, MemoryMiBMax: 8192}}},
+		// Two on-demand instances, then spot only.
+		{Name: "based", MaxSize: 5, DesiredCapacity: 1, AvailabilityZones: []string{"us-east-1a"}, Tags: tags,
+			MixedInstancesPolicy: &awsapi.MixedInstancesPolicy{LaunchTemplate: awsapi.LaunchTemplateRef{ID: od},
+				InstancesDistribution: awsapi.InstancesDistribution{OnDemandBaseCapacity: 2}}},
+		{Name: "legacy", MaxSize: 5, AvailabilityZones: []string{"us-east-1a"}, Tags: tags, LaunchConfigurationName: "legacy-lc"},
+	} {
+		if err := l.emu.CreateGroup(g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.emu.Step()
+	groups, err := l.p.NodeGroups(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, g := range groups {
+		names = append(names, fmt.Sprintf("%s:%v", g.ID(), g.Spot()))
+	}
+	// The launch configuration's group is left out (logged; its reason
+	// below); based is not spot while it runs fewer than its base.
+	if got := strings.Join(names, " "); got != "abs:true based:false" {
+		t.Errorf("groups %s, want abs:true based:false", got)
+	}
+	abs, _ := l.p.group(ctx, "abs")
+	n, err := abs.TemplateNode(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Labels[corev1.LabelInstanceTypeStable] != "m6g.large" || n.Labels[corev1.LabelArchStable] != "arm64" {
+		t.Errorf("template of the attribute-based group: labels %v, want m6g.large on arm64", n.Labels)
+	}
+	if calls := l.emu.Calls("GetInstanceTypesFromInstanceRequirements"); calls != 1 {
+		t.Errorf("%d GetInstanceTypesFromInstanceRequirements calls, want 1", calls)
+	}
+	if _, err := abs.TemplateNode(ctx); err != nil || l.emu.Calls("GetInstanceTypesFromInstanceRequirements") != 1 {
+		t.Errorf("second template: %v; the match is asked again", err)
+	}
+	if _, err := l.p.nodeGroup(ctx, describe(t, l, "legacy")); err == nil || !strings.Contains(err.Error(), "launch template") {
+		t.Errorf("a launch configuration's group: %v, want a refusal that says to move to a launch template", err)
+	}
+
+	// With its base running, based adds spot only: spot, and partly so.
+	if err := l.emu.UpdateGroupSize("based", 0, 5, 2); err != nil {
+		t.Fatal(err)
+	}
+	l.emu.Step()
+	l.clock.Step(time.Minute) // past GroupTTL
+	based, err := l.p.group(ctx, "based")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !based.Spot() || based.Mix() != "on-demand base 2, 0 % on-demand above it, desired 2" {
+		t.Errorf("based at its base: spot %v, mix %q", based.Spot(), based.Mix())
+	}
+	if err := based.IncreaseSize(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	l.emu.Step()
+	var spot, onDemand int
+	for _, inst := range l.emu.Instances() {
+		if inst.Group == "based" && inst.Spot {
+			spot++
+		} else if inst.Group == "based" {
+			onDemand++
+		}
+	}
+	if spot != 1 || onDemand != 2 {
+		t.Errorf("based grown by 1: %d spot and %d on-demand instances, want 1 and 2", spot, onDemand)
+	}
+}
+
+// describe reads one group as Auto Scaling describes it.
+func describe(t *testing.T, l *lab, name string) astypes.AutoScalingGroup {
+	t.Helper()
+	groups, err := l.p.describeGroups(context.Background(), []string{name})
+	if err != nil || len(groups) != 1 {
+		t.Fatalf("describing %s: %v", name, err)
+	}
+	return groups[0]
+}
+
+// An instance protected from scale-in, or in no group, is one Spotter does
+// not delete: Instances says why, and the deletes refuse it, changing
+// nothing; terminateInstancesOutsideGroups lets the second go.
+func TestProtectedInstances(t *testing.T) {
+	for _, allow := range []bool{false, true} {
+		l := newLab(t, v1alpha1.AWSConfig{ClusterName: "prod", TerminateInstancesOutsideGroups: allow})
+		ctx := context.Background()
+		od, err := l.emu.CreateLaunchTemplate("od", awsapi.LaunchTemplateData{InstanceType: "m5.xlarge"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.emu.CreateGroup(awsapi.Group{Name: "guarded", MaxSize: 5, DesiredCapacity: 2, AvailabilityZones: []string{"us-east-1a"},
+			Tags: map[string]string{EnabledTag: "true", ClusterTagPrefix + "prod": "owned"}, LaunchTemplate: &awsapi.LaunchTemplateRef{ID: od},
+			NewInstancesProtectedFromScaleIn: true}); err != nil {
+			t.Fatal(err)
+		}
+		l.emu.Step()
+		if _, err := l.emu.AddInstance(awsapi.Instance{InstanceType: "m5.xlarge", AvailabilityZone: "us-east-1a", State: awsapi.StateRunning}); err != nil {
+			t.Fatal(err)
+		}
+		nodes := l.nodes(t)
+		if _, err := l.p.NodeGroups(ctx); err != nil { // the read Instances answers from
+			t.Fatal(err)
+		}
+		insts, err := l.p.Instances(ctx, nodes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range nodes {
+			inst := insts[n.Name]
+			var err error
+			if inst.NodeGroup != "" {
+				g, _ := l.p.group(ctx, inst.NodeGroup)
+				err = g.DeleteNodes(ctx, []*corev1.Node{n})
+			} else {
+				err = l.p.DeleteInstance(ctx, n)
+			}
+			switch {
+			case inst.NodeGroup != "" && (inst.Protected == "" || !errors.Is(err, cloud.ErrProtected)):
+				t.Errorf("a protected instance of a group: Protected %q, delete %v", inst.Protected, err)
+			case inst.NodeGroup == "" && !allow && (inst.Protected == "" || !errors.Is(err, cloud.ErrProtected)):
+				t.Errorf("an instance in no group: Protected %q, delete %v", inst.Protected, err)
+			case inst.NodeGroup == "" && allow && (inst.Protected != "" || err != nil):
+				t.Errorf("an instance in no group, terminateInstancesOutsideGroups on: Protected %q, delete %v", inst.Protected, err)
+			}
+		}
+		st, _ := l.emu.GroupStatus("guarded")
+		if st.DesiredCapacity != 2 || l.emu.Calls("TerminateInstanceInAutoScalingGroup") != 0 {
+			t.Errorf("the group changed: desired %d, %d terminations", st.DesiredCapacity, l.emu.Calls("TerminateInstanceInAutoScalingGroup"))
+		}
+		if want := map[bool]int{false: 0, true: 1}[allow]; l.emu.Calls("TerminateInstances") != want {
+			t.Errorf("terminateInstancesOutsideGroups %v: %d TerminateInstances calls, want %d", allow, l.emu.Calls("TerminateInstances"), want)
+		}
 	}
 }
 

@@ -562,8 +562,13 @@ func (c *Controller) migrate(ctx context.Context, snap *snapshot.Snapshot, node 
 		logger.Error(err, "Looking up the node's instance")
 		return false, true
 	}
-	if _, ok := insts[node.Name]; !ok {
+	inst, ok := insts[node.Name]
+	if !ok {
 		logger.V(1).Info("Not migratable: the cloud provider does not manage this node's instance", "provider", c.provider.Name())
+		return false, false
+	}
+	if inst.Protected != "" {
+		logger.V(1).Info("Not migratable: its instance is protected from deletion", "why", inst.Protected)
 		return false, false
 	}
 	// A node whose group is at its minimum size cannot be deleted: do not

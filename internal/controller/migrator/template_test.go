@@ -69,3 +69,20 @@ func TestTemplateBoundsThePlan(t *testing.T) {
 	check("6 small pods, 110 pods a node", small, template("0", "110", "amd64"), true, 1)
 	check("6 small pods, 4 pods a node", small, template("0", "4", "amd64"), true, 2)
 }
+
+// A node whose instance is protected from deletion (scale-in protection,
+// or no group where the provider may not terminate one) is never drained:
+// the migrator stops at the instance's lookup, before its group or a plan.
+func TestProtectedInstanceIsNotMigrated(t *testing.T) {
+	p := fake.New("fake")
+	node := tu.Node("od-1", tu.OnDemand())
+	p.SetInstance("od-1", cloud.Instance{ID: "fake://od-1", NodeName: "od-1", State: cloud.InstanceRunning, Protected: "protected from scale-in"})
+	c := New(nil, nil, p, plan.New(plan.Options{}), nil, nil, testingclock.NewFakeClock(time.Now()), nil, Options{})
+	ok, stop := c.migrate(context.Background(), &snapshot.Snapshot{Nodes: []*corev1.Node{node}}, node, nil, nil)
+	if ok || stop {
+		t.Errorf("migrate = %v, %v; want false, false", ok, stop)
+	}
+	if n := p.Calls(fake.NodeGroupForNode); n != 0 {
+		t.Errorf("%d NodeGroupForNode calls, want none: a protected node goes no further", n)
+	}
+}

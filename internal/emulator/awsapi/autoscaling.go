@@ -73,7 +73,18 @@ type asTag struct {
 }
 
 type asOverride struct {
-	InstanceType string `xml:"InstanceType"`
+	InstanceType         string                  `xml:"InstanceType,omitempty"`
+	InstanceRequirements *asInstanceRequirements `xml:"InstanceRequirements,omitempty"`
+}
+
+type asRange struct {
+	Min int64  `xml:"Min"`
+	Max *int64 `xml:"Max,omitempty"`
+}
+
+type asInstanceRequirements struct {
+	VCpuCount asRange `xml:"VCpuCount"`
+	MemoryMiB asRange `xml:"MemoryMiB"`
 }
 
 type asDistribution struct {
@@ -94,6 +105,7 @@ type asMixedInstancesPolicy struct {
 type asGroup struct {
 	AutoScalingGroupName             string                  `xml:"AutoScalingGroupName"`
 	AutoScalingGroupARN              string                  `xml:"AutoScalingGroupARN"`
+	LaunchConfigurationName          string                  `xml:"LaunchConfigurationName,omitempty"`
 	LaunchTemplate                   *asLaunchTemplate       `xml:"LaunchTemplate,omitempty"`
 	MixedInstancesPolicy             *asMixedInstancesPolicy `xml:"MixedInstancesPolicy,omitempty"`
 	MinSize                          int32                   `xml:"MinSize"`
@@ -241,6 +253,7 @@ func (s *Server) wireGroup(g *group, includeInstances bool) asGroup {
 		CreatedTime:                      formatTime(g.created),
 		TerminationPolicies:              memberList[string]{[]string{"Default"}},
 		NewInstancesProtectedFromScaleIn: g.NewInstancesProtectedFromScaleIn,
+		LaunchConfigurationName:          g.LaunchConfigurationName,
 		ServiceLinkedRoleARN:             fmt.Sprintf("arn:aws:iam::%s:role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling", s.accountID),
 	}
 	if g.LaunchTemplate != nil {
@@ -263,7 +276,17 @@ func (s *Server) wireGroup(g *group, includeInstances bool) asGroup {
 			mp.InstancesDistribution.SpotInstancePools = &pools
 		}
 		for _, t := range p.InstanceTypes {
-			mp.Overrides.Members = append(mp.Overrides.Members, asOverride{t})
+			mp.Overrides.Members = append(mp.Overrides.Members, asOverride{InstanceType: t})
+		}
+		if r := p.Requirements; r != nil && len(p.InstanceTypes) == 0 {
+			rng := func(lo, hi int64) asRange {
+				if hi == 0 {
+					return asRange{Min: lo}
+				}
+				return asRange{Min: lo, Max: &hi}
+			}
+			mp.Overrides.Members = append(mp.Overrides.Members, asOverride{InstanceRequirements: &asInstanceRequirements{
+				VCpuCount: rng(int64(r.VCPUMin), int64(r.VCPUMax)), MemoryMiB: rng(r.MemoryMiBMin, r.MemoryMiBMax)}})
 		}
 		w.MixedInstancesPolicy = mp
 	}

@@ -118,6 +118,7 @@ type Server struct {
 	instances     map[string]*instance
 	instanceOrder []string // IDs in launch order
 	instanceTypes map[string]InstanceTypeInfo
+	images        map[string]string // architecture by image ID
 	spotPrices    []SpotPrice
 	activities    []*activity          // oldest first
 	open          map[string]*activity // unfinished, by instance ID
@@ -165,6 +166,7 @@ func New(opts Options) *Server {
 		templates:           map[string]*launchTemplate{},
 		instances:           map[string]*instance{},
 		instanceTypes:       map[string]InstanceTypeInfo{},
+		images:              map[string]string{},
 		open:                map[string]*activity{},
 		shortage:            map[string]bool{},
 		poolShort:           map[pool]bool{},

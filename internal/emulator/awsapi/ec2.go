@@ -15,11 +15,13 @@ type handler func(*Server, query) (any, *APIError)
 
 // ec2Actions are the emulated EC2 actions.
 var ec2Actions = map[string]handler{
-	"DescribeInstances":              (*Server).describeInstances,
-	"TerminateInstances":             (*Server).terminateInstances,
-	"DescribeSpotPriceHistory":       (*Server).describeSpotPriceHistory,
-	"DescribeLaunchTemplateVersions": (*Server).describeLaunchTemplateVersions,
-	"DescribeInstanceTypes":          (*Server).describeInstanceTypes,
+	"DescribeInstances":                        (*Server).describeInstances,
+	"TerminateInstances":                       (*Server).terminateInstances,
+	"DescribeSpotPriceHistory":                 (*Server).describeSpotPriceHistory,
+	"DescribeLaunchTemplateVersions":           (*Server).describeLaunchTemplateVersions,
+	"DescribeInstanceTypes":                    (*Server).describeInstanceTypes,
+	"DescribeImages":                           (*Server).describeImages,
+	"GetInstanceTypesFromInstanceRequirements": (*Server).typesFromRequirements,
 }
 
 // ec2Time is EC2's timestamp layout.
@@ -720,4 +722,103 @@ func archOf(t InstanceTypeInfo) string {
 		return "x86_64"
 	}
 	return t.Architecture
+}
+
+// Wire types of GetInstanceTypesFromInstanceRequirements and DescribeImages.
+
+type ec2InstanceTypeItem struct {
+	InstanceType string `xml:"instanceType"`
+}
+
+type typesFromRequirementsResult struct {
+	InstanceTypeSet itemList[ec2InstanceTypeItem] `xml:"instanceTypeSet"`
+}
+
+// typesFromRequirements serves GetInstanceTypesFromInstanceRequirements for
+// one architecture and the vCPU and memory ranges (required by EC2), with
+// AllowedInstanceType and ExcludedInstanceType; other attributes are
+// refused rather than ignored.
+func (s *Server) typesFromRequirements(q query) (any, *APIError) {
+	archs := q.list("ArchitectureType")
+	if len(archs) != 1 || len(q.list("VirtualizationType")) == 0 {
+		return nil, badRequest("InvalidParameterValue", "The emulator takes one ArchitectureType and a VirtualizationType, got %v", archs)
+	}
+	const pre = "InstanceRequirements."
+	if !q.has(pre+"VCpuCount.Min") || !q.has(pre+"MemoryMiB.Min") {
+		return nil, badRequest("MissingParameter", "The request must contain the parameters InstanceRequirements.VCpuCount and InstanceRequirements.MemoryMiB")
+	}
+	num := func(key string) (int64, *APIError) {
+		v, ok, err := q.intParam(pre + key)
+		if err != nil {
+			return 0, badRequest("InvalidParameterValue", "Invalid value '%s' for %s", q.get(pre+key), key)
+		}
+		if !ok {
+			return 0, nil
+		}
+		return int64(v), nil
+	}
+	var r InstanceRequirements
+	var lo, hi int64
+	var err *APIError
+	if lo, err = num("VCpuCount.Min"); err != nil {
+		return nil, err
+	}
+	if hi, err = num("VCpuCount.Max"); err != nil {
+		return nil, err
+	}
+	r.VCPUMin, r.VCPUMax = int32(lo), int32(hi)
+	if r.MemoryMiBMin, err = num("MemoryMiB.Min"); err != nil {
+		return nil, err
+	}
+	if r.MemoryMiBMax, err = num("MemoryMiB.Max"); err != nil {
+		return nil, err
+	}
+	allowed, excluded := q.list(pre+"AllowedInstanceType"), q.list(pre+"ExcludedInstanceType")
+	for k := range q {
+		if !strings.HasPrefix(k, pre) {
+			continue
+		}
+		switch rest := strings.TrimPrefix(k, pre); {
+		case strings.HasPrefix(rest, "VCpuCount."), strings.HasPrefix(rest, "MemoryMiB."), strings.HasPrefix(rest, "AllowedInstanceType."),
+			strings.HasPrefix(rest, "ExcludedInstanceType."):
+		default:
+			return nil, badRequest("InvalidParameterValue", "The emulator does not match instance requirement %s", rest)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out typesFromRequirementsResult
+	for _, name := range s.matchRequirements(r, archs[0]) {
+		if (len(allowed) == 0 || slices.Contains(allowed, name)) && !slices.Contains(excluded, name) {
+			out.InstanceTypeSet.Items = append(out.InstanceTypeSet.Items, ec2InstanceTypeItem{name})
+		}
+	}
+	return out, nil
+}
+
+type ec2Image struct {
+	ImageID      string `xml:"imageId"`
+	Architecture string `xml:"architecture"`
+	ImageState   string `xml:"imageState"`
+}
+
+type describeImagesResult struct {
+	ImagesSet itemList[ec2Image] `xml:"imagesSet"`
+}
+
+// describeImages serves DescribeImages by ImageId.N for the images added
+// with AddImage.
+func (s *Server) describeImages(q query) (any, *APIError) {
+	ids := q.list("ImageId")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out describeImagesResult
+	for _, id := range ids {
+		arch, ok := s.images[id]
+		if !ok {
+			return nil, badRequest("InvalidAMIID.NotFound", "The image id '[%s]' does not exist", id)
+		}
+		out.ImagesSet.Items = append(out.ImagesSet.Items, ec2Image{ImageID: id, Architecture: arch, ImageState: "available"})
+	}
+	return out, nil
 }

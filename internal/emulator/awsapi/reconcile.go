@@ -142,7 +142,7 @@ func onDemandTarget(d InstancesDistribution, desired int32) int32 {
 
 func (s *Server) scaleOut(g *group, now time.Time) {
 	act := s.active(g)
-	if int32(len(act)) >= g.DesiredCapacity {
+	if int32(len(act)) >= g.DesiredCapacity || g.LaunchConfigurationName != "" {
 		return
 	}
 	t := s.templateLocked(g.launchTemplateRef())
@@ -161,8 +161,15 @@ func (s *Server) scaleOut(g *group, now time.Time) {
 		types := []string{data.InstanceType}
 		if p := g.MixedInstancesPolicy; p != nil {
 			spot = onDemand >= onDemandTarget(p.InstancesDistribution, g.DesiredCapacity)
-			if len(p.InstanceTypes) > 0 {
+			switch {
+			case len(p.InstanceTypes) > 0:
 				types = slices.Clone(p.InstanceTypes)
+			case p.Requirements != nil:
+				arch := "x86_64"
+				if a, ok := s.images[data.ImageID]; ok {
+					arch = a
+				}
+				types = s.matchRequirements(*p.Requirements, arch)
 			}
 		}
 		zones := slices.Clone(g.AvailabilityZones)

@@ -68,10 +68,22 @@ type LaunchTemplateRef struct {
 type MixedInstancesPolicy struct {
 	LaunchTemplate LaunchTemplateRef
 	// InstanceTypes are the launch template overrides, in priority order.
-	// Empty means the launch template's instance type.
+	// Empty means Requirements, else the launch template's instance type.
 	InstanceTypes []string
+	// Requirements is an override of attribute-based instance type
+	// selection: the group launches the catalog's types that meet them for
+	// its image's architecture, in name order.
+	Requirements *InstanceRequirements
 	// InstancesDistribution splits the group between on-demand and spot.
 	InstancesDistribution InstancesDistribution
+}
+
+// InstanceRequirements are the attributes an override asks of an instance
+// type (a subset of Auto Scaling's InstanceRequirements); a zero maximum is
+// no maximum.
+type InstanceRequirements struct {
+	VCPUMin, VCPUMax           int32
+	MemoryMiBMin, MemoryMiBMax int64
 }
 
 // InstancesDistribution splits a group between on-demand and spot capacity.
@@ -95,9 +107,12 @@ type Group struct {
 	AvailabilityZones []string
 	// Tags of the group; all propagate at launch.
 	Tags map[string]string
-	// LaunchTemplate or MixedInstancesPolicy, exactly one.
+	// LaunchTemplate or MixedInstancesPolicy, exactly one; or, instead,
+	// LaunchConfigurationName: the emulator describes such a group but
+	// launches nothing for it.
 	LaunchTemplate                   *LaunchTemplateRef
 	MixedInstancesPolicy             *MixedInstancesPolicy
+	LaunchConfigurationName          string
 	NewInstancesProtectedFromScaleIn bool
 }
 
@@ -288,6 +303,14 @@ func (s *Server) CreateGroup(g Group) error {
 	if len(g.AvailabilityZones) == 0 {
 		return fmt.Errorf("group %q has no availability zone", g.Name)
 	}
+	if g.LaunchConfigurationName != "" {
+		if g.LaunchTemplate != nil || g.MixedInstancesPolicy != nil || g.DesiredCapacity != 0 {
+			return fmt.Errorf("group %q of a launch configuration: no launch template, and desired capacity 0 (the emulator launches nothing for it)", g.Name)
+		}
+		g.AvailabilityZones, g.Tags = slices.Clone(g.AvailabilityZones), maps.Clone(g.Tags)
+		s.groups[g.Name] = &group{Group: g, arn: s.groupARN(g.Name), created: s.clock.Now()}
+		return nil
+	}
 	if (g.LaunchTemplate == nil) == (g.MixedInstancesPolicy == nil) {
 		return fmt.Errorf("group %q needs exactly one of LaunchTemplate and MixedInstancesPolicy", g.Name)
 	}
@@ -300,7 +323,7 @@ func (s *Server) CreateGroup(g Group) error {
 	if v == 0 {
 		return fmt.Errorf("group %q: launch template %s version %q: %w", g.Name, t.id, ref.Version, ErrNotFound)
 	}
-	if t.versions[v-1].InstanceType == "" && (g.MixedInstancesPolicy == nil || len(g.MixedInstancesPolicy.InstanceTypes) == 0) {
+	if t.versions[v-1].InstanceType == "" && (g.MixedInstancesPolicy == nil || (len(g.MixedInstancesPolicy.InstanceTypes) == 0 && g.MixedInstancesPolicy.Requirements == nil)) {
 		return fmt.Errorf("group %q: no instance type in the launch template or overrides", g.Name)
 	}
 	g.AvailabilityZones = slices.Clone(g.AvailabilityZones)
@@ -322,8 +345,7 @@ func (s *Server) CreateGroup(g Group) error {
 		}
 		g.MixedInstancesPolicy = &p
 	}
-	arn := fmt.Sprintf("arn:aws:autoscaling:%s:%s:autoScalingGroup:%s:autoScalingGroupName/%s", s.region, s.accountID, uuid(s.nextID()), g.Name)
-	s.groups[g.Name] = &group{Group: g, arn: arn, created: s.clock.Now()}
+	s.groups[g.Name] = &group{Group: g, arn: s.groupARN(g.Name), created: s.clock.Now()}
 	return nil
 }
 
@@ -545,4 +567,31 @@ func (s *Server) currentSpotPriceLocked(instanceType, zone string) float64 {
 		}
 	}
 	return price
+}
+
+// groupARN is a new group's ARN; s.mu is held.
+func (s *Server) groupARN(name string) string {
+	return fmt.Sprintf("arn:aws:autoscaling:%s:%s:autoScalingGroup:%s:autoScalingGroupName/%s", s.region, s.accountID, uuid(s.nextID()), name)
+}
+
+// AddImage registers an image (an AMI) of an architecture (x86_64 or
+// arm64) for DescribeImages.
+func (s *Server) AddImage(id, arch string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.images[id] = arch
+}
+
+// matchRequirements returns the catalog's types of architecture arch that
+// meet r, in name order; s.mu is held.
+func (s *Server) matchRequirements(r InstanceRequirements, arch string) []string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(s.instanceTypes)) {
+		t := s.instanceTypes[name]
+		if archOf(t) == arch && t.VCPUs >= r.VCPUMin && (r.VCPUMax == 0 || t.VCPUs <= r.VCPUMax) &&
+			t.MemoryMiB >= r.MemoryMiBMin && (r.MemoryMiBMax == 0 || t.MemoryMiB <= r.MemoryMiBMax) {
+			out = append(out, name)
+		}
+	}
+	return out
 }

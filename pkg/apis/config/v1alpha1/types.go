@@ -470,6 +470,11 @@ type AWSConfig struct {
 	ClusterName string `json:"clusterName"`
 	// AutoScalingGroups names the groups to use instead of discovering them.
 	AutoScalingGroups []string `json:"autoScalingGroups"`
+	// TerminateInstancesOutsideGroups lets Spotter replace an on-demand
+	// node whose instance is in no Auto Scaling group, terminating it with
+	// ec2:TerminateInstances. Default false: such a node is never drained
+	// for replacement, and the IAM policy needs no TerminateInstances.
+	TerminateInstancesOutsideGroups bool `json:"terminateInstancesOutsideGroups"`
 }
 
 // CloudProvider names a cloud provider.
