@@ -56,6 +56,7 @@ func readCloud(ctx context.Context, cfg *v1alpha1.SpotterConfiguration, rc *rest
 		c.instances = nil
 		return c
 	}
+	warnLeftOut(ctx, p, cfg.Cloud.Provider, errOut)
 	reader, ok := p.(cloud.PriceReader)
 	if !ok {
 		return c
@@ -75,6 +76,23 @@ func readCloud(ctx context.Context, cfg *v1alpha1.SpotterConfiguration, rc *rest
 	}
 	c.reader = reader
 	return c
+}
+
+// warnLeftOut reads the node groups of a provider that leaves out those it
+// cannot read or use (cloud.LeftOutReporter), and warns of each, as the
+// migrator's Event SpotterNodeGroupLeftOut does.
+func warnLeftOut(ctx context.Context, p cloud.Provider, provider v1alpha1.CloudProvider, errOut io.Writer) {
+	r, ok := p.(cloud.LeftOutReporter)
+	if !ok {
+		return
+	}
+	if _, err := p.NodeGroups(ctx); err != nil {
+		fmt.Fprintf(errOut, "warning: cloud provider %s: listing node groups: %v\n", provider, err)
+		return
+	}
+	for _, l := range r.LeftOut() {
+		fmt.Fprintf(errOut, "warning: cloud provider %s: node group %s left out: %v\n", provider, l.Group, l.Err)
+	}
 }
 
 // instanceType is the instance type of node: its instance's, else its

@@ -104,13 +104,7 @@ func runController(ctx context.Context, cfg *v1alpha1.SpotterConfiguration, kube
 	}
 	kubeclient.Count(restConfig)
 	le := cfg.Manager.LeaderElection
-	leaseNamespace := le.LeaseNamespace
-	if leaseNamespace == "" {
-		leaseNamespace = os.Getenv("POD_NAMESPACE")
-	}
-	if leaseNamespace == "" {
-		leaseNamespace = "kube-system"
-	}
+	leaseNamespace := controller.LeaseNamespace(le)
 	metricsOpts, err := metricsServerOptions(cfg.Manager)
 	if err != nil {
 		return err

@@ -91,6 +91,24 @@ type PriceReader interface {
 	InstanceTypePrice(instanceType, region, zone string, spot bool) (price float64, known bool)
 }
 
+// LeftOut is a node group a provider's NodeGroups left out because it
+// could not read or use it, and why.
+type LeftOut struct {
+	// Group is the group's ID, as NodeGroup.ID would give it.
+	Group string
+	// Err says why, with the fix where there is one (a launch template
+	// that cannot be read, a launch configuration).
+	Err error
+}
+
+// LeftOutReporter is a Provider whose NodeGroups leaves out the groups it
+// cannot read or use rather than failing for all of them: a bad group is
+// never fatal to the others. LeftOut returns those its last read of the
+// groups left out, in ID order, and calls nothing.
+type LeftOutReporter interface {
+	LeftOut() []LeftOut
+}
+
 // NodeGroup is a set of nodes with the same template (capacity, labels, taints,
 // spot or not) whose size the cloud keeps at a target: an AWS Auto Scaling
 // group, a GCP managed instance group, an Azure VM scale set, a Cluster API

@@ -3,6 +3,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -70,6 +71,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg *v1alpha1.SpotterConfigura
 		Recorder: func(name string) events.EventRecorder { return mgr.GetEventRecorder(name) },
 		Provider: func() (cloud.Provider, <-chan struct{}, error) { return newProvider(ctx, mgr, kube, clk, cfg) },
 		OwnNode:  os.Getenv("NODE_NAME"),
+		Self:     self(cfg.Manager.LeaderElection),
 	})
 	if err != nil {
 		return nil, err
@@ -294,6 +296,24 @@ type Deps struct {
 	// OwnNode is the node Spotter runs on (NODE_NAME): drained last, never
 	// replaced.
 	OwnNode string
+	// Self is the object Events about a controller itself rather than a
+	// node go to (the leader Lease); nil: none.
+	Self *corev1.ObjectReference
+}
+
+// LeaseNamespace is the namespace of the leader Lease: the configuration's,
+// else the controller's own (POD_NAMESPACE), else kube-system.
+func LeaseNamespace(le v1alpha1.LeaderElectionConfig) string {
+	return cmp.Or(le.LeaseNamespace, os.Getenv("POD_NAMESPACE"), "kube-system")
+}
+
+// self is the leader Lease, where Events about a controller itself go;
+// nil without leader election (no Lease).
+func self(le v1alpha1.LeaderElectionConfig) *corev1.ObjectReference {
+	if le.Enabled == nil || !*le.Enabled {
+		return nil
+	}
+	return &corev1.ObjectReference{APIVersion: "coordination.k8s.io/v1", Kind: "Lease", Namespace: LeaseNamespace(le), Name: le.LeaseName}
 }
 
 // Built are the controllers of a configuration, built and not started.
@@ -377,6 +397,7 @@ func Build(cfg *v1alpha1.SpotterConfiguration, d Deps) (*Built, error) {
 				ShutdownGracePeriod:    cfg.Drain.ShutdownGracePeriod.Duration,
 				ProviderSynced:         synced,
 				OwnNode:                d.OwnNode,
+				Self:                   d.Self,
 				DryRun:                 dryRun,
 			})
 	}

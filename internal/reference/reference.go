@@ -122,6 +122,8 @@ var Reasons = []Reason{
 	{migrator.ReasonSpotTopUp, "Node", "Normal", "migrator", "during the node's drain, a pod still to be evicted no longer fitted on spot (other pods took the room asked for): one more node was asked of the group, and the drain goes on"},
 	{migrator.ReasonSpotUnavailable, "Node", "Warning", "migrator", "the spot group could not deliver (the cloud refused or reported a stock-out, or the nodes were not Ready in time); the request was cancelled, and nothing was drained (or, for a request made during a drain, the drain is rolled back)"},
 	{migrator.ReasonSpotRequestFailed, "Node", "Warning", "migrator", "the spot group refused the request for another reason than a shortage (access denied, a malformed group, a size limit): nothing drained, the group not backed off, the next group tried"},
+	{migrator.ReasonNodeGroupLeftOut, "Lease (the leader Lease, in Spotter's namespace)", "Warning", "migrator",
+		"the cloud provider left a node group out because it cannot read or use it (a launch or instance template that cannot be read, a launch configuration), and why; recorded when it is left out or its reason changes; the other groups are used"},
 	{migrator.ReasonMigrated, "Node", "Normal", "migrator", "the node was replaced by spot capacity"},
 	{migrator.ReasonMigrationFailed, "Node", "Warning", "migrator", "a replacement failed, and why"},
 	{migrator.ReasonWouldMigrate, "Node", "Normal", "migrator (dry run)", "what the migrator would do"},

@@ -74,6 +74,8 @@ func startAWSLab(t *testing.T) *awsLab {
 	for _, g := range []awsapi.Group{
 		{Name: "od", MaxSize: 3, DesiredCapacity: 3, AvailabilityZones: []string{"us-east-1a"}, Tags: tags, LaunchTemplate: &awsapi.LaunchTemplateRef{ID: od}},
 		{Name: "spot", MaxSize: 6, AvailabilityZones: []string{"us-east-1a"}, Tags: tags, LaunchTemplate: &awsapi.LaunchTemplateRef{ID: spot}},
+		// A group Spotter leaves out (and says so): a launch configuration.
+		{Name: "legacy", MaxSize: 3, AvailabilityZones: []string{"us-east-1a"}, Tags: tags, LaunchConfigurationName: "legacy-lc"},
 	} {
 		if err := emu.CreateGroup(g); err != nil {
 			t.Fatal(err)
@@ -263,5 +265,13 @@ func TestAWSSpotShortageDrainsNothing(t *testing.T) {
 	}
 	if groups != 3 {
 		t.Errorf("%d nodes of group od with type and price in the plan, want 3:\n%s%s", groups, out.String(), errOut.String())
+	}
+	// The launch configuration's group is left out, and said so by the plan
+	// and by an Event on the controller's leader Lease.
+	if !strings.Contains(errOut.String(), "warning: cloud provider aws: node group legacy left out") {
+		t.Errorf("spotter plan does not warn of the group left out:\n%s", errOut.String())
+	}
+	if note := firstEventNote(t, l.env, migrator.ReasonNodeGroupLeftOut, time.Minute); !strings.Contains(note, "legacy") || !strings.Contains(note, "launch template") {
+		t.Errorf("the Event's note %q does not name the group and the fix", note)
 	}
 }

@@ -17,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/klog/v2"
 
 	"spotter.dev/spotter/internal/cloud"
 	"spotter.dev/spotter/internal/cloud/internal/providerkit"
@@ -81,6 +80,7 @@ func (p *Provider) readGroups(ctx context.Context) ([]*NodeGroup, error) {
 		return nil, err
 	}
 	groups := make([]*NodeGroup, 0, len(raw))
+	var leftOut []cloud.LeftOut
 	for _, g := range raw {
 		ng, err := p.nodeGroup(ctx, g)
 		switch {
@@ -91,15 +91,25 @@ func (p *Provider) readGroups(ctx context.Context) ([]*NodeGroup, error) {
 			return nil, err
 		default:
 			// A group that cannot be read (a launch template deleted or
-			// not readable) is left out; the others are Spotter's still.
-			klog.FromContext(ctx).Error(err, "Leaving out an Auto Scaling group that cannot be read", "group", aws.ToString(g.AutoScalingGroupName))
+			// not readable) or used (a launch configuration) is left
+			// out; the others are Spotter's still.
+			leftOut = append(leftOut, cloud.LeftOut{Group: aws.ToString(g.AutoScalingGroupName), Err: err})
 		}
 	}
 	slices.SortFunc(groups, func(a, b *NodeGroup) int { return strings.Compare(a.name, b.name) })
+	slices.SortFunc(leftOut, func(a, b cloud.LeftOut) int { return strings.Compare(a.Group, b.Group) })
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.groups, p.groupsAt = groups, p.clock.Now()
+	p.groups, p.groupsAt, p.leftOut = groups, p.clock.Now(), leftOut
 	return groups, nil
+}
+
+// LeftOut implements cloud.LeftOutReporter: the groups the last read left
+// out.
+func (p *Provider) LeftOut() []cloud.LeftOut {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.leftOut)
 }
 
 // invalidate makes the next read of the groups ask AWS.

@@ -144,6 +144,7 @@ type Provider struct {
 	instances map[string]instanceFacts // by instance ID, for the instance's life
 	groups    []*NodeGroup
 	groupsAt  time.Time
+	leftOut   []cloud.LeftOut          // by the last read of the groups
 	templates map[string]templateFacts // by launch template and version
 	types     map[string]typeFacts     // by instance type
 	live      *providerkit.LiveTemplates
@@ -156,9 +157,10 @@ type Provider struct {
 }
 
 var (
-	_ cloud.Provider    = (*Provider)(nil)
-	_ cloud.PriceReader = (*Provider)(nil)
-	_ cloud.NodeGroup   = (*NodeGroup)(nil)
+	_ cloud.Provider        = (*Provider)(nil)
+	_ cloud.PriceReader     = (*Provider)(nil)
+	_ cloud.LeftOutReporter = (*Provider)(nil)
+	_ cloud.NodeGroup       = (*NodeGroup)(nil)
 )
 
 // instanceFacts is what never changes for an instance.

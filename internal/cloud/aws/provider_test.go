@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -187,9 +186,15 @@ func TestUnreadableGroupIsLeftOut(t *testing.T) {
 	if got := names(); strings.Count(got, " ") != 2 {
 		t.Errorf("groups %q, want the three readable ones of four", got)
 	}
+	if out := l.p.LeftOut(); len(out) != 1 || strings.Contains(names(), out[0].Group) || !strings.Contains(out[0].Err.Error(), "UnauthorizedOperation") {
+		t.Errorf("left out %v, want the one group missing, with EC2's refusal", out)
+	}
 	l.clock.Step(time.Minute) // past GroupTTL
 	if got := names(); got != "mixed od spot spot-market" {
 		t.Errorf("groups %q once the template reads, want all four", got)
+	}
+	if out := l.p.LeftOut(); len(out) != 0 {
+		t.Errorf("left out %v once every template reads, want none", out)
 	}
 	l.clock.Step(time.Minute)
 	l.emu.ThrottleNext(awsapi.EC2, 5)
@@ -469,8 +474,8 @@ func TestGroupsInTheWild(t *testing.T) {
 	if _, err := abs.TemplateNode(ctx); err != nil || l.emu.Calls("GetInstanceTypesFromInstanceRequirements") != 1 {
 		t.Errorf("second template: %v; the match is asked again", err)
 	}
-	if _, err := l.p.nodeGroup(ctx, describe(t, l, "legacy")); err == nil || !strings.Contains(err.Error(), "launch template") {
-		t.Errorf("a launch configuration's group: %v, want a refusal that says to move to a launch template", err)
+	if out := l.p.LeftOut(); len(out) != 1 || out[0].Group != "legacy" || !strings.Contains(out[0].Err.Error(), "move the group to a launch template") {
+		t.Errorf("left out %v, want legacy, with the fix", out)
 	}
 
 	// With its base running, based adds spot only: spot, and partly so.
@@ -501,16 +506,6 @@ func TestGroupsInTheWild(t *testing.T) {
 	if spot != 1 || onDemand != 2 {
 		t.Errorf("based grown by 1: %d spot and %d on-demand instances, want 1 and 2", spot, onDemand)
 	}
-}
-
-// describe reads one group as Auto Scaling describes it.
-func describe(t *testing.T, l *lab, name string) astypes.AutoScalingGroup {
-	t.Helper()
-	groups, err := l.p.describeGroups(context.Background(), []string{name})
-	if err != nil || len(groups) != 1 {
-		t.Fatalf("describing %s: %v", name, err)
-	}
-	return groups[0]
 }
 
 // An instance protected from scale-in, or in no group, is one Spotter does

@@ -64,9 +64,13 @@ type Provider struct {
 	instances map[string]cloud.Instance
 	groups    []*NodeGroup
 	deleted   []string
+	leftOut   []cloud.LeftOut
 }
 
-var _ cloud.Provider = (*Provider)(nil)
+var (
+	_ cloud.Provider        = (*Provider)(nil)
+	_ cloud.LeftOutReporter = (*Provider)(nil)
+)
 
 // New returns an empty fake provider called name ("fake" when empty).
 func New(name string) *Provider {
@@ -101,6 +105,20 @@ func (p *Provider) SetInstance(nodeName string, inst cloud.Instance) {
 		inst.State = cloud.InstanceRunning
 	}
 	p.instances[nodeName] = inst
+}
+
+// SetLeftOut sets the groups LeftOut reports as left out of NodeGroups.
+func (p *Provider) SetLeftOut(l ...cloud.LeftOut) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.leftOut = slices.Clone(l)
+}
+
+// LeftOut implements cloud.LeftOutReporter: what SetLeftOut set.
+func (p *Provider) LeftOut() []cloud.LeftOut {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.leftOut)
 }
 
 // AddNodeGroup adds g to the groups NodeGroups lists, after those added before.

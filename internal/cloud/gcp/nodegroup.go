@@ -11,7 +11,6 @@ import (
 	"cloud.google.com/go/compute/apiv1/computepb"
 	"google.golang.org/api/iterator"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/klog/v2"
 
 	"spotter.dev/spotter/internal/cloud"
 	"spotter.dev/spotter/internal/cloud/internal/providerkit"
@@ -51,6 +50,7 @@ func (p *Provider) readGroups(ctx context.Context) ([]*NodeGroup, error) {
 		return nil, err
 	}
 	groups := []*NodeGroup{}
+	var leftOut []cloud.LeftOut
 	seen := map[string]bool{}
 	for _, entry := range p.opts.NodeGroups {
 		for _, m := range migs {
@@ -59,6 +59,10 @@ func (p *Provider) readGroups(ctx context.Context) ([]*NodeGroup, error) {
 				continue
 			}
 			ref.project = p.opts.Project
+			if entry.NodePool == "" && !p.selects(entry, ref, nil) {
+				// Chosen by name: another group's template is not read.
+				continue
+			}
 			tmpl, err := p.template(ctx, m.GetInstanceTemplate())
 			switch {
 			case err == nil:
@@ -70,7 +74,7 @@ func (p *Provider) readGroups(ctx context.Context) ([]*NodeGroup, error) {
 				// readable, another cluster's) is left out; the others
 				// are Spotter's still.
 				seen[ref.id()] = true
-				klog.FromContext(ctx).Error(err, "Leaving out a managed instance group whose instance template cannot be read", "group", ref.id())
+				leftOut = append(leftOut, cloud.LeftOut{Group: ref.id(), Err: err})
 				continue
 			}
 			if !p.selects(entry, ref, tmpl) {
@@ -88,10 +92,21 @@ func (p *Provider) readGroups(ctx context.Context) ([]*NodeGroup, error) {
 		}
 	}
 	slices.SortFunc(groups, func(a, b *NodeGroup) int { return strings.Compare(a.ID(), b.ID()) })
+	slices.SortFunc(leftOut, func(a, b cloud.LeftOut) int { return strings.Compare(a.Group, b.Group) })
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.groups, p.groupsAt = groups, p.clock.Now()
+	p.groups, p.groupsAt, p.leftOut = groups, p.clock.Now(), leftOut
 	return groups, nil
+}
+
+// LeftOut implements cloud.LeftOutReporter: the groups the last read left
+// out (an instance template that cannot be read). A group chosen by a
+// nodePool entry is left out, and reported, whatever cluster its template
+// would have named.
+func (p *Provider) LeftOut() []cloud.LeftOut {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.leftOut)
 }
 
 // selects reports whether a configuration entry selects the group.

@@ -137,6 +137,7 @@ type Provider struct {
 	instances    map[instanceKey]instanceFacts // for the instance's life
 	groups       []*NodeGroup
 	groupsAt     time.Time
+	leftOut      []cloud.LeftOut           // by the last read of the groups
 	templates    map[string]*templateFacts // by templateRef.key(), for good
 	machineTypes map[string]machineFacts   // by machine type name, for good
 	live         *providerkit.LiveTemplates
@@ -145,9 +146,10 @@ type Provider struct {
 }
 
 var (
-	_ cloud.Provider    = (*Provider)(nil)
-	_ cloud.PriceReader = (*Provider)(nil)
-	_ cloud.NodeGroup   = (*NodeGroup)(nil)
+	_ cloud.Provider        = (*Provider)(nil)
+	_ cloud.PriceReader     = (*Provider)(nil)
+	_ cloud.LeftOutReporter = (*Provider)(nil)
+	_ cloud.NodeGroup       = (*NodeGroup)(nil)
 )
 
 // instanceFacts is what never changes for an instance, or, for one the

@@ -180,9 +180,15 @@ func TestUnreadableGroupIsLeftOut(t *testing.T) {
 	if n := count(); n != 3 {
 		t.Errorf("%d groups, want 3: the cluster's 4 less the one whose template was refused", n)
 	}
+	if out := l.p.LeftOut(); len(out) != 1 || !strings.Contains(out[0].Err.Error(), "compute.instanceTemplates.get") {
+		t.Errorf("left out %v, want the one group, with the refusal", out)
+	}
 	l.clock.Step(time.Minute) // past GroupTTL
 	if n := count(); n != 4 {
 		t.Errorf("%d groups once the template reads, want 4", n)
+	}
+	if out := l.p.LeftOut(); len(out) != 0 {
+		t.Errorf("left out %v once every template reads, want none", out)
 	}
 }
 

@@ -114,6 +114,15 @@ type provider struct {
 
 func (p *provider) Name() string { return p.name }
 
+// LeftOut passes cloud.LeftOutReporter through (none for a provider that
+// does not report): it calls nothing.
+func (p *provider) LeftOut() []cloud.LeftOut {
+	if r, ok := p.inner.(cloud.LeftOutReporter); ok {
+		return r.LeftOut()
+	}
+	return nil
+}
+
 func (p *provider) Instances(ctx context.Context, nodes []*corev1.Node) (_ map[string]cloud.Instance, err error) {
 	defer func(start time.Time) { observe(p.name, "Instances", start, err) }(time.Now())
 	return p.inner.Instances(ctx, nodes)

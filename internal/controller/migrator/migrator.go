@@ -80,6 +80,7 @@ const (
 	ReasonMigrated          = "SpotterMigrated"
 	ReasonMigrationFailed   = "SpotterMigrationFailed"
 	ReasonWouldMigrate      = "SpotterWouldMigrate"
+	ReasonNodeGroupLeftOut  = "SpotterNodeGroupLeftOut"
 )
 
 // Options configure the migrator.
@@ -116,7 +117,10 @@ type Options struct {
 	ProviderSynced <-chan struct{}
 	// OwnNode is the node Spotter runs on: never replaced.
 	OwnNode string
-	DryRun  bool
+	// Self is the object Events about the migrator itself rather than a
+	// node go to (its leader Lease); nil: none.
+	Self   *corev1.ObjectReference
+	DryRun bool
 }
 
 // Controller is the migrator.
@@ -147,6 +151,9 @@ type Controller struct {
 	weigh Weigh
 	// wake carries NodeChanged's news of spot capacity to Start.
 	wake chan struct{}
+	// leftOut is the node groups the provider left out at the last run,
+	// and why (see reportLeftOut).
+	leftOut map[string]string
 }
 
 // New returns the migrator. reader should be the manager's cache; drainer
@@ -169,7 +176,7 @@ func New(reader client.Reader, kube kubernetes.Interface, provider cloud.Provide
 		opts.MaxSpotSharePercent = 100
 	}
 	return &Controller{reader: reader, kube: kube, provider: provider, planner: planner, drainer: drainer, budget: budget,
-		clock: clk, recorder: recorder, opts: opts, backoff: map[string]backoff.Cooldown{}, failed: map[string]backoff.Cooldown{},
+		clock: clk, recorder: recorder, opts: opts, backoff: map[string]backoff.Cooldown{}, failed: map[string]backoff.Cooldown{}, leftOut: map[string]string{},
 		risk: NewRisk(opts.InterruptionWindow),
 		resident: planner.NewResident(func(ctx context.Context) (*snapshot.Snapshot, error) {
 			return snapshot.FromReader(ctx, reader)
@@ -419,6 +426,9 @@ func (c *Controller) syncRisk(snap *snapshot.Snapshot, now time.Time) {
 // Refused groups (control plane on spot) are reported.
 func (c *Controller) spotGroups(ctx context.Context, now time.Time) ([]cloud.NodeGroup, error) {
 	usable, refused, err := cloud.UsableNodeGroups(ctx, c.provider)
+	if err == nil {
+		c.reportLeftOut(ctx)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("listing node groups: %w", err)
 	}
@@ -471,6 +481,40 @@ func (c *Controller) spotGroups(ctx context.Context, now time.Time) ([]cloud.Nod
 			"interruptions", w.stats.Interruptions, "nodeHours", w.stats.NodeHours, "spotNodes", w.stats.Nodes, "overShare", w.over)
 	}
 	return spot, nil
+}
+
+// reportLeftOut says which node groups the provider left out of its last
+// read because it could not read or use them (cloud.LeftOutReporter): the
+// gauge spotter_migrator_node_group_left_out is 1 for each while it is, and
+// a log line and a Warning Event on Options.Self say why when a group is
+// left out or its reason changes, not at every run. A group that comes back
+// is logged once.
+func (c *Controller) reportLeftOut(ctx context.Context) {
+	r, ok := c.provider.(cloud.LeftOutReporter)
+	if !ok {
+		return
+	}
+	logger := klog.FromContext(ctx)
+	now := map[string]string{}
+	for _, l := range r.LeftOut() {
+		why := l.Err.Error()
+		now[l.Group] = why
+		leftOutGroups.WithLabelValues(l.Group).Set(1)
+		if c.leftOut[l.Group] == why {
+			continue
+		}
+		logger.Error(l.Err, "Node group left out: the cloud provider cannot read or use it", "group", l.Group)
+		if c.opts.Self != nil {
+			c.event(c.opts.Self, corev1.EventTypeWarning, ReasonNodeGroupLeftOut, "node group %s left out: %s", l.Group, why)
+		}
+	}
+	for g := range c.leftOut {
+		if _, ok := now[g]; !ok {
+			leftOutGroups.DeleteLabelValues(g)
+			logger.Info("Node group usable again", "group", g)
+		}
+	}
+	c.leftOut = now
 }
 
 // refreshPrices asks a provider that reads prices from its cloud

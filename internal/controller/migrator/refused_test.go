@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"spotter.dev/spotter/internal/cloud"
@@ -79,4 +81,32 @@ func refusedCount(t *testing.T, kind string) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// A node group the provider left out is reported: a Warning Event on the
+// leader Lease once (not at every run), the gauge while it is left out,
+// and the gauge's series gone once it is back.
+func TestLeftOutGroupsReported(t *testing.T) {
+	self := &corev1.ObjectReference{APIVersion: "coordination.k8s.io/v1", Kind: "Lease", Namespace: "spotter-system", Name: "spotter"}
+	c, _, clk, rec := spotControllerEvents(Options{Self: self})
+	p := c.provider.(*fake.Provider)
+	p.SetLeftOut(cloud.LeftOut{Group: "legacy", Err: errors.New("the Auto Scaling group legacy uses launch configuration lc")})
+	ctx := context.Background()
+	for range 2 {
+		if _, err := c.spotGroups(ctx, clk.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantEvent(t, rec, ReasonNodeGroupLeftOut)
+	if v := testutil.ToFloat64(leftOutGroups.WithLabelValues("legacy")); v != 1 {
+		t.Errorf("spotter_migrator_node_group_left_out{node_group=legacy} = %v, want 1", v)
+	}
+	p.SetLeftOut()
+	if _, err := c.spotGroups(ctx, clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(leftOutGroups); n != 0 {
+		t.Errorf("%d series of spotter_migrator_node_group_left_out once the group is back, want 0", n)
+	}
+	wantEvent(t, rec)
 }
