@@ -163,7 +163,10 @@ type NodeGroup interface {
 	// replace them. It checks everything first and changes nothing when a node
 	// is not in the group (ErrNotInNodeGroup), is part of the control plane
 	// (*ControlPlaneError), is protected (ErrProtected) or when the target
-	// would fall below MinSize (ErrBelowMinSize).
+	// would fall below MinSize (ErrBelowMinSize). A node may stand for an
+	// instance whose Node never registered: a Node with no name and
+	// spec.providerID set to the instance's ID (Instance.ID); its instance
+	// is deleted, and there is no Node object to delete.
 	DeleteNodes(ctx context.Context, nodes []*corev1.Node) error
 
 	// TemplateNode returns what a new node of the group will look like: its

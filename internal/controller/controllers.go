@@ -307,12 +307,11 @@ func LeaseNamespace(le v1alpha1.LeaderElectionConfig) string {
 	return cmp.Or(le.LeaseNamespace, os.Getenv("POD_NAMESPACE"), "kube-system")
 }
 
-// self is the leader Lease, where Events about a controller itself go;
-// nil without leader election (no Lease).
+// self is the leader Lease, where Events about a controller itself go (in
+// its namespace, whether or not leader election is on: an Event may name an
+// object that does not exist, and kubectl get events -n <namespace> lists
+// it all the same).
 func self(le v1alpha1.LeaderElectionConfig) *corev1.ObjectReference {
-	if le.Enabled == nil || !*le.Enabled {
-		return nil
-	}
 	return &corev1.ObjectReference{APIVersion: "coordination.k8s.io/v1", Kind: "Lease", Namespace: LeaseNamespace(le), Name: le.LeaseName}
 }
 

@@ -347,9 +347,7 @@ func sortOut(pods []corev1.Pod) (evict, wait []*corev1.Pod) {
 	for i := range pods {
 		p := &pods[i]
 		switch {
-		case p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed:
-		case p.Annotations[corev1.MirrorPodAnnotationKey] != "":
-		case isDaemonSetPod(p):
+		case NodeBound(p):
 		case p.DeletionTimestamp != nil:
 			wait = append(wait, p)
 		default:
@@ -358,6 +356,13 @@ func sortOut(pods []corev1.Pod) (evict, wait []*corev1.Pod) {
 	}
 	sort.Slice(evict, func(i, j int) bool { return key(evict[i]) < key(evict[j]) })
 	return evict, wait
+}
+
+// NodeBound reports whether a drain leaves p where it is: a finished pod, a
+// static pod (its mirror) or a DaemonSet's.
+func NodeBound(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed ||
+		p.Annotations[corev1.MirrorPodAnnotationKey] != "" || isDaemonSetPod(p)
 }
 
 func isDaemonSetPod(p *corev1.Pod) bool {

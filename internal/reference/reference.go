@@ -124,6 +124,8 @@ var Reasons = []Reason{
 	{migrator.ReasonSpotRequestFailed, "Node", "Warning", "migrator", "the spot group refused the request for another reason than a shortage (access denied, a malformed group, a size limit): nothing drained, the group not backed off, the next group tried"},
 	{migrator.ReasonNodeGroupLeftOut, "Lease (the leader Lease, in Spotter's namespace)", "Warning", "migrator",
 		"the cloud provider left a node group out because it cannot read or use it (a launch or instance template that cannot be read, a launch configuration), and why; recorded when it is left out or its reason changes; the other groups are used"},
+	{migrator.ReasonSpotGivenBack, "Node", "Normal", "migrator",
+		"a request for spot capacity ended short: the instances it brought that never became nodes, or that came too few for the node's pods and were not taken by any pod, were deleted through their group"},
 	{migrator.ReasonMigrated, "Node", "Normal", "migrator", "the node was replaced by spot capacity"},
 	{migrator.ReasonMigrationFailed, "Node", "Warning", "migrator", "a replacement failed, and why"},
 	{migrator.ReasonWouldMigrate, "Node", "Normal", "migrator (dry run)", "what the migrator would do"},

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,6 +37,10 @@ type awsLab struct {
 	env          *testenv.Env
 	emu          *awsapi.Server
 	dir          string
+	// silent is how many more spot instances launch without a Node;
+	// silentID is the last such instance's ID.
+	silent   atomic.Int32
+	silentID atomic.Value
 }
 
 func startAWSLab(t *testing.T) *awsLab {
@@ -45,7 +50,12 @@ func startAWSLab(t *testing.T) *awsLab {
 	emu := awsapi.New(awsapi.Options{LaunchDelay: 2 * time.Second, TerminateDelay: time.Second})
 	srv := httptest.NewServer(emu)
 	t.Cleanup(srv.Close)
+	l := &awsLab{env: env, emu: emu, dir: t.TempDir(), readyTimeout: "20s"}
 	emu.OnLaunch(func(i awsapi.Instance) {
+		if i.Spot && l.silent.Add(-1) >= 0 {
+			l.silentID.Store(i.ID)
+			return // an instance whose kubelet never registers
+		}
 		capType := "ON_DEMAND"
 		if i.Spot {
 			capType = "SPOT"
@@ -81,7 +91,6 @@ func startAWSLab(t *testing.T) *awsLab {
 			t.Fatal(err)
 		}
 	}
-	l := &awsLab{env: env, emu: emu, dir: t.TempDir(), readyTimeout: "20s"}
 	testenv.Eventually(t, time.Minute, "three on-demand nodes Ready", func(ctx context.Context) (bool, string, error) {
 		n := l.readyNodes(ctx, t, "ON_DEMAND")
 		return n == 3, fmt.Sprintf("%d ready", n), nil
@@ -274,4 +283,30 @@ func TestAWSSpotShortageDrainsNothing(t *testing.T) {
 	if note := firstEventNote(t, l.env, migrator.ReasonNodeGroupLeftOut, time.Minute); !strings.Contains(note, "legacy") || !strings.Contains(note, "launch template") {
 		t.Errorf("the Event's note %q does not name the group and the fix", note)
 	}
+}
+
+// An instance that never registers as a Node: the first spot instance the
+// migrator asks for comes up, and its Node never appears. At
+// nodeReadyTimeout (20 s here) the migrator deletes it through its group
+// (SpotterSpotGivenBack), so that it is neither billed nor idle, and the
+// next run replaces the on-demand nodes with instances that do register.
+func TestAWSUnregisteredInstanceIsDeleted(t *testing.T) {
+	l := startAWSLab(t)
+	l.silent.Store(1)
+	l.start(t)
+	if note := firstEventNote(t, l.env, migrator.ReasonSpotGivenBack, 2*time.Minute); !strings.Contains(note, "never became nodes") {
+		t.Errorf("the Event's note %q does not say why the instance was deleted", note)
+	}
+	id := l.silentID.Load()
+	if id == nil {
+		t.Fatal("no instance launched without its Node")
+	}
+	testenv.Eventually(t, time.Minute, "the unregistered instance terminated", func(context.Context) (bool, string, error) {
+		i, ok := l.emu.Instance(id.(string))
+		return ok && (i.State == awsapi.StateTerminated || i.State == awsapi.StateShuttingDown), fmt.Sprintf("%+v", i.State), nil
+	})
+	if n := l.emu.Calls("TerminateInstanceInAutoScalingGroup"); n < 1 {
+		t.Errorf("%d TerminateInstanceInAutoScalingGroup calls, want the unregistered instance's", n)
+	}
+	assertNoMarks(t, l.env)
 }

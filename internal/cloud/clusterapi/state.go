@@ -243,6 +243,11 @@ func (s *state) machineOf(node *corev1.Node) *machine {
 			return ms[0]
 		}
 	}
+	if key, ok := strings.CutPrefix(node.Spec.ProviderID, PendingIDPrefix); ok {
+		// A stand-in for a Machine whose Node never registered
+		// (cloud.NodeGroup.DeleteNodes), named by its Instance.ID.
+		return s.byKey[key]
+	}
 	if node.Spec.ProviderID != "" {
 		return s.byProviderID[node.Spec.ProviderID]
 	}

@@ -38,6 +38,8 @@ type NodeGroup struct {
 	seq      int
 	capErr   error
 	deleted  []string
+	// silent are running instances whose Node never registers.
+	silent map[string]bool
 }
 
 var _ cloud.NodeGroup = (*NodeGroup)(nil)
@@ -46,7 +48,7 @@ var _ cloud.NodeGroup = (*NodeGroup)(nil)
 // Its template is a 4 CPU, 16Gi node labelled with the group's capacity type
 // (karpenter.sh/capacity-type), until SetTemplate changes it.
 func NewNodeGroup(id string, spot bool, minSize, maxSize int) *NodeGroup {
-	g := &NodeGroup{id: id, spot: spot, min: minSize, max: maxSize}
+	g := &NodeGroup{id: id, spot: spot, min: minSize, max: maxSize, silent: map[string]bool{}}
 	g.knobs = newKnobs()
 	g.template = defaultTemplate(id, spot)
 	return g
@@ -79,7 +81,7 @@ func (g *NodeGroup) Reset() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.knobs = newKnobs()
-	g.running, g.pending, g.seq, g.capErr, g.deleted = nil, 0, 0, nil, nil
+	g.running, g.pending, g.seq, g.capErr, g.deleted, g.silent = nil, 0, 0, nil, nil, map[string]bool{}
 }
 
 // SetTemplate sets the node TemplateNode returns and Fulfill copies.
@@ -149,6 +151,21 @@ func (g *NodeGroup) Fulfill(n int) []*corev1.Node {
 		out = append(out, node)
 	}
 	return out
+}
+
+// FulfillSilently turns up to n unfulfilled requests into running instances
+// whose Node never registers (NodeName stays empty), and returns their
+// provider IDs.
+func (g *NodeGroup) FulfillSilently(n int) []string {
+	nodes := g.Fulfill(n)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ids := make([]string, len(nodes))
+	for i, node := range nodes {
+		g.silent[node.Name] = true
+		ids[i] = node.Spec.ProviderID
+	}
+	return ids
 }
 
 // AddNode makes the node called name a running instance of the group, raising
@@ -253,20 +270,30 @@ func (g *NodeGroup) DeleteNodes(_ context.Context, nodes []*corev1.Node) error {
 	if err := g.knobs.call(DeleteNodes); err != nil {
 		return err
 	}
-	for _, n := range nodes {
+	names := make([]string, len(nodes))
+	for i, n := range nodes {
 		if err := cloud.CheckDeletable(n); err != nil {
 			return err
 		}
-		if !slices.Contains(g.running, n.Name) {
-			return fmt.Errorf("node group %s: node %s: %w", g.id, n.Name, cloud.ErrNotInNodeGroup)
+		names[i] = n.Name
+		if n.Name == "" { // an instance whose Node never registered
+			for _, name := range g.running {
+				if g.providerID(name) == n.Spec.ProviderID {
+					names[i] = name
+				}
+			}
+		}
+		if !slices.Contains(g.running, names[i]) {
+			return fmt.Errorf("node group %s: node %s (providerID %q): %w", g.id, n.Name, n.Spec.ProviderID, cloud.ErrNotInNodeGroup)
 		}
 	}
 	if g.target()-len(nodes) < g.min {
 		return fmt.Errorf("node group %s: target %d - %d < min %d: %w", g.id, g.target(), len(nodes), g.min, cloud.ErrBelowMinSize)
 	}
-	for _, n := range nodes {
-		g.running = slices.DeleteFunc(g.running, func(name string) bool { return name == n.Name })
-		g.deleted = append(g.deleted, n.Name)
+	for _, name := range names {
+		g.running = slices.DeleteFunc(g.running, func(r string) bool { return r == name })
+		delete(g.silent, name)
+		g.deleted = append(g.deleted, name)
 	}
 	return nil
 }
@@ -291,7 +318,11 @@ func (g *NodeGroup) Nodes(context.Context) ([]cloud.Instance, error) {
 	}
 	out := make([]cloud.Instance, 0, g.target())
 	for _, name := range g.running {
-		out = append(out, g.instanceLocked(name))
+		inst := g.instanceLocked(name)
+		if g.silent[name] {
+			inst.NodeName = ""
+		}
+		out = append(out, inst)
 	}
 	for i := range g.pending {
 		inst := g.instanceLocked("")

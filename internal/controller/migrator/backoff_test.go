@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
@@ -230,4 +231,47 @@ func TestTakesPods(t *testing.T) {
 			t.Errorf("%s: takesPods = %v, want %v", tc.name, got, tc.want)
 		}
 	}
+}
+
+// A request that ends short leaves nothing idle: an instance that runs but
+// never became a node is deleted, and a node that came but is too little
+// for the node's pods, and that no pod took, is given back, each through
+// the group, counted and said.
+func TestShortRequestLeavesNothingIdle(t *testing.T) {
+	c, g, clk, rec := spotControllerEvents(Options{NodeReadyTimeout: time.Minute, SpotUnavailableBackoff: time.Hour, MaxSpotUnavailable: time.Hour})
+	ctx := context.Background()
+	done := make(chan [2]bool)
+	go func() {
+		delivered, short := c.addCapacity(ctx, tu.Node("od-1", tu.OnDemand()), g, 3, false)
+		done <- [2]bool{delivered, short}
+	}()
+	waitParked(t, clk, 1)
+	for _, n := range g.Fulfill(1) {
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+		if _, err := c.kube.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	silent := g.FulfillSilently(1)
+	clk.Step(time.Minute)
+	select {
+	case got := <-done:
+		if got != [2]bool{false, true} {
+			t.Fatalf("delivered, short = %v, want short", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("still waiting after nodeReadyTimeout")
+	}
+	if got := g.Deleted(); len(got) != 2 || g.Unfulfilled() != 0 {
+		t.Errorf("deleted %v with %d requests left; want the silent instance (%s) and the idle node deleted, the last request cancelled", got, g.Unfulfilled(), silent)
+	}
+	if target, _ := g.TargetSize(ctx); target != 0 {
+		t.Errorf("target size %d, want 0: nothing of the short request is kept", target)
+	}
+	for kind, want := range map[string]float64{labelUnregistered: 1, labelUnused: 1} {
+		if got := testutil.ToFloat64(spotGivenBack.WithLabelValues("spot", kind)); got != want {
+			t.Errorf("spot_given_back_total{kind=%s} = %v, want %v", kind, got, want)
+		}
+	}
+	wantEvent(t, rec, ReasonSpotRequested, ReasonSpotUnavailable, ReasonSpotGivenBack, ReasonSpotGivenBack)
 }

@@ -27,6 +27,10 @@ var (
 		Namespace: "spotter", Subsystem: "migrator", Name: "spot_request_errors_total",
 		Help: "Requests for spot capacity a node group refused for another reason than a shortage, by node group and kind: throttled (asked again after the cloud's Retry-After) or error (access denied, a malformed group; no backoff).",
 	}, []string{"node_group", LabelKind})
+	spotGivenBack = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "spotter", Subsystem: "migrator", Name: "spot_given_back_total",
+		Help: "Instances a short request for spot capacity brought and Spotter deleted, by node group and kind: unregistered (running, but no Node that takes pods when the request ended) or unused (Ready, too few for the node's pods, and no pod on them).",
+	}, []string{"node_group", LabelKind})
 	leftOutGroups = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "spotter", Subsystem: "migrator", Name: "node_group_left_out",
 		Help: "1 for each node group the cloud provider left out at the last run because it could not read or use it (a launch template that cannot be read, a launch configuration); the Event SpotterNodeGroupLeftOut says why.",
@@ -74,6 +78,9 @@ const (
 const (
 	labelThrottled = "throttled"
 	labelError     = "error"
+	// Kinds of spot_given_back_total.
+	labelUnregistered = "unregistered"
+	labelUnused       = "unused"
 )
 
 // refusedKind is the LabelKind value of a refusal of cloud.UsableNodeGroups.
@@ -89,7 +96,7 @@ func refusedKind(err error) string {
 }
 
 func init() {
-	metrics.Registry.MustRegister(runs, nodesMigrated, spotUnavailable, spotRequestErrors, leftOutGroups, refusedGroups, evictionRetries, evictionsHeld, topUps, drains, podsEvicted)
+	metrics.Registry.MustRegister(runs, nodesMigrated, spotUnavailable, spotRequestErrors, spotGivenBack, leftOutGroups, refusedGroups, evictionRetries, evictionsHeld, topUps, drains, podsEvicted)
 	// Every outcome's series from the start: increase() does not count a
 	// series' first sample, and SpotterMigrationsFailing would miss the
 	// first failure after a restart.

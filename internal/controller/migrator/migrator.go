@@ -81,6 +81,7 @@ const (
 	ReasonMigrationFailed   = "SpotterMigrationFailed"
 	ReasonWouldMigrate      = "SpotterWouldMigrate"
 	ReasonNodeGroupLeftOut  = "SpotterNodeGroupLeftOut"
+	ReasonSpotGivenBack     = "SpotterSpotGivenBack"
 )
 
 // Options configure the migrator.
@@ -680,16 +681,20 @@ func (c *Controller) migrate(ctx context.Context, snap *snapshot.Snapshot, node 
 			return false, true
 		}
 		if need > 0 {
-			if delivered, wasShort := c.addCapacity(ctx, node, g, need, false); !delivered {
+			delivered, wasShort := c.addCapacity(ctx, node, g, need, false)
+			if wasShort {
+				// g is backed off, and not asked again in this run
+				// whatever its backoff (a short one may end before the
+				// run does): the next group may deliver. A short
+				// delivery the node's pods fit on is used all the same.
+				shortGroups[g.ID()] = true
+			}
+			if !delivered {
 				// Nothing was drained.
 				c.budget.Release(node.Name)
 				if !wasShort || ctx.Err() != nil {
 					return false, true
 				}
-				// g is backed off, and not asked again in this run
-				// whatever its backoff (a short one may end before the
-				// run does): the next group may deliver.
-				shortGroups[g.ID()] = true
 				short = true
 				continue
 			}
@@ -928,6 +933,14 @@ func (c *Controller) addCapacity(ctx context.Context, node *corev1.Node, g cloud
 		if cause != nil {
 			c.cancelUnfulfilled(ctx, g, known, need-p.ready)
 			c.spotUnavailable(ctx, node, g, cause, midDrain)
+			c.deleteUnregistered(ctx, node, g, known)
+			if p.ready > 0 {
+				if !midDrain && c.fitsOnNodes(ctx, node, g) {
+					logger.Info("Using the spot capacity delivered: the node's pods fit on the nodes there are", "ready", p.ready)
+					return true, true
+				}
+				c.giveBack(ctx, node, g, known)
+			}
 			return false, true
 		}
 		_ = coop.Sleep(ctx, c.clock, c.opts.PollInterval)
@@ -990,6 +1003,99 @@ func (c *Controller) cancelUnfulfilled(ctx context.Context, g cloud.NodeGroup, k
 	if err := g.DecreaseTargetSize(cctx, unfulfilled); err != nil {
 		klog.FromContext(ctx).Error(err, "Cancelling the unfulfilled request", "group", g.ID())
 	}
+}
+
+// deleteUnregistered deletes, through g, the new instances (not in known)
+// that run but have no Node that takes pods when a request ends short: an
+// instance that never registers is billed and idle. A fresh context: the
+// instances must go even at shutdown.
+func (c *Controller) deleteUnregistered(ctx context.Context, node *corev1.Node, g cloud.NodeGroup, known map[string]bool) {
+	cctx, cancel := drain.WithClockTimeout(context.WithoutCancel(ctx), c.clock, 30*time.Second)
+	defer cancel()
+	insts, err := g.Nodes(cctx)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Listing the group's instances for those that never became nodes", "group", g.ID())
+		return
+	}
+	var stale []*corev1.Node
+	for _, inst := range insts {
+		if known[inst.ID] || inst.State != cloud.InstanceRunning {
+			continue
+		}
+		if inst.NodeName == "" {
+			stale = append(stale, &corev1.Node{Spec: corev1.NodeSpec{ProviderID: inst.ID}})
+			continue
+		}
+		if n, err := c.kube.CoreV1().Nodes().Get(cctx, inst.NodeName, metav1.GetOptions{}); err == nil && !takesPods(n) {
+			stale = append(stale, n)
+		}
+	}
+	c.delete(cctx, node, g, stale, labelUnregistered, "never became nodes that take pods")
+}
+
+// fitsOnNodes reports whether node's pods fit on the cluster's nodes as they
+// are now, with what a short request delivered and no more: the drain then
+// goes ahead, each eviction re-checked as always.
+func (c *Controller) fitsOnNodes(ctx context.Context, node *corev1.Node, g cloud.NodeGroup) bool {
+	if c.reader == nil {
+		return false
+	}
+	snap, err := snapshot.FromReader(ctx, c.reader)
+	if err != nil {
+		return false
+	}
+	p, err := c.planWithTemplates(ctx, snap, g, 0)
+	if err != nil {
+		return false
+	}
+	np := find(p, node.Name)
+	return np != nil && np.Drainable
+}
+
+// giveBack deletes, through g, the new nodes (instances not in known) of a
+// short request that the node's drain will not use and that no pod has
+// taken yet (DaemonSets' and static pods aside): they would sit idle.
+func (c *Controller) giveBack(ctx context.Context, node *corev1.Node, g cloud.NodeGroup, known map[string]bool) {
+	cctx, cancel := drain.WithClockTimeout(context.WithoutCancel(ctx), c.clock, 30*time.Second)
+	defer cancel()
+	insts, err := g.Nodes(cctx)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Listing the group's instances to give back", "group", g.ID())
+		return
+	}
+	var idle []*corev1.Node
+	for _, inst := range insts {
+		if known[inst.ID] || inst.NodeName == "" {
+			continue
+		}
+		n, err := c.kube.CoreV1().Nodes().Get(cctx, inst.NodeName, metav1.GetOptions{})
+		if err != nil {
+			continue
+		}
+		pods, err := c.kube.CoreV1().Pods("").List(cctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name})
+		if err != nil {
+			continue
+		}
+		if !slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool { return !drain.NodeBound(&p) && p.DeletionTimestamp == nil }) {
+			idle = append(idle, n)
+		}
+	}
+	c.delete(cctx, node, g, idle, labelUnused, "came, but too few for this node's pods, and no pod took them")
+}
+
+// delete deletes nodes of g a short request brought (why), counts them and
+// says so on node.
+func (c *Controller) delete(ctx context.Context, node *corev1.Node, g cloud.NodeGroup, nodes []*corev1.Node, kind, why string) {
+	if len(nodes) == 0 {
+		return
+	}
+	if err := g.DeleteNodes(ctx, nodes); err != nil {
+		klog.FromContext(ctx).Error(err, "Deleting the spot capacity a short request brought", "group", g.ID(), "kind", kind)
+		return
+	}
+	spotGivenBack.WithLabelValues(g.ID(), kind).Add(float64(len(nodes)))
+	klog.FromContext(ctx).Info("Deleted spot capacity a short request brought", "group", g.ID(), "instances", len(nodes), "why", why)
+	c.event(nodeRef(node), corev1.EventTypeNormal, ReasonSpotGivenBack, "deleted %d instance(s) of spot node group %s that %s", len(nodes), g.ID(), why)
 }
 
 // waiting counts the group's new requests not yet fulfilled.

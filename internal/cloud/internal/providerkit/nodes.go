@@ -12,10 +12,10 @@ import (
 )
 
 // DeleteNode deletes the Node object name once its instance is deleted; a
-// Node already gone, or no kube (a provider built without one), is not an
-// error.
+// Node already gone, no name (an instance whose Node never registered), or
+// no kube (a provider built without one), is not an error.
 func DeleteNode(ctx context.Context, kube kubernetes.Interface, name string) error {
-	if kube == nil {
+	if kube == nil || name == "" {
 		return nil
 	}
 	err := kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
