@@ -1005,29 +1005,50 @@ func (c *Controller) cancelUnfulfilled(ctx context.Context, g cloud.NodeGroup, k
 	}
 }
 
-// deleteUnregistered deletes, through g, the new instances (not in known)
-// that run but have no Node that takes pods when a request ends short: an
-// instance that never registers is billed and idle. A fresh context: the
-// instances must go even at shutdown.
-func (c *Controller) deleteUnregistered(ctx context.Context, node *corev1.Node, g cloud.NodeGroup, known map[string]bool) {
+// broughtInstance is an instance a request brought, with its Node (nil
+// when it has none, or none could be read).
+type broughtInstance struct {
+	inst cloud.Instance
+	node *corev1.Node
+}
+
+// brought lists the instances of g a request brought (not in known), with
+// their Nodes, on a fresh context for what follows, which the caller
+// cancels: what a short request leaves must go even at shutdown.
+func (c *Controller) brought(ctx context.Context, g cloud.NodeGroup, known map[string]bool) (context.Context, context.CancelFunc, []broughtInstance) {
 	cctx, cancel := drain.WithClockTimeout(context.WithoutCancel(ctx), c.clock, 30*time.Second)
-	defer cancel()
 	insts, err := g.Nodes(cctx)
 	if err != nil {
-		klog.FromContext(ctx).Error(err, "Listing the group's instances for those that never became nodes", "group", g.ID())
-		return
+		klog.FromContext(ctx).Error(err, "Listing the instances a short request brought", "group", g.ID())
+		return cctx, cancel, nil
 	}
-	var stale []*corev1.Node
+	var out []broughtInstance
 	for _, inst := range insts {
 		if known[inst.ID] || inst.State != cloud.InstanceRunning {
 			continue
 		}
-		if inst.NodeName == "" {
-			stale = append(stale, &corev1.Node{Spec: corev1.NodeSpec{ProviderID: inst.ID}})
-			continue
+		b := broughtInstance{inst: inst}
+		if inst.NodeName != "" {
+			b.node, _ = c.kube.CoreV1().Nodes().Get(cctx, inst.NodeName, metav1.GetOptions{})
 		}
-		if n, err := c.kube.CoreV1().Nodes().Get(cctx, inst.NodeName, metav1.GetOptions{}); err == nil && !takesPods(n) {
-			stale = append(stale, n)
+		out = append(out, b)
+	}
+	return cctx, cancel, out
+}
+
+// deleteUnregistered deletes, through g, the new instances (not in known)
+// that run but have no Node that takes pods when a request ends short: an
+// instance that never registers is billed and idle.
+func (c *Controller) deleteUnregistered(ctx context.Context, node *corev1.Node, g cloud.NodeGroup, known map[string]bool) {
+	cctx, cancel, brought := c.brought(ctx, g, known)
+	defer cancel()
+	var stale []*corev1.Node
+	for _, b := range brought {
+		switch {
+		case b.inst.NodeName == "":
+			stale = append(stale, &corev1.Node{Spec: corev1.NodeSpec{ProviderID: b.inst.ID}})
+		case b.node != nil && !takesPods(b.node):
+			stale = append(stale, b.node)
 		}
 	}
 	c.delete(cctx, node, g, stale, labelUnregistered, "never became nodes that take pods")
@@ -1056,28 +1077,19 @@ func (c *Controller) fitsOnNodes(ctx context.Context, node *corev1.Node, g cloud
 // short request that the node's drain will not use and that no pod has
 // taken yet (DaemonSets' and static pods aside): they would sit idle.
 func (c *Controller) giveBack(ctx context.Context, node *corev1.Node, g cloud.NodeGroup, known map[string]bool) {
-	cctx, cancel := drain.WithClockTimeout(context.WithoutCancel(ctx), c.clock, 30*time.Second)
+	cctx, cancel, brought := c.brought(ctx, g, known)
 	defer cancel()
-	insts, err := g.Nodes(cctx)
-	if err != nil {
-		klog.FromContext(ctx).Error(err, "Listing the group's instances to give back", "group", g.ID())
-		return
-	}
 	var idle []*corev1.Node
-	for _, inst := range insts {
-		if known[inst.ID] || inst.NodeName == "" {
+	for _, b := range brought {
+		if b.node == nil {
 			continue
 		}
-		n, err := c.kube.CoreV1().Nodes().Get(cctx, inst.NodeName, metav1.GetOptions{})
-		if err != nil {
-			continue
-		}
-		pods, err := c.kube.CoreV1().Pods("").List(cctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name})
+		pods, err := c.kube.CoreV1().Pods("").List(cctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + b.node.Name})
 		if err != nil {
 			continue
 		}
 		if !slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool { return !drain.NodeBound(&p) && p.DeletionTimestamp == nil }) {
-			idle = append(idle, n)
+			idle = append(idle, b.node)
 		}
 	}
 	c.delete(cctx, node, g, idle, labelUnused, "came, but too few for this node's pods, and no pod took them")
