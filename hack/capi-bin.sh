@@ -2,7 +2,8 @@
 # Builds the Cluster API core controller manager that the lab's Cluster API tests
 # run, from the Go module pinned in hack/tools/capi, into a cache directory keyed by
 # its version and the tool module's go.sum, next to it the CRDs of Cluster API's
-# core and its KubeadmControlPlane (crds/). Nothing that is already there is
+# core and its KubeadmControlPlane (crds/), and those of the last release that
+# serves v1beta1 alone (crds-v1beta1/). Nothing that is already there is
 # rebuilt.
 #
 #   hack/capi-bin.sh            build what is missing, print the directory
@@ -79,6 +80,21 @@ if [[ ! -f $dir/crds/$kcp ]]; then
 	cp "$src/controlplane/kubeadm/config/crd/bases/$kcp" "$dir/crds/.$kcp.tmp"
 	chmod u+w "$dir/crds/.$kcp.tmp"
 	mv "$dir/crds/.$kcp.tmp" "$dir/crds/$kcp"
+fi
+
+# The CRDs of the last Cluster API release that serves cluster.x-k8s.io/v1beta1
+# alone (v1.10; v1beta2 came with v1.11), core and KubeadmControlPlane, for the
+# tests of the provider against a management cluster that serves v1beta1 only.
+# Only the module's sources are downloaded (no build, no entry in any go.sum).
+V1BETA1_VERSION=v1.10.7
+if [[ ! -d $dir/crds-v1beta1 ]]; then
+	log "downloading the v1beta1 CRDs of Cluster API $V1BETA1_VERSION..."
+	old=$(cd "$(mktemp -d)" && GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/cluster-api@$V1BETA1_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	rm -rf "$dir/crds-v1beta1.tmp"
+	mkdir -p "$dir/crds-v1beta1.tmp"
+	cp "$old"/config/crd/bases/*.yaml "$old/controlplane/kubeadm/config/crd/bases/$kcp" "$dir/crds-v1beta1.tmp/"
+	chmod -R u+w "$dir/crds-v1beta1.tmp"
+	mv "$dir/crds-v1beta1.tmp" "$dir/crds-v1beta1"
 fi
 
 echo "$dir"

@@ -37,6 +37,7 @@ const ReasonControlPlaneOnSpot = "SpotterControlPlaneOnSpot"
 // controlPlane is what the provider reads of a KubeadmControlPlane.
 type controlPlane struct {
 	namespace, name string
+	apiVersion      string // as the management cluster served it
 	uid             types.UID
 	templateRef     templateRef
 	template        templateFacts
@@ -69,7 +70,7 @@ func (p *Provider) listControlPlanes(ctx context.Context) (cps []*controlPlane, 
 		if p.opts.ClusterName != "" && clusterNameOf(obj) != p.opts.ClusterName {
 			continue
 		}
-		cp := &controlPlane{namespace: obj.GetNamespace(), name: obj.GetName(), uid: obj.GetUID()}
+		cp := &controlPlane{namespace: obj.GetNamespace(), name: obj.GetName(), uid: obj.GetUID(), apiVersion: obj.GetAPIVersion()}
 		// v1beta2: spec.machineTemplate.spec.infrastructureRef {apiGroup, kind,
 		// name}; v1beta1 had spec.machineTemplate.infrastructureRef {apiVersion,
 		// kind, name}.
@@ -167,7 +168,7 @@ func (l *eventLog) record(cp *controlPlane, e *cloud.ControlPlaneError) {
 		l.recorded = map[types.UID]string{}
 	}
 	l.recorded[cp.uid] = e.Reason
-	regarding := &corev1.ObjectReference{APIVersion: ControlPlaneGroupVersion.String(), Kind: KindKubeadmControlPlane,
+	regarding := &corev1.ObjectReference{APIVersion: cp.apiVersion, Kind: KindKubeadmControlPlane,
 		Namespace: cp.namespace, Name: cp.name, UID: cp.uid}
 	l.recorder.Eventf(regarding, nil, corev1.EventTypeWarning, ReasonControlPlaneOnSpot, "Refuse", "%s", e.Error())
 }

@@ -101,11 +101,11 @@ func (g *NodeGroup) TargetSize(ctx context.Context) (int, error) {
 func (g *NodeGroup) gvr() schema.GroupVersionResource {
 	switch g.kind {
 	case KindMachineSet:
-		return MachineSetsGVR
+		return g.p.gvr(MachineSetsGVR)
 	case KindMachinePool:
-		return MachinePoolsGVR
+		return g.p.gvr(MachinePoolsGVR)
 	}
-	return MachineDeploymentsGVR
+	return g.p.gvr(MachineDeploymentsGVR)
 }
 
 // scale reads the group's scale subresource: its replicas and the
@@ -302,7 +302,7 @@ func (g *NodeGroup) annotate(ctx context.Context, m *machine, value *string) err
 	if err != nil {
 		return err
 	}
-	_, err = g.p.dyn.Resource(MachinesGVR).Namespace(m.namespace).Patch(ctx, m.name, types.MergePatchType, patch, metav1.PatchOptions{})
+	_, err = g.p.dyn.Resource(g.p.gvr(MachinesGVR)).Namespace(m.namespace).Patch(ctx, m.name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
 		return fmt.Errorf("annotating Machine %s/%s %s: %w", m.namespace, m.name, DeleteMachineAnnotation, cloud.FromAPIError(err))
 	}

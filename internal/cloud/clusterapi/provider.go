@@ -3,7 +3,8 @@
 // MachinePools, that carry the cluster autoscaler's min and max size
 // annotations; instances are Machines, and the instances of MachinePools. It
 // reads and writes Cluster API objects as unstructured ones
-// (cluster.x-k8s.io/v1beta2, the version Cluster API v1.11 and later store),
+// (cluster.x-k8s.io/v1beta2, the version Cluster API v1.11 and later store, or
+// v1beta1 where the management cluster serves no other: APIVersions),
 // through client-go's dynamic client, so Spotter needs no Cluster API Go
 // module and works with any infrastructure provider.
 //
@@ -87,6 +88,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -137,7 +139,8 @@ const (
 	PendingIDPrefix = "clusterapi://"
 )
 
-// GroupVersion is the Cluster API version the provider reads and writes.
+// GroupVersion is the newest Cluster API version the provider reads and
+// writes; it speaks v1beta1 too (APIVersions).
 var GroupVersion = schema.GroupVersion{Group: "cluster.x-k8s.io", Version: "v1beta2"}
 
 // Resources of Cluster API the provider uses.
@@ -181,6 +184,9 @@ type Provider struct {
 	state   stateCache
 	events  eventLog
 	nodeIDs nodeIDCache
+	// versions is, by Cluster API group, the version its last List used
+	// (see APIVersions).
+	versions sync.Map
 }
 
 var (

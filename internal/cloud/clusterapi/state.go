@@ -85,20 +85,65 @@ func (p *Provider) invalidate() {
 }
 
 // list lists a resource in the provider's namespace (all when unset), page by
-// page.
+// page. A resource of Cluster API's own groups is listed at the newest of
+// APIVersions the management cluster serves (p.gvr), learned here: the
+// version that answered last is asked first, and the next one when the
+// management cluster does not serve it (NotFound).
 func (p *Provider) list(ctx context.Context, gvr schema.GroupVersionResource) ([]unstructured.Unstructured, error) {
+	versions := []string{gvr.Version}
+	if capiGroup(gvr.Group) {
+		learned := p.gvr(gvr).Version
+		versions = append([]string{learned}, slices.DeleteFunc(slices.Clone(APIVersions), func(v string) bool { return v == learned })...)
+	}
+	var err error
+	for _, v := range versions {
+		gvr.Version = v
+		var out []unstructured.Unstructured
+		if out, err = p.listAt(ctx, gvr); !cloud.IsNotFound(err) {
+			if err == nil && capiGroup(gvr.Group) {
+				p.versions.Store(gvr.Group, v)
+			}
+			return out, err
+		}
+	}
+	return nil, err
+}
+
+// listAt lists gvr, at its version, page by page.
+func (p *Provider) listAt(ctx context.Context, gvr schema.GroupVersionResource) ([]unstructured.Unstructured, error) {
 	var out []unstructured.Unstructured
 	opts := metav1.ListOptions{Limit: 500}
 	for {
 		l, err := p.dyn.Resource(gvr).Namespace(p.opts.Namespace).List(ctx, opts)
 		if err != nil {
-			return nil, fmt.Errorf("listing %s: %w", gvr.Resource, cloud.FromAPIError(err))
+			return nil, fmt.Errorf("listing %s: %w", gvr.GroupVersion().WithResource(gvr.Resource).String(), cloud.FromAPIError(err))
 		}
 		out = append(out, l.Items...)
 		if opts.Continue = l.GetContinue(); opts.Continue == "" {
 			return out, nil
 		}
 	}
+}
+
+// APIVersions are the versions of Cluster API's groups (cluster.x-k8s.io,
+// controlplane.cluster.x-k8s.io) the provider speaks, newest first:
+// v1beta2, which Cluster API v1.11 and later store, and v1beta1, which the
+// versions before serve alone. It uses the newest one the management
+// cluster serves, learning it from the first List.
+var APIVersions = []string{"v1beta2", "v1beta1"}
+
+// capiGroup reports whether group is one of Cluster API's own.
+func capiGroup(group string) bool {
+	return group == GroupVersion.Group || group == ControlPlaneGroupVersion.Group
+}
+
+// gvr is r at the version of its group the management cluster served at
+// the last List (r's own until then).
+func (p *Provider) gvr(r schema.GroupVersionResource) schema.GroupVersionResource {
+	if v, ok := p.versions.Load(r.Group); ok {
+		r.Version = v.(string)
+	}
+	return r
 }
 
 // load reads MachineDeployments, MachineSets, MachinePools, Machines,
@@ -222,9 +267,14 @@ func machineOf(obj *unstructured.Unstructured) *machine {
 	m.failureDomain, _, _ = unstructured.NestedString(obj.Object, "spec", "failureDomain")
 	_, m.controlPlane = obj.GetLabels()[ControlPlaneLabel]
 	_, m.markedForDelete = obj.GetAnnotations()[DeleteMachineAnnotation]
-	// v1beta2 keeps the terminal failure of v1beta1 under status.deprecated.
+	// v1beta2 keeps the terminal failure of v1beta1 under status.deprecated;
+	// v1beta1 has it in status.
 	reason, _, _ := unstructured.NestedString(obj.Object, "status", "deprecated", "v1beta1", "failureReason")
 	msg, _, _ := unstructured.NestedString(obj.Object, "status", "deprecated", "v1beta1", "failureMessage")
+	if reason == "" && msg == "" {
+		reason, _, _ = unstructured.NestedString(obj.Object, "status", "failureReason")
+		msg, _, _ = unstructured.NestedString(obj.Object, "status", "failureMessage")
+	}
 	if phase, _, _ := unstructured.NestedString(obj.Object, "status", "phase"); reason != "" || msg != "" || phase == "Failed" {
 		m.failure = fmt.Errorf("machine %s/%s failed: %s", m.namespace, m.name, strings.Trim(reason+": "+msg, ": "))
 	}
