@@ -77,11 +77,15 @@ func TestPlanAgreesWithScheduler(t *testing.T) {
 	// od-b are the only two open. Created with the rest, the scheduler could
 	// fill one node before the second of them, which would then wait for od-c.
 	create(workload{"ports", 2, []tu.PodOption{tolerate, grace, tu.CPU("100m"), tu.HostPort(8080)}, false})
+	// The huge pod first, alone: created with the rest, it could land on a
+	// node the others had half filled, leave too little there for the
+	// second spread pod, whose zone spread allows that node only, and the
+	// layout would never settle (od-c opens only after it).
+	create(workload{"huge", 1, []tu.PodOption{tolerate, grace, tu.CPU("2500m")}, false})
 	create(
 		workload{"web", 3, []tu.PodOption{tolerate, grace, tu.CPU("500m"), tu.Memory("512Mi")}, true},
 		workload{"spread", 2, []tu.PodOption{tolerate, grace, tu.CPU("250m"), tu.Spread("spread", lab.ZoneLabel, 1)}, false},
 		workload{"anti", 2, []tu.PodOption{tolerate, grace, tu.CPU("250m"), tu.AntiAffinity("anti", "kubernetes.io/hostname")}, true},
-		workload{"huge", 1, []tu.PodOption{tolerate, grace, tu.CPU("2500m")}, false},
 	)
 	setUnschedulable(ctx, t, env, false, "od-c")
 	// The spot nodes carry some load of their own: a pod that fills most of spot-a.
