@@ -32,6 +32,7 @@ type NodeGroup struct {
 const (
 	actionCreating               = "CREATING"
 	actionCreatingWithoutRetries = "CREATING_WITHOUT_RETRIES"
+	actionRecreating             = "RECREATING"
 	actionVerifying              = "VERIFYING"
 	actionDeleting               = "DELETING"
 	actionAbandoning             = "ABANDONING"
@@ -317,10 +318,13 @@ func live(mis []*computepb.ManagedInstance) []*computepb.ManagedInstance {
 	})
 }
 
-// creating reports whether a managed instance is still being created.
+// creating reports whether a managed instance is still being created,
+// RECREATING included: the group makes it again after its VM was preempted
+// or failed, and its Node is not back (the cluster autoscaler's gce
+// provider counts it as creating too).
 func creating(mi *computepb.ManagedInstance) bool {
 	a := mi.GetCurrentAction()
-	return a == actionCreating || a == actionCreatingWithoutRetries || a == actionVerifying
+	return a == actionCreating || a == actionCreatingWithoutRetries || a == actionVerifying || a == actionRecreating
 }
 
 // keyOfManaged is the instance of a managed instance.

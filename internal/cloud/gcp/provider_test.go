@@ -404,6 +404,50 @@ func TestCapacityShortage(t *testing.T) {
 	}
 }
 
+// A preempted spot VM is recreated by its group under the same name
+// (currentAction RECREATING): until its VM runs again it is an instance
+// being created, not a running one, and a stock-out in its zone shows on it.
+func TestPreemptedInstanceIsRecreating(t *testing.T) {
+	l := newLab(t, prodGroups)
+	l.groups(t)
+	ctx := context.Background()
+	g, _ := l.p.group(ctx, "us-central1-a/gke-prod-spot-a")
+	if err := g.IncreaseSize(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	l.emu.Step()
+	l.clock.Step(time.Minute) // past the creation delay
+	l.emu.Step()
+	state := func() cloud.Instance {
+		t.Helper()
+		insts, err := g.Nodes(ctx)
+		if err != nil || len(insts) != 1 {
+			t.Fatalf("nodes %+v, %v; want one", insts, err)
+		}
+		return insts[0]
+	}
+	running := state()
+	if running.State != cloud.InstanceRunning {
+		t.Fatalf("the new instance %+v, want running", running)
+	}
+	path := strings.TrimPrefix(running.ID, "gce://"+project+"/")
+	l.emu.SetCapacityShortage("gke-prod-spot-a", true)
+	if err := l.emu.Preempt("projects/" + project + "/zones/" + strings.Replace(path, "/", "/instances/", 1)); err != nil {
+		t.Fatal(err)
+	}
+	l.emu.Step()
+	if got := state(); got.ID != running.ID || got.State != cloud.InstanceCreating || !cloud.IsCapacityUnavailable(got.Err) {
+		t.Errorf("the preempted instance %+v, want the same one being recreated, short of capacity", got)
+	}
+	l.emu.SetCapacityShortage("gke-prod-spot-a", false)
+	l.emu.Step()
+	l.clock.Step(time.Minute)
+	l.emu.Step()
+	if got := state(); got.ID != running.ID || got.State != cloud.InstanceRunning {
+		t.Errorf("after the recreation %+v, want it running again", got)
+	}
+}
+
 // Errors of calls and of operations become the seam's typed errors.
 func TestErrors(t *testing.T) {
 	l := newLab(t, prodGroups)

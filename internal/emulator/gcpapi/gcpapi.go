@@ -34,7 +34,9 @@
 // creations fail with ZONE_RESOURCE_POOL_EXHAUSTED in the managed
 // instance's lastAttempt, as Compute Engine reports a stock-out, and keep
 // being retried), an error for the next call of a method, a failed
-// operation, slow operations and slow creation.
+// operation, slow operations and slow creation. Preempt takes back a spot
+// VM of a group, which recreates it under its name (currentAction
+// RECREATING), as Compute Engine does.
 //
 // Not emulated: authentication (any or no token is accepted), filters and
 // orderBy (refused with 400, so that a caller relying on them notices),

@@ -312,6 +312,8 @@ func (s *Server) groupJSON(g *group, base string) wireGroup {
 		switch m.action {
 		case ActionCreating:
 			out.CurrentActions.Creating++
+		case ActionRecreating:
+			out.CurrentActions.Recreating++
 		case ActionDeleting:
 			out.CurrentActions.Deleting++
 		default:

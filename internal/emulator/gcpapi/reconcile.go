@@ -34,7 +34,7 @@ func (s *Server) Step() {
 		g := s.groups[path]
 		s.reconcileMembers(g)
 		for _, m := range g.members {
-			if m.action != ActionCreating {
+			if m.action != ActionCreating && m.action != ActionRecreating {
 				continue
 			}
 			if m.inst == nil {

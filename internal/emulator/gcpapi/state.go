@@ -19,9 +19,10 @@ const (
 
 // Current actions of a managed instance.
 const (
-	ActionNone     = "NONE"
-	ActionCreating = "CREATING"
-	ActionDeleting = "DELETING"
+	ActionNone       = "NONE"
+	ActionCreating   = "CREATING"
+	ActionRecreating = "RECREATING"
+	ActionDeleting   = "DELETING"
 )
 
 // Provisioning models of Scheduling.
@@ -460,4 +461,41 @@ func (s *Server) zoneFor(g *group) string {
 		best = g.Zones[0]
 	}
 	return best
+}
+
+// Preempt takes back the spot (or preemptible) instance at path, a member of
+// a managed instance group, as Compute Engine does: the instance is
+// TERMINATED and gone, OnDeleted runs for it, and its group recreates it
+// under the same name (currentAction RECREATING, lastAttempt errors while
+// its zone is short), as it creates a new member.
+func (s *Server) Preempt(path string) error {
+	s.mu.Lock()
+	i, ok := s.instances[path]
+	if !ok {
+		s.mu.Unlock()
+		return fmt.Errorf("instance %s: not found", path)
+	}
+	if i.Scheduling.ProvisioningModel != ProvisioningSpot && !i.Scheduling.Preemptible {
+		s.mu.Unlock()
+		return fmt.Errorf("instance %s is not spot or preemptible", path)
+	}
+	g, ok := s.groups[i.Group]
+	if !ok {
+		s.mu.Unlock()
+		return fmt.Errorf("instance %s is in no managed instance group", path)
+	}
+	delete(s.instances, path)
+	for _, m := range g.members {
+		if m.inst == i {
+			m.inst, m.action = nil, ActionRecreating
+		}
+	}
+	gone := i.copy()
+	gone.Status = StatusTerminated
+	onDeleted := slices.Clone(s.onDeleted)
+	s.mu.Unlock()
+	for _, f := range onDeleted {
+		f(gone)
+	}
+	return nil
 }
