@@ -310,3 +310,45 @@ func TestAWSUnregisteredInstanceIsDeleted(t *testing.T) {
 	}
 	assertNoMarks(t, l.env)
 }
+
+// A partial delivery: the spot group now launches c5.large (2 vCPUs: each
+// on-demand node's two pods need a new node each), and the pool has room
+// for one instance when the migrator asks for two; Auto Scaling launches one
+// and reports the other short. The request ends with nothing idle: the
+// delivered node is used for the drain when the node's pods fit on it (the
+// lab's nodes have 4 CPUs whatever their type), else given back, and no
+// instance runs without its Node.
+func TestAWSPartialDeliveryLeavesNoIdleNode(t *testing.T) {
+	l := startAWSLab(t)
+	v, err := l.emu.CreateLaunchTemplateVersion("spot", awsapi.LaunchTemplateData{InstanceType: "c5.large", Spot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.emu.SetDefaultLaunchTemplateVersion("spot", v); err != nil {
+		t.Fatal(err)
+	}
+	l.emu.SetPoolCapacityLeft("c5.large", "us-east-1a", true, 1)
+	l.start(t)
+	if note := firstEventNote(t, l.env, migrator.ReasonSpotUnavailable, 2*time.Minute); !strings.Contains(note, "InsufficientInstanceCapacity") {
+		t.Errorf("the Event's note %q does not give the shortage", note)
+	}
+	testenv.Eventually(t, time.Minute, "every spot instance a Node that holds pods", func(ctx context.Context) (bool, string, error) {
+		sp, _ := l.emu.GroupStatus("spot")
+		var idle []string
+		for _, i := range sp.Instances {
+			if i.LifecycleState != awsapi.LifecycleInService && i.LifecycleState != awsapi.LifecyclePending {
+				continue
+			}
+			pods, err := l.env.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName(i.ID)})
+			if err != nil {
+				return false, "", err
+			}
+			if len(pods.Items) == 0 {
+				idle = append(idle, i.ID)
+			}
+		}
+		return len(idle) == 0, fmt.Sprintf("spot desired %d, %d instances, idle or without a Node: %v; %s", sp.DesiredCapacity, len(sp.Instances), idle,
+			podsByNode(ctx, t, l.env)), nil
+	})
+	assertNoMarks(t, l.env)
+}

@@ -126,6 +126,7 @@ type Server struct {
 	faults    emulatorkit.Faults[APIError] // throttles by API
 	shortage  map[string]bool              // group names
 	poolShort map[pool]bool
+	poolLeft  map[pool]int // launches a pool has left; absent: no limit
 
 	onLaunch    []func(Instance)
 	onTerminate []func(Instance)
@@ -170,6 +171,7 @@ func New(opts Options) *Server {
 		open:                map[string]*activity{},
 		shortage:            map[string]bool{},
 		poolShort:           map[pool]bool{},
+		poolLeft:            map[pool]int{},
 	}
 	for _, t := range opts.InstanceTypes {
 		s.instanceTypes[t.Name] = t
@@ -211,6 +213,21 @@ func (s *Server) SetPoolCapacityShortage(instanceType, zone string, spot, short 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.poolShort[pool{instanceType, zone, spot}] = short
+}
+
+// SetPoolCapacityLeft lets n more instances of instanceType launch in zone
+// (spot or on-demand), after which the pool is short: a pool that runs dry
+// in the middle of a request, so that Auto Scaling launches part of it and
+// records a failed activity for the rest (a partial delivery). A negative n
+// lifts the limit.
+func (s *Server) SetPoolCapacityLeft(instanceType, zone string, spot bool, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n < 0 {
+		delete(s.poolLeft, pool{instanceType, zone, spot})
+		return
+	}
+	s.poolLeft[pool{instanceType, zone, spot}] = n
 }
 
 // SetLaunchDelay sets how long instances launched from now on stay pending.

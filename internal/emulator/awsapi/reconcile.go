@@ -188,7 +188,8 @@ func (s *Server) scaleOut(g *group, now time.Time) {
 				sort.SliceStable(ts, func(a, b int) bool { return price(ts[a]) < price(ts[b]) })
 			}
 			for _, tt := range ts {
-				if !s.shortage[g.Name] && !s.poolShort[pool{tt, z, spot}] {
+				left, limited := s.poolLeft[pool{tt, z, spot}]
+				if !s.shortage[g.Name] && !s.poolShort[pool{tt, z, spot}] && (!limited || left > 0) {
 					typ, zone, ok = tt, z, true
 					break
 				}
@@ -216,6 +217,9 @@ func (s *Server) scaleOut(g *group, now time.Time) {
 			LaunchTemplate:       LaunchTemplateRef{ID: t.id, Name: t.name, Version: fmt.Sprint(version)},
 		})
 		g.members = append(g.members, i.ID)
+		if left, limited := s.poolLeft[pool{typ, zone, spot}]; limited {
+			s.poolLeft[pool{typ, zone, spot}] = left - 1
+		}
 		perZone[zone]++
 		if !spot {
 			onDemand++

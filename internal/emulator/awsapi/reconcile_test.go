@@ -3,6 +3,7 @@ package awsapi
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -188,5 +189,39 @@ func TestTerminateInstanceFromEC2Side(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no termination activity for %s", victim)
+	}
+}
+
+// A pool with capacity left for one instance delivers one of a request for
+// three: the rest fails as a shortage in a scaling activity, as Auto
+// Scaling reports a partial launch, and the pool stays short.
+func TestStepPartialDelivery(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.s.SetPoolCapacityLeft("m5.large", "us-east-1a", true, 1)
+	e.group(t, "g", true, withSize(0, 3, 10), withZones("us-east-1a"))
+	e.s.Step()
+	g := e.mustGroup(t, "g")
+	if len(g.Instances) != 1 || g.DesiredCapacity != 3 {
+		t.Fatalf("%d instances of desired %d, want 1 of 3", len(g.Instances), g.DesiredCapacity)
+	}
+	e.s.Step()
+	if g := e.mustGroup(t, "g"); len(g.Instances) != 1 {
+		t.Errorf("%d instances after another step, want the pool still dry", len(g.Instances))
+	}
+	e.s.mu.Lock()
+	var failed int
+	for _, a := range e.s.activities {
+		if a.group == "g" && a.statusCode == "Failed" && strings.Contains(a.statusMsg, "InsufficientInstanceCapacity") {
+			failed++
+		}
+	}
+	e.s.mu.Unlock()
+	if failed == 0 {
+		t.Error("no failed scaling activity for the instances not launched")
+	}
+	e.s.SetPoolCapacityLeft("m5.large", "us-east-1a", true, -1)
+	e.s.Step()
+	if g := e.mustGroup(t, "g"); len(g.Instances) != 3 {
+		t.Errorf("%d instances once the limit is lifted, want 3", len(g.Instances))
 	}
 }
