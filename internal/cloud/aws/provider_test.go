@@ -677,9 +677,36 @@ func TestTemplateFromLiveNode(t *testing.T) {
 	}
 	l.clock.Step(6 * time.Minute)
 	g, _ = l.p.group(ctx, "od")
+	lists := nodeLists(l)
 	if n, _ := g.TemplateNode(ctx); n.Labels["team"] != "b" {
 		t.Errorf("not read again after the TTL: team=%s", n.Labels["team"])
 	}
+	if n := nodeLists(l) - lists; n != 0 {
+		t.Errorf("%d lists of the Nodes to read again a Node that still serves, want none (a get of it)", n)
+	}
+	// Once that Node is not Ready, the group's others are looked at: none
+	// serves, and the template is the instance type's.
+	live, _ = l.kube.CoreV1().Nodes().Get(ctx, "ip-"+ids[1], metav1.GetOptions{})
+	live.Status.Conditions[0].Status = corev1.ConditionFalse
+	if _, err := l.kube.CoreV1().Nodes().UpdateStatus(ctx, live, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	l.clock.Step(6 * time.Minute)
+	g, _ = l.p.group(ctx, "od")
+	if n, _ := g.TemplateNode(ctx); n.Labels["team"] != "" || n.Status.Allocatable.Memory().String() != "15391Mi" {
+		t.Errorf("template once no Node serves: labels %v, allocatable %v; want m5.xlarge's", n.Labels, n.Status.Allocatable)
+	}
+}
+
+// nodeLists counts the Node lists the lab's clientset answered.
+func nodeLists(l *lab) int {
+	n := 0
+	for _, a := range l.kube.Actions() {
+		if a.GetVerb() == "list" && a.GetResource().Resource == "nodes" {
+			n++
+		}
+	}
+	return n
 }
 
 func TestThrottledAndPrices(t *testing.T) {

@@ -24,8 +24,10 @@ const LiveTemplateTTL = 5 * time.Minute
 
 // LiveTemplates keeps, per node group, the group's template copied from one
 // of its live Nodes (cloud.TemplateFromNode), read at most once per
-// LiveTemplateTTL: one read of the group's instances and one Get per Node
-// tried. A group without a usable Node is remembered as such for as long.
+// LiveTemplateTTL: a Get of the Node that served last time, and only when
+// it no longer can, one read of the group's instances (which may list the
+// cluster's Nodes) and a Get per Node tried. A group without a usable Node
+// is remembered as such for as long.
 type LiveTemplates struct {
 	kube  kubernetes.Interface
 	clock clock.Clock
@@ -60,7 +62,10 @@ func (l *LiveTemplates) Template(ctx context.Context, group, name string, instan
 	e, ok := l.byGroup[group]
 	l.mu.Unlock()
 	if !ok || now.Sub(e.at) >= LiveTemplateTTL {
-		node, err := l.read(ctx, instances)
+		node, err := l.again(ctx, e.node)
+		if node == nil && err == nil {
+			node, err = l.read(ctx, instances)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("reading a Node of node group %s for its template: %w", group, err)
 		}
@@ -73,6 +78,25 @@ func (l *LiveTemplates) Template(ctx context.Context, group, name string, instan
 		return nil, nil
 	}
 	return cloud.TemplateFromNode(e.node, name), nil
+}
+
+// again reads the Node that served last time, and returns it when it still
+// can serve (a Node stays in its group for its life); nil when there was none,
+// or it is gone or no longer a candidate.
+func (l *LiveTemplates) again(ctx context.Context, last *corev1.Node) (*corev1.Node, error) {
+	if last == nil {
+		return nil, nil
+	}
+	node, err := l.kube.CoreV1().Nodes().Get(ctx, last.Name, metav1.GetOptions{})
+	if err = cloud.FromAPIError(err); cloud.IsNotFound(err) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("reading Node %s: %w", last.Name, err)
+	}
+	if node.UID != last.UID || !cloud.LiveCandidate(node) {
+		return nil, nil
+	}
+	return node, nil
 }
 
 // read finds a Node of the group that can serve as its template.
