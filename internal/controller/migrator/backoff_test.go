@@ -275,3 +275,50 @@ func TestShortRequestLeavesNothingIdle(t *testing.T) {
 	}
 	wantEvent(t, rec, ReasonSpotRequested, ReasonSpotUnavailable, ReasonSpotGivenBack, ReasonSpotGivenBack)
 }
+
+// A stock-out reported while an instance the cloud did launch is still
+// coming up: the unfulfilled request is cancelled at once, the launched
+// instance is waited for, and once it is a node too few for the candidate's
+// pods, it is given back: nothing idle.
+func TestStockOutWaitsForWhatWasLaunched(t *testing.T) {
+	c, g, clk, rec := spotControllerEvents(Options{NodeReadyTimeout: 10 * time.Minute, SpotUnavailableBackoff: time.Hour, MaxSpotUnavailable: time.Hour})
+	ctx := context.Background()
+	done := make(chan [2]bool)
+	go func() {
+		delivered, short := c.addCapacity(ctx, tu.Node("od-1", tu.OnDemand()), g, 2, false)
+		done <- [2]bool{delivered, short}
+	}()
+	waitParked(t, clk, 1)
+	launched := g.Fulfill(1)[0] // its Node registers, not Ready yet
+	if _, err := c.kube.CoreV1().Nodes().Create(ctx, launched, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	g.SetCapacityUnavailable(true)
+	clk.Step(time.Second)
+	waitParked(t, clk, 1)
+	select {
+	case got := <-done:
+		t.Fatalf("gave up (%v) while a launched instance was coming up", got)
+	default:
+	}
+	if n := g.Unfulfilled(); n != 0 {
+		t.Errorf("%d requests left after the stock-out, want the unfulfilled one cancelled at once", n)
+	}
+	launched.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	if _, err := c.kube.CoreV1().Nodes().UpdateStatus(ctx, launched, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(time.Second)
+	select {
+	case got := <-done:
+		if got != [2]bool{false, true} {
+			t.Fatalf("delivered, short = %v, want short", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("still waiting once the launched instance was a node")
+	}
+	if got := g.Deleted(); len(got) != 1 || got[0] != launched.Name {
+		t.Errorf("deleted %v, want the idle %s given back", got, launched.Name)
+	}
+	wantEvent(t, rec, ReasonSpotRequested, ReasonSpotUnavailable, ReasonSpotGivenBack)
+}

@@ -913,6 +913,10 @@ func (c *Controller) addCapacity(ctx context.Context, node *corev1.Node, g cloud
 	} else {
 		c.event(nodeRef(node), corev1.EventTypeNormal, ReasonSpotRequested, "asked spot node group %s for %d node(s) to replace this node", g.ID(), need)
 	}
+	// A stock-out the cloud reports ends the request at once, save for
+	// the instances it did launch, which are waited for (up to the
+	// deadline) so that they can be used or given back once they are nodes.
+	var stockOut error
 	for {
 		p, err := c.progress(ctx, g, known)
 		if p.ready >= need {
@@ -920,11 +924,19 @@ func (c *Controller) addCapacity(ctx context.Context, node *corev1.Node, g cloud
 			delete(c.backoff, g.ID()) // the group delivers again
 			return true, false
 		}
+		if p.stockOut != nil && stockOut == nil {
+			stockOut = p.stockOut
+			c.cancelUnfulfilled(ctx, g, known, need-p.ready-p.inFlight)
+			if p.inFlight > 0 {
+				logger.Info("The cloud reports a shortage; waiting for the instances it launched", "ready", p.ready, "launching", p.inFlight)
+			}
+		}
 		var cause error
+		timedOut := !c.clock.Now().Before(deadline) || ctx.Err() != nil
 		switch {
-		case p.stockOut != nil:
-			cause = fmt.Errorf("%d of %d new node(s) Ready; the cloud reports: %w", p.ready, need, p.stockOut)
-		case !c.clock.Now().Before(deadline) || ctx.Err() != nil:
+		case stockOut != nil && (p.inFlight == 0 || timedOut):
+			cause = fmt.Errorf("%d of %d new node(s) Ready; the cloud reports: %w", p.ready, need, stockOut)
+		case timedOut:
 			cause = fmt.Errorf("%d of %d new node(s) Ready after %s", p.ready, need, c.opts.NodeReadyTimeout)
 			if late := cmp.Or(p.late, err); late != nil {
 				cause = fmt.Errorf("%w: %w", cause, late)
@@ -1000,8 +1012,18 @@ func (c *Controller) cancelUnfulfilled(ctx context.Context, g cloud.NodeGroup, k
 	}
 	cctx, cancel := drain.WithClockTimeout(context.WithoutCancel(ctx), c.clock, 30*time.Second)
 	defer cancel()
-	if err := g.DecreaseTargetSize(cctx, unfulfilled); err != nil {
-		klog.FromContext(ctx).Error(err, "Cancelling the unfulfilled request", "group", g.ID())
+	// What counts as unfulfilled differs by cloud (an instance being
+	// launched can be cancelled on some, not on others): fewer are asked
+	// when the group says it has fewer.
+	for n := unfulfilled; n > 0; n-- {
+		err := g.DecreaseTargetSize(cctx, n)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, cloud.ErrNotUnfulfilled) || n == 1 {
+			klog.FromContext(ctx).Error(err, "Cancelling the unfulfilled request", "group", g.ID())
+			return
+		}
 	}
 }
 
@@ -1024,7 +1046,10 @@ func (c *Controller) brought(ctx context.Context, g cloud.NodeGroup, known map[s
 	}
 	var out []broughtInstance
 	for _, inst := range insts {
-		if known[inst.ID] || inst.State != cloud.InstanceRunning {
+		// Running, or launched and still being created (an ID, no
+		// error); not a request that never got an instance.
+		launched := inst.State == cloud.InstanceRunning || (inst.State == cloud.InstanceCreating && inst.ID != "" && inst.Err == nil)
+		if known[inst.ID] || !launched {
 			continue
 		}
 		b := broughtInstance{inst: inst}
@@ -1130,6 +1155,10 @@ func (c *Controller) waiting(ctx context.Context, g cloud.NodeGroup, known map[s
 type growth struct {
 	// ready counts those whose Node takes pods.
 	ready int
+	// inFlight counts those the cloud launched that are not ready yet:
+	// running, or being created with no error (and an ID: not a request
+	// still waiting for capacity).
+	inFlight int
 	// late is what holds up the others, when the cloud says.
 	late error
 	// stockOut is a stock-out a request not yet fulfilled reports (a
@@ -1155,12 +1184,16 @@ func (c *Controller) progress(ctx context.Context, g cloud.NodeGroup, known map[
 				p.stockOut = inst.Err
 			}
 		}
-		if inst.NodeName == "" {
-			continue
+		ready := false
+		if inst.NodeName != "" {
+			n, err := c.kube.CoreV1().Nodes().Get(ctx, inst.NodeName, metav1.GetOptions{})
+			ready = err == nil && takesPods(n)
 		}
-		n, err := c.kube.CoreV1().Nodes().Get(ctx, inst.NodeName, metav1.GetOptions{})
-		if err == nil && takesPods(n) {
+		switch {
+		case ready:
 			p.ready++
+		case inst.State == cloud.InstanceRunning || (inst.State == cloud.InstanceCreating && inst.ID != "" && inst.Err == nil):
+			p.inFlight++
 		}
 	}
 	return p, nil
