@@ -93,7 +93,7 @@ func cpuSeconds(b *testing.B, pid int) float64 {
 // metadata service to the node tainted NoSchedule and cordoned, as the
 // apiserver shows it, on each cloud with the agent's defaults: an AWS spot
 // instance-action (read every 200 ms), a GCP preemption (long-polled, answered
-// at once) and an Azure Preempt event (the document read every 300 ms). Each
+// at once) and an Azure Preempt event (the document read every 250 ms). Each
 // notice comes at a random moment of the poll's cycle; between two, the notice
 // is withdrawn and the agent lifts its marks. Reports the median and the
 // worst of b.N notices.

@@ -207,7 +207,7 @@ func TestAcknowledgeRejects(t *testing.T) {
 }
 
 // The document is read every TerminationPollInterval: a Preempt is seen
-// within 300 ms by default.
+// within 250 ms by default.
 func TestDocumentReadEveryTerminationPollInterval(t *testing.T) {
 	imds, clk, src := setup(t, Config{ProviderID: providerID})
 	out := watchtest.Start(t, src)
@@ -217,7 +217,7 @@ func TestDocumentReadEveryTerminationPollInterval(t *testing.T) {
 		watchtest.Step(t, clk, DefaultTerminationPollInterval)
 	}
 	if n := imds.Requests(pathOf(ScheduledEventsPath)) - before; n != 10 {
-		t.Errorf("%d reads of the document in 3s, want 10", n)
+		t.Errorf("%d reads of the document in %v, want 10", n, 10*DefaultTerminationPollInterval)
 	}
 	imds.AddEvent(azureimds.Event{EventID: "preempt-1", EventType: "Preempt", Resources: []string{"aks-spot-vmss_3"}, NotBefore: clk.Now().Add(30 * time.Second)})
 	watchtest.Step(t, clk, DefaultTerminationPollInterval)

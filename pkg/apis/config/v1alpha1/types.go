@@ -559,7 +559,7 @@ type AgentConfig struct {
 	// spot/instance-action and autoscaling/target-lifecycle-state, on Azure
 	// the Scheduled Events document (IMDS allows a VM 5 requests a second).
 	// GCP answers its long polls at once and does not use it. Empty (the
-	// default): 200ms on AWS, 300ms on Azure; 50ms to 1m.
+	// default): 200ms on AWS, 250ms on Azure; 50ms to 1m.
 	TerminationPollInterval *metav1.Duration `json:"terminationPollInterval,omitempty"`
 	// RequestTimeout bounds one metadata request. Default 2s; 100ms to 1m.
 	RequestTimeout metav1.Duration `json:"requestTimeout"`
