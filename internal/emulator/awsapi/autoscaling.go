@@ -16,6 +16,10 @@ var autoScalingActions = map[string]handler{
 	"DescribeScalingActivities":           (*Server).describeScalingActivities,
 	"SetDesiredCapacity":                  (*Server).setDesiredCapacity,
 	"TerminateInstanceInAutoScalingGroup": (*Server).terminateInstanceInAutoScalingGroup,
+	"PutLifecycleHook":                    (*Server).putLifecycleHook,
+	"DescribeLifecycleHooks":              (*Server).describeLifecycleHooks,
+	"CompleteLifecycleAction":             (*Server).completeLifecycleAction,
+	"RecordLifecycleActionHeartbeat":      (*Server).recordLifecycleActionHeartbeat,
 }
 
 // maxRecords reads MaxRecords within [1, hi], def when absent.
@@ -444,7 +448,7 @@ func (s *Server) terminateInstanceInAutoScalingGroup(q query) (any, *APIError) {
 	if decrement {
 		per := map[string]int32{}
 		for _, i := range targets {
-			if i.LifecycleState != LifecycleTerminating {
+			if !strings.HasPrefix(i.LifecycleState, LifecycleTerminating) {
 				per[i.Group]++
 			}
 		}
@@ -457,7 +461,7 @@ func (s *Server) terminateInstanceInAutoScalingGroup(q query) (any, *APIError) {
 	}
 	var acts []asActivity
 	for _, i := range targets {
-		if i.LifecycleState == LifecycleTerminating {
+		if strings.HasPrefix(i.LifecycleState, LifecycleTerminating) {
 			// Asked again: answer with the termination under way.
 			if a := s.pendingActivity(i.ID); a != nil {
 				acts = append(acts, s.wireActivity(a))
@@ -471,7 +475,7 @@ func (s *Server) terminateInstanceInAutoScalingGroup(q query) (any, *APIError) {
 				now.UTC().Format(time.RFC3339), i.ID, g.DesiredCapacity, g.DesiredCapacity-1)
 			g.DesiredCapacity--
 		}
-		s.shutDownLocked(i, "Client.UserInitiatedShutdown")
+		s.autoScalingTerminateLocked(g, i)
 		a := &activity{
 			group: g.Name, instanceID: i.ID, description: "Terminating EC2 instance: " + i.ID, cause: cause,
 			details: zoneDetails(i.AvailabilityZone), statusCode: "InProgress", start: now,

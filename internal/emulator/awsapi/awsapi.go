@@ -12,7 +12,13 @@
 //     DescribeLaunchTemplateVersions, DescribeInstanceTypes.
 //   - Auto Scaling (Version 2011-01-01): DescribeAutoScalingGroups (names,
 //     tag filters), SetDesiredCapacity, TerminateInstanceInAutoScalingGroup,
-//     DescribeScalingActivities, DescribeAutoScalingInstances.
+//     DescribeScalingActivities, DescribeAutoScalingInstances,
+//     PutLifecycleHook, DescribeLifecycleHooks, CompleteLifecycleAction,
+//     RecordLifecycleActionHeartbeat (terminating hooks; see events.go).
+//   - SQS (JSON 1.0 protocol, routed by X-Amz-Target; see sqs.go), and the
+//     events EventBridge rules put on a queue when an instance is
+//     interrupted, recommended for rebalance, scheduled for retirement,
+//     changes state or is held by a lifecycle hook (RouteEventsTo).
 //
 // State (groups, launch templates, instances, spot prices, instance types) is
 // set up and read through Go methods. Step is the Auto Scaling service's
@@ -25,7 +31,7 @@
 // client (see there why).
 //
 // Not emulated: request signatures (any or none is accepted), any action not
-// listed above, launch configurations, warm pools, lifecycle hooks, weighted
+// listed above, launch configurations, warm pools, launching lifecycle hooks, weighted
 // capacity, instance refresh, health checks other than EC2 state, subnets and
 // networking beyond a private IP and DNS name, and the fine points of the
 // Auto Scaling termination policies (see Step).
@@ -36,6 +42,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -130,6 +137,10 @@ type Server struct {
 
 	onLaunch    []func(Instance)
 	onTerminate []func(Instance)
+
+	queues      map[string]*sqsQueue // by name
+	sqsWake     chan struct{}        // closed when a message may be ready
+	eventsQueue string               // where EventBridge delivers; "" none
 }
 
 // pool is a capacity pool: an instance type in a zone, spot or on-demand.
@@ -290,6 +301,10 @@ func uuid(n uint64) string {
 // ServeHTTP answers an EC2 or Auto Scaling Query request (POST with a
 // form-encoded body, or GET with the same query string).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.Header.Get("X-Amz-Target"), sqsTargetPrefix) {
+		s.serveSQS(w, r)
+		return
+	}
 	if r.Method != http.MethodPost && r.Method != http.MethodGet {
 		w.Header().Set("Allow", "GET, POST")
 		w.WriteHeader(http.StatusMethodNotAllowed)

@@ -57,6 +57,11 @@ func (s *Server) Step() time.Duration {
 		s.scaleIn(g, now)
 	}
 
+	// Lifecycle hooks' waits and spot interruptions that are due.
+	if due := s.stepHoldsLocked(now); !due.IsZero() {
+		wait(due)
+	}
+
 	// 3. Terminations that are due.
 	kept := s.instanceOrder[:0]
 	for _, id := range s.instanceOrder {
@@ -68,6 +73,7 @@ func (s *Server) Step() time.Duration {
 				break
 			}
 			i.State, i.stateSince = StateTerminated, now
+			s.emitStateLocked(i)
 			if g, ok := s.groups[i.Group]; ok {
 				g.members = slices.DeleteFunc(g.members, func(m string) bool { return m == id })
 				i.LifecycleState = "Terminated"
@@ -95,6 +101,7 @@ func (s *Server) Step() time.Duration {
 			continue
 		}
 		i.State, i.stateSince = StateRunning, now
+		s.emitStateLocked(i)
 		if i.Group != "" {
 			i.LifecycleState = LifecycleInService
 		}
@@ -311,7 +318,7 @@ func (s *Server) scaleIn(g *group, now time.Time) {
 		})
 		victim := candidates[0]
 		act = slices.DeleteFunc(act, func(i *instance) bool { return i == victim })
-		s.shutDownLocked(victim, "Client.UserInitiatedShutdown")
+		s.autoScalingTerminateLocked(g, victim)
 		ts := now.UTC().Format(time.RFC3339)
 		s.addActivity(&activity{
 			group:       g.Name,

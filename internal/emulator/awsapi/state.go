@@ -184,6 +184,8 @@ type instance struct {
 	stateSince  time.Time     // when State was entered
 	launchDelay time.Duration // how long it stays pending
 	stateReason string        // EC2 state reason code once shut down
+	interruptAt time.Time     // a spot interruption's termination; zero: none
+	hold        *hookWait     // held by a lifecycle hook
 }
 
 type group struct {
@@ -191,6 +193,7 @@ type group struct {
 	arn     string
 	created time.Time
 	members []string // instance IDs, terminated ones removed
+	hooks   []LifecycleHook
 }
 
 type launchTemplate struct {
@@ -525,6 +528,7 @@ func (s *Server) shutDownLocked(i *instance, reason string) {
 		i.LifecycleState = LifecycleTerminating
 		i.HealthStatus = "Unhealthy"
 	}
+	s.emitStateLocked(i)
 }
 
 // AddInstanceTypes adds or replaces instance types in the catalog.
