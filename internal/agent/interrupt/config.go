@@ -17,9 +17,16 @@ import (
 // (its agent and drain sections), and its drainer: `spotter-agent` and
 // `spotter simulate` both build it here. ack and recorder may be nil.
 func FromConfig(client kubernetes.Interface, clk clock.Clock, recorder events.EventRecorder, ack notice.Acknowledger, cfg *v1alpha1.SpotterConfiguration, node string, dryRun bool) *Handler {
+	return ForComponent(Component, client, clk, recorder, ack, cfg, node, dryRun)
+}
+
+// ForComponent is FromConfig for another component than the agent: the
+// controller's interruption queue handles notices with the agent's rules
+// and configuration, under its own name (Options.Component).
+func ForComponent(component string, client kubernetes.Interface, clk clock.Clock, recorder events.EventRecorder, ack notice.Acknowledger, cfg *v1alpha1.SpotterConfiguration, node string, dryRun bool) *Handler {
 	a := cfg.Agent
 	drainer := drain.New(client, clk, recorder, drain.Options{
-		Component:              Component,
+		Component:              component,
 		MaxConcurrentEvictions: int(cfg.Drain.MaxConcurrentEvictions),
 		Timeout:                cfg.Drain.Timeout.Duration,
 		MaxGracePeriod:         cfg.Drain.MaxGracePeriod.Duration,
@@ -32,6 +39,7 @@ func FromConfig(client kubernetes.Interface, clk clock.Clock, recorder events.Ev
 	defaults := v1alpha1.NewDefaults().Agent
 	return New(client, drainer, clk, recorder, ack, Options{
 		Node:              node,
+		Component:         component,
 		DeadlineMargin:    ptr.Deref(a.DeadlineMargin, *defaults.DeadlineMargin).Duration,
 		RebalanceAction:   a.RebalanceAction,
 		MaintenanceAction: a.MaintenanceAction,

@@ -54,6 +54,12 @@ const (
 type Options struct {
 	// Node is the node the agent runs on.
 	Node string
+	// Component is who handles the notices: Component (the agent, the
+	// default) or the controller's interruption queue. It names the drain's
+	// marks and the notices' entries in the node's record: a notice already
+	// recorded by another component is left to it, so that a node the agent
+	// and the queue both hear of is drained once.
+	Component string
 	// DeadlineMargin is kept free before a notice's deadline.
 	DeadlineMargin time.Duration
 	// RebalanceAction and MaintenanceAction are the levels of advisory notices.
@@ -98,6 +104,9 @@ type job struct {
 func New(client kubernetes.Interface, drainer *drain.Drainer, clk clock.Clock, recorder events.EventRecorder, ack notice.Acknowledger, opts Options) *Handler {
 	if opts.DrainLead <= 0 {
 		opts.DrainLead = 10 * time.Minute
+	}
+	if opts.Component == "" {
+		opts.Component = Component
 	}
 	return &Handler{client: client, drainer: drainer, clock: clk, recorder: recorder, ack: ack, opts: opts, seen: map[string]notice.Notice{}}
 }
@@ -157,10 +166,23 @@ func (h *Handler) Handle(ctx context.Context, n notice.Notice) {
 		h.event(corev1.EventTypeNormal, ReasonNotice, "%s notice from %s (%s, deadline %s): no action configured", n.Kind, n.Cloud, n.Action, deadline)
 		return
 	}
-	err := h.update(ctx, func(s *State) { s.Notices[key] = Entry{Kind: n.Kind, Action: n.Action, Level: level} })
-	if err != nil {
+	other := ""
+	err := h.update(ctx, func(s *State) {
+		other = ""
+		if e, ok := s.Notices[key]; ok && e.handler() != h.opts.Component {
+			other = e.handler()
+			return
+		}
+		s.Notices[key] = Entry{Kind: n.Kind, Action: n.Action, Level: level, By: h.opts.Component}
+	})
+	switch {
+	case err != nil:
 		logger.Error(err, "Marking the node")
-	} else if rank[level] >= rank[v1alpha1.ActionCordon] {
+	case other != "":
+		logger.Info("Notice already handled by another component", "by", other)
+		h.event(corev1.EventTypeNormal, ReasonNotice, "%s notice from %s (%s, deadline %s): handled by the %s, which saw it first", n.Kind, n.Cloud, n.Action, deadline, other)
+		return
+	case rank[level] >= rank[v1alpha1.ActionCordon]:
 		cordonSeconds.Observe(h.clock.Since(received).Seconds())
 	}
 	h.event(corev1.EventTypeWarning, ReasonNotice, "%s notice from %s (%s, deadline %s): action: %s", n.Kind, n.Cloud, n.Action, deadline, words(level))
@@ -225,7 +247,8 @@ func (h *Handler) end(ctx context.Context, key string, n notice.Notice) {
 	var drainStill bool
 	removed := false
 	err := h.update(ctx, func(s *State) {
-		if _, ok := s.Notices[key]; ok {
+		removed = false
+		if e, ok := s.Notices[key]; ok && e.handler() == h.opts.Component {
 			delete(s.Notices, key)
 			removed = true
 		}

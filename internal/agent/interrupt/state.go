@@ -43,6 +43,19 @@ type Entry struct {
 	Kind   notice.Kind           `json:"kind"`
 	Action string                `json:"action"`
 	Level  v1alpha1.NoticeAction `json:"level"`
+	// By is the component that handles the notice (drains the node for it):
+	// the agent (Component), or the controller's interruption queue when it
+	// saw the event first. Empty, in a record of an agent that did not say,
+	// means the agent.
+	By string `json:"by,omitempty"`
+}
+
+// handler is who handles e.
+func (e Entry) handler() string {
+	if e.By == "" {
+		return Component
+	}
+	return e.By
 }
 
 // stateOf reads the agent's annotation from node.
