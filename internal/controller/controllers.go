@@ -9,6 +9,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/robfig/cron/v3"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +29,7 @@ import (
 
 	"spotter.dev/spotter/internal/classify"
 	"spotter.dev/spotter/internal/cloud"
+	awsprovider "spotter.dev/spotter/internal/cloud/aws"
 	azureprovider "spotter.dev/spotter/internal/cloud/azure"
 	"spotter.dev/spotter/internal/cloud/clusterapi"
 	kubeprovider "spotter.dev/spotter/internal/cloud/kubernetes"
@@ -36,6 +39,7 @@ import (
 	"spotter.dev/spotter/internal/controller/labeler"
 	"spotter.dev/spotter/internal/controller/migrator"
 	"spotter.dev/spotter/internal/controller/preemptible"
+	"spotter.dev/spotter/internal/controller/queue"
 	"spotter.dev/spotter/internal/controller/rescheduler"
 	"spotter.dev/spotter/internal/controller/spotfirst"
 	"spotter.dev/spotter/internal/disruption"
@@ -179,6 +183,21 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg *v1alpha1.SpotterConfigura
 			return nil, fmt.Errorf("registering the %s: %w", l.Name(), err)
 		}
 		started = append(started, l.Name())
+	}
+	if url := cfg.Cloud.AWS.InterruptionQueueURL; url != "" {
+		sdk, err := awsprovider.SDKConfig(ctx, cfg.Cloud.AWS, cfg.Cloud.RequestsPerSecond)
+		if err != nil {
+			return nil, fmt.Errorf("cloud.aws.interruptionQueueURL: %w", err)
+		}
+		q := queue.New(queue.Options{
+			QueueURL: url, SQS: sqs.NewFromConfig(sdk), AutoScaling: autoscaling.NewFromConfig(sdk),
+			Kube: kube, Nodes: mgr.GetCache(), Clock: clk, Recorder: mgr.GetEventRecorder("spotter-queue"),
+			Config: cfg, DryRun: cfg.DryRun,
+		})
+		if err := mgr.Add(q); err != nil {
+			return nil, fmt.Errorf("registering the %s: %w", q.Name(), err)
+		}
+		started = append(started, q.Name())
 	}
 	return started, nil
 }

@@ -131,8 +131,8 @@ var Reasons = []Reason{
 	{migrator.ReasonWouldMigrate, "Node", "Normal", "migrator (dry run)", "what the migrator would do"},
 	{preemptible.ReasonNotDrained, "Node", "Warning", "preemptible", "the run of a preemptible node's VM ended before Spotter drained it, and why; its pods were left to the preemption notice"},
 	{preemptible.ReasonReplaced, "Node", "Normal", "preemptible", "the VM behind a drained preemptible node was replaced (another boot ID): its cordon and drain record were lifted"},
-	{interrupt.ReasonNotice, "Node", "Warning (Normal when no action is configured)", "agent", "an interruption notice arrived: kind, deadline, what the agent does"},
-	{interrupt.ReasonEnded, "Node", "Normal", "agent", "a notice ended, or the node booted again after it: the notice's taint and cordon are lifted"},
+	{interrupt.ReasonNotice, "Node", "Warning (Normal when no action is configured, or when another component handles it)", "agent, interruption queue", "an interruption notice arrived: kind, deadline, what is done, or that the agent or the queue, which saw it first, handles it"},
+	{interrupt.ReasonEnded, "Node", "Normal", "agent, interruption queue", "a notice ended, or the node booted again after it: the notice's taint and cordon are lifted"},
 	{interrupt.ReasonAcknowledged, "Node", "Normal", "agent", "an Azure Scheduled Event was acknowledged after the drain"},
 	{interrupt.ReasonWouldAct, "Node", "Warning for a notice, Normal for its end", "agent (dry run)", "what the agent would do"},
 }

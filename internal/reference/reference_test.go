@@ -25,6 +25,7 @@ import (
 	_ "spotter.dev/spotter/internal/controller/labeler"
 	_ "spotter.dev/spotter/internal/controller/migrator"
 	_ "spotter.dev/spotter/internal/controller/preemptible"
+	_ "spotter.dev/spotter/internal/controller/queue"
 	_ "spotter.dev/spotter/internal/controller/rescheduler"
 	_ "spotter.dev/spotter/internal/kubeclient"
 )

@@ -41,6 +41,9 @@ type awsLab struct {
 	// silentID is the last such instance's ID.
 	silent   atomic.Int32
 	silentID atomic.Value
+	// keepNodes leaves the Node of a terminated instance (no cloud
+	// controller manager deletes it).
+	keepNodes atomic.Bool
 }
 
 func startAWSLab(t *testing.T) *awsLab {
@@ -68,6 +71,9 @@ func startAWSLab(t *testing.T) *awsLab {
 		}
 	})
 	emu.OnTerminate(func(i awsapi.Instance) {
+		if l.keepNodes.Load() {
+			return
+		}
 		_ = env.Client.CoreV1().Nodes().Delete(ctx, nodeName(i.ID), metav1.DeleteOptions{})
 	})
 	go emu.Run(ctx, 200*time.Millisecond)

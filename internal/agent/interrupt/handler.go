@@ -130,6 +130,10 @@ func (h *Handler) Run(ctx context.Context, in <-chan notice.Notice) {
 	}
 }
 
+// Wait waits for the drains Handle started (a termination drain is bounded
+// by its deadline).
+func (h *Handler) Wait() { h.jobs.Wait() }
+
 // Handle acts on one notice. It returns once the node is tainted (and cordoned
 // if the level calls for it); a drain goes on in the background.
 func (h *Handler) Handle(ctx context.Context, n notice.Notice) {

@@ -23,6 +23,19 @@ import (
 // select. Its requests go at most requestsPerSecond a second
 // (cloud.requestsPerSecond).
 func FromConfig(ctx context.Context, kube kubernetes.Interface, clk clock.Clock, cfg v1alpha1.AWSConfig, requestsPerSecond int32, pricing v1alpha1.PricingConfig) (*Provider, error) {
+	sdk, err := SDKConfig(ctx, cfg, requestsPerSecond)
+	if err != nil {
+		return nil, err
+	}
+	return New(newEC2Direct(ec2.NewFromConfig(sdk)), newAutoScalingDirect(autoscaling.NewFromConfig(sdk)), kube, clk,
+		Options{ClusterName: cfg.ClusterName, GroupNames: cfg.AutoScalingGroups, Pricing: pricing, Region: sdk.Region,
+			TerminateOutsideGroups: cfg.TerminateInstancesOutsideGroups})
+}
+
+// SDKConfig loads the AWS SDK's configuration as Spotter uses it: the
+// standard credential chain, region and endpoint variables, cfg.Region
+// overriding the region, requests paced at requestsPerSecond.
+func SDKConfig(ctx context.Context, cfg v1alpha1.AWSConfig, requestsPerSecond int32) (aws.Config, error) {
 	// Without a region elsewhere, the instance metadata service's.
 	opts := []func(*awsconfig.LoadOptions) error{awsconfig.WithEC2IMDSRegion()}
 	if cfg.Region != "" {
@@ -30,15 +43,13 @@ func FromConfig(ctx context.Context, kube kubernetes.Interface, clk clock.Clock,
 	}
 	sdk, err := awsconfig.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("cloud.aws: loading the AWS SDK configuration: %w", err)
+		return aws.Config{}, fmt.Errorf("cloud.aws: loading the AWS SDK configuration: %w", err)
 	}
 	sdk.HTTPClient = readOnlyBodies{providerkit.NewLimiter(requestsPerSecond).Doer(sdk.HTTPClient)}
 	if sdk.Region == "" {
-		return nil, fmt.Errorf("cloud.aws: no region: set cloud.aws.region or AWS_REGION, or run where the instance metadata service answers")
+		return aws.Config{}, fmt.Errorf("cloud.aws: no region: set cloud.aws.region or AWS_REGION, or run where the instance metadata service answers")
 	}
-	return New(newEC2Direct(ec2.NewFromConfig(sdk)), newAutoScalingDirect(autoscaling.NewFromConfig(sdk)), kube, clk,
-		Options{ClusterName: cfg.ClusterName, GroupNames: cfg.AutoScalingGroups, Pricing: pricing, Region: sdk.Region,
-			TerminateOutsideGroups: cfg.TerminateInstancesOutsideGroups})
+	return sdk, nil
 }
 
 // readOnlyBodies sends requests with their bodies reduced to Read and Close.

@@ -48,6 +48,7 @@ type sqsQueue struct {
 	name              string
 	visibilityTimeout time.Duration
 	messages          []*sqsMessage // in the order sent
+	sent              []string      // every body ever sent, for QueueHistory
 }
 
 type sqsMessage struct {
@@ -98,6 +99,7 @@ func (s *Server) SendMessage(queue, body string) (string, error) {
 func (s *Server) sendLocked(q *sqsQueue, body string) string {
 	id := uuid(s.nextID())
 	q.messages = append(q.messages, &sqsMessage{id: id, body: body, sent: s.clock.Now()})
+	q.sent = append(q.sent, body)
 	s.wakeReceivers()
 	return id
 }
@@ -116,6 +118,17 @@ type QueueMessage struct {
 	ID, Body string
 	// Received is how many times it was received (ApproximateReceiveCount).
 	Received int
+}
+
+// QueueHistory returns the body of every message ever sent to queue, in
+// order, deleted or not: a test sends one again as a duplicate delivery.
+func (s *Server) QueueHistory(queue string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if q, ok := s.queues[queue]; ok {
+		return slices.Clone(q.sent)
+	}
+	return nil
 }
 
 // QueueMessages returns the messages on queue that were not deleted, visible

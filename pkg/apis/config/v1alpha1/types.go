@@ -475,6 +475,14 @@ type AWSConfig struct {
 	// ec2:TerminateInstances. Default false: such a node is never drained
 	// for replacement, and the IAM policy needs no TerminateInstances.
 	TerminateInstancesOutsideGroups bool `json:"terminateInstancesOutsideGroups"`
+	// InterruptionQueueURL is the SQS queue to which EventBridge rules send
+	// the cluster's spot interruption warnings, rebalance recommendations,
+	// instance state changes, scheduled changes and Auto Scaling terminating
+	// lifecycle actions (docs/queue.md). With it set, the controller's leader
+	// reads the queue and handles each event for the node of its instance as
+	// the agent handles a notice; the agent is then optional on AWS. Empty
+	// (the default): no queue.
+	InterruptionQueueURL string `json:"interruptionQueueURL"`
 }
 
 // CloudProvider names a cloud provider.

@@ -131,6 +131,12 @@ func validateCloud(c *CloudConfig, p *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(p.Child("aws", "autoScalingGroups").Index(i), name, "an Auto Scaling group name has 1 to 255 characters"))
 		}
 	}
+	if q := c.AWS.InterruptionQueueURL; q != "" {
+		if u, err := url.Parse(q); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || strings.Count(strings.Trim(u.Path, "/"), "/") != 1 {
+			errs = append(errs, field.Invalid(p.Child("aws", "interruptionQueueURL"), q,
+				"an SQS queue URL, https://sqs.<region>.amazonaws.com/<account>/<queue> (aws sqs get-queue-url --queue-name <queue>)"))
+		}
+	}
 	errs = append(errs, validateClusterAPI(&c.ClusterAPI, p.Child("clusterAPI"))...)
 	errs = append(errs, validateGCP(&c.GCP, c.Provider == ProviderGCP, p.Child("gcp"))...)
 	errs = append(errs, validateAzure(&c.Azure, c.Provider == ProviderAzure, p.Child("azure"))...)

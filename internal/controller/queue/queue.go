@@ -1,0 +1,418 @@
+// Package queue is the controller's interruption queue on AWS: with
+// cloud.aws.interruptionQueueURL set, the leader long-polls an SQS queue to
+// which EventBridge rules send the cluster's EC2, Auto Scaling and AWS
+// Health events (docs/queue.md), and handles each for the node of its
+// instance:
+//
+//   - a spot interruption warning, a rebalance recommendation, a scheduled
+//     change, an instance stopping or shutting down: the notice the agent
+//     would read from the metadata service, handled by the agent's own rules
+//     (interrupt.Handler, under Component): taint, cordon, drain in priority
+//     order within the deadline;
+//   - an Auto Scaling terminating lifecycle action: the node is drained,
+//     with heartbeats while it drains, then the action is completed
+//     (CONTINUE) once no pod a drain moves is left, or at the deadline;
+//   - an instance stopped or terminated: its Node is deleted, so that a
+//     cordoned leftover does not linger until a cloud controller manager
+//     notices.
+//
+// A message is deleted once handled; a malformed one, one for an instance
+// no node of this cluster has, and a repeat of an event already handled are
+// deleted too, with a log line and a count (spotter_queue_messages_total),
+// and never block the queue. When the agent runs as well, the node's record
+// says who handles a notice: whichever saw it first (interrupt.Options.
+// Component), so that the node is drained once.
+package queue
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"spotter.dev/spotter/internal/agent/interrupt"
+	"spotter.dev/spotter/internal/backoff"
+	"spotter.dev/spotter/internal/coop"
+	"spotter.dev/spotter/internal/drain"
+	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
+)
+
+// Component names the queue's handling on the node's record, the drain's
+// marks and Events.
+const Component = "queue"
+
+// SQSAPI is what the queue asks of SQS.
+type SQSAPI interface {
+	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
+}
+
+// LifecycleAPI is what the queue asks of Auto Scaling.
+type LifecycleAPI interface {
+	CompleteLifecycleAction(ctx context.Context, in *autoscaling.CompleteLifecycleActionInput, opts ...func(*autoscaling.Options)) (*autoscaling.CompleteLifecycleActionOutput, error)
+	RecordLifecycleActionHeartbeat(ctx context.Context, in *autoscaling.RecordLifecycleActionHeartbeatInput, opts ...func(*autoscaling.Options)) (*autoscaling.RecordLifecycleActionHeartbeatOutput, error)
+}
+
+// Options configure a Controller.
+type Options struct {
+	// QueueURL is the SQS queue's URL.
+	QueueURL string
+	// SQS and AutoScaling are the clients.
+	SQS         SQSAPI
+	AutoScaling LifecycleAPI
+	// Kube writes nodes and evicts pods; Nodes reads nodes (the manager's
+	// cache).
+	Kube  kubernetes.Interface
+	Nodes client.Reader
+	Clock clock.Clock
+	// Recorder records the notices' Events on the nodes; nil: none.
+	Recorder events.EventRecorder
+	// Config gives the agent's rules (agent.*) and the drain's (drain.*).
+	Config *v1alpha1.SpotterConfiguration
+	// LifecycleTimeout bounds the drain of a node under a lifecycle action:
+	// the action is completed at the latest this long after it came.
+	// Default drain.timeout.
+	LifecycleTimeout time.Duration
+	// HeartbeatInterval is how often a lifecycle action is kept alive while
+	// its node drains; default 1m, within the hooks' shortest heartbeat
+	// timeout (30 s is Auto Scaling's minimum: set it lower for such hooks).
+	HeartbeatInterval time.Duration
+	// CheckInterval is how often a lifecycle action's node is looked at;
+	// default 1s.
+	CheckInterval time.Duration
+	DryRun        bool
+}
+
+// Controller reads the queue. It runs on the leader only.
+type Controller struct {
+	opts Options
+
+	mu       sync.Mutex
+	handlers map[string]*interrupt.Handler // by node
+	seen     map[string]time.Time          // event IDs handled, and when
+	wg       sync.WaitGroup
+}
+
+// New returns a Controller.
+func New(opts Options) *Controller {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.LifecycleTimeout <= 0 {
+		opts.LifecycleTimeout = opts.Config.Drain.Timeout.Duration
+	}
+	if opts.HeartbeatInterval <= 0 {
+		opts.HeartbeatInterval = time.Minute
+	}
+	if opts.CheckInterval <= 0 {
+		opts.CheckInterval = time.Second
+	}
+	return &Controller{opts: opts, handlers: map[string]*interrupt.Handler{}, seen: map[string]time.Time{}}
+}
+
+// Name is the controller's name.
+func (c *Controller) Name() string { return "interruption-queue" }
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable: the leader
+// alone reads the queue.
+func (c *Controller) NeedLeaderElection() bool { return true }
+
+// seenFor is how long an event ID is remembered: longer than SQS keeps a
+// message invisible after a receipt that was not deleted.
+const seenFor = 30 * time.Minute
+
+// Start long-polls the queue until ctx ends, then waits for the drains and
+// lifecycle actions in flight (a termination drain is bounded by its
+// deadline).
+func (c *Controller) Start(ctx context.Context) error {
+	log := klog.FromContext(ctx).WithValues("controller", c.Name(), "queue", c.opts.QueueURL)
+	ctx = klog.NewContext(ctx, log)
+	log.Info("Reading interruption events from the queue")
+	retries := backoff.Backoff{Initial: time.Second, Max: time.Minute}
+	for ctx.Err() == nil {
+		out, err := c.opts.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: &c.opts.QueueURL, MaxNumberOfMessages: 10, WaitTimeSeconds: 20,
+			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameApproximateReceiveCount},
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			receiveErrors.Inc()
+			wait := retries.Next()
+			log.Error(err, "Receiving from the interruption queue; will retry", "retryIn", wait)
+			if coop.Sleep(ctx, c.opts.Clock, wait) != nil {
+				break
+			}
+			continue
+		}
+		retries.Reset()
+		for _, m := range out.Messages {
+			c.handle(ctx, m)
+		}
+	}
+	c.wg.Wait()
+	c.mu.Lock()
+	hs := make([]*interrupt.Handler, 0, len(c.handlers))
+	for _, h := range c.handlers {
+		hs = append(hs, h)
+	}
+	c.mu.Unlock()
+	for _, h := range hs {
+		h.Wait()
+	}
+	return nil
+}
+
+// Outcomes of a message (spotter_queue_messages_total's label).
+const (
+	OutcomeHandled   = "handled"
+	OutcomeIgnored   = "ignored"
+	OutcomeMalformed = "malformed"
+	OutcomeForeign   = "foreign"
+	OutcomeDuplicate = "duplicate"
+	OutcomeFailed    = "failed"
+)
+
+// handle acts on one message and deletes it, unless acting failed in a way
+// a later delivery may mend (the cluster could not be read or written).
+func (c *Controller) handle(ctx context.Context, m sqstypes.Message) {
+	log := klog.FromContext(ctx).WithValues("messageID", aws.ToString(m.MessageId))
+	now := c.opts.Clock.Now()
+	ev, err := Parse(aws.ToString(m.Body), now)
+	var outcome string
+	switch {
+	case err != nil:
+		outcome = OutcomeMalformed
+		log.Error(err, "Deleting a message that is no interruption event", "body", truncate(aws.ToString(m.Body), 200))
+	case c.repeat(ev.ID, now):
+		outcome = OutcomeDuplicate
+		log.Info("Deleting a repeat of an event already handled", "event", ev.ID, "detail", ev.Detail)
+	default:
+		outcome, err = c.act(klog.NewContext(ctx, log.WithValues("event", ev.ID, "instance", ev.InstanceID)), ev)
+		if err != nil {
+			log.Error(err, "Handling an interruption event; it comes back after the queue's visibility timeout", "detail", ev.Detail)
+			c.forget(ev.ID)
+		}
+	}
+	messages.WithLabelValues(outcome).Inc()
+	if outcome == OutcomeFailed {
+		return
+	}
+	if _, err := c.opts.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &c.opts.QueueURL, ReceiptHandle: m.ReceiptHandle}); err != nil && ctx.Err() == nil {
+		// Delivered again later: a repeat, deleted then.
+		log.Error(err, "Deleting a handled message from the interruption queue")
+	}
+}
+
+// repeat reports whether event id was handled already, and records it.
+func (c *Controller) repeat(id string, now time.Time) bool {
+	if id == "" {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, at := range c.seen {
+		if now.Sub(at) > seenFor {
+			delete(c.seen, k)
+		}
+	}
+	if _, ok := c.seen[id]; ok {
+		return true
+	}
+	c.seen[id] = now
+	return false
+}
+
+func (c *Controller) forget(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.seen, id)
+}
+
+// act handles a parsed event.
+func (c *Controller) act(ctx context.Context, ev Event) (string, error) {
+	log := klog.FromContext(ctx)
+	if ev.Kind == KindIgnored {
+		log.V(1).Info("Deleting an event that asks nothing", "detail", ev.Detail)
+		return OutcomeIgnored, nil
+	}
+	node, err := c.nodeOf(ctx, ev.InstanceID)
+	if err != nil {
+		return OutcomeFailed, err
+	}
+	if node == nil {
+		log.Info("Deleting an event for an instance no node of this cluster has", "detail", ev.Detail)
+		return OutcomeForeign, nil
+	}
+	nodeCtx := klog.NewContext(ctx, log.WithValues("node", node.Name))
+	switch ev.Kind {
+	case KindNotice:
+		c.handlerFor(node.Name).Handle(ctx, ev.Notice)
+	case KindLifecycle:
+		n := ev.Notice
+		n.Deadline = c.opts.Clock.Now().Add(c.opts.LifecycleTimeout)
+		c.handlerFor(node.Name).Handle(ctx, n)
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.completeWhenDrained(context.WithoutCancel(nodeCtx), ev.Lifecycle, node.Name, n.Deadline)
+		}()
+	case KindTerminated:
+		if err := c.deleteNode(nodeCtx, node); err != nil {
+			return OutcomeFailed, err
+		}
+	}
+	return OutcomeHandled, nil
+}
+
+// nodeOf finds the node whose providerID names instance id (aws:///<zone>/<id>).
+func (c *Controller) nodeOf(ctx context.Context, id string) (*corev1.Node, error) {
+	var nodes corev1.NodeList
+	if err := c.opts.Nodes.List(ctx, &nodes); err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		if strings.HasPrefix(n.Spec.ProviderID, "aws://") && strings.HasSuffix(n.Spec.ProviderID, "/"+id) {
+			return n, nil
+		}
+	}
+	return nil, nil
+}
+
+// handlerFor returns the notice handler of node.
+func (c *Controller) handlerFor(node string) *interrupt.Handler {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h, ok := c.handlers[node]
+	if !ok {
+		h = interrupt.ForComponent(Component, c.opts.Kube, c.opts.Clock, c.opts.Recorder, nil, c.opts.Config, node, c.opts.DryRun)
+		c.handlers[node] = h
+	}
+	return h
+}
+
+// deleteNode deletes the Node of a stopped or terminated instance, unless
+// it was replaced meanwhile by a Node of the same name for another instance.
+func (c *Controller) deleteNode(ctx context.Context, node *corev1.Node) error {
+	log := klog.FromContext(ctx)
+	if c.opts.DryRun {
+		log.Info("Dry run: would delete the Node of a terminated instance")
+		return nil
+	}
+	err := c.opts.Kube.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &node.UID}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting node %s: %w", node.Name, err)
+	}
+	log.Info("Deleted the Node of a terminated instance")
+	c.mu.Lock()
+	delete(c.handlers, node.Name)
+	c.mu.Unlock()
+	return nil
+}
+
+// completeWhenDrained keeps lifecycle action a alive while node drains and
+// completes it once no pod a drain moves is left on the node (whoever
+// drained it), when the node is gone, or at deadline.
+func (c *Controller) completeWhenDrained(ctx context.Context, a LifecycleAction, node string, deadline time.Time) {
+	log := klog.FromContext(ctx).WithValues("group", a.Group, "hook", a.Hook)
+	clk := c.opts.Clock
+	nextBeat := clk.Now().Add(c.opts.HeartbeatInterval)
+	why := ""
+	for why == "" {
+		if coop.Sleep(ctx, clk, c.opts.CheckInterval) != nil {
+			return
+		}
+		left, err := c.podsToMove(ctx, node)
+		switch {
+		case err != nil:
+			log.Error(err, "Reading the pods of a node under a lifecycle action")
+		case left < 0:
+			why = "node gone"
+		case left == 0:
+			why = "node drained"
+		}
+		now := clk.Now()
+		if why == "" && !now.Before(deadline) {
+			why = fmt.Sprintf("deadline passed with %d pods left", left)
+		}
+		if why == "" && !now.Before(nextBeat) {
+			nextBeat = now.Add(c.opts.HeartbeatInterval)
+			if c.opts.DryRun {
+				continue
+			}
+			_, err := c.opts.AutoScaling.RecordLifecycleActionHeartbeat(ctx, &autoscaling.RecordLifecycleActionHeartbeatInput{
+				AutoScalingGroupName: &a.Group, LifecycleHookName: &a.Hook, LifecycleActionToken: &a.Token, InstanceId: &a.InstanceID})
+			if err != nil {
+				log.Error(err, "Recording a heartbeat of the lifecycle action")
+			}
+		}
+	}
+	if c.opts.DryRun {
+		log.Info("Dry run: would complete the lifecycle action", "why", why)
+		return
+	}
+	retries := backoff.Backoff{Initial: time.Second, Max: 10 * time.Second}
+	for {
+		_, err := c.opts.AutoScaling.CompleteLifecycleAction(ctx, &autoscaling.CompleteLifecycleActionInput{
+			AutoScalingGroupName: &a.Group, LifecycleHookName: &a.Hook, LifecycleActionToken: &a.Token, InstanceId: &a.InstanceID,
+			LifecycleActionResult: aws.String("CONTINUE")})
+		if err == nil {
+			lifecycleActions.WithLabelValues("completed").Inc()
+			log.Info("Lifecycle action completed: the instance may terminate", "why", why)
+			return
+		}
+		if retries.Failures() >= 4 {
+			lifecycleActions.WithLabelValues("failed").Inc()
+			log.Error(err, "Completing the lifecycle action; Auto Scaling goes on at the hook's heartbeat timeout")
+			return
+		}
+		if coop.Sleep(ctx, clk, retries.Next()) != nil {
+			return
+		}
+	}
+}
+
+// podsToMove counts the pods on node that a drain moves (drain.NodeBound
+// ones stay), terminating ones included; -1 when the node is gone.
+func (c *Controller) podsToMove(ctx context.Context, node string) (int, error) {
+	if _, err := c.opts.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		return -1, nil
+	} else if err != nil {
+		return 0, err
+	}
+	pods, err := c.opts.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range pods.Items {
+		if !drain.NodeBound(&pods.Items[i]) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
