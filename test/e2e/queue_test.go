@@ -123,10 +123,12 @@ drain:
 		}
 		return held != "" && victim != "", "", nil
 	})
+	heldAt := time.Now()
 	heldNode, victimNode := nodeName(held), nodeName(victim)
 	testenv.Eventually(t, time.Minute, "the lifecycle action completed", func(context.Context) (bool, string, error) {
 		return !l.emu.HookWaiting(held), "", nil
 	})
+	t.Logf("scale-in held by the lifecycle hook to the action completed (node drained): %s", time.Since(heldAt).Round(10*time.Millisecond))
 	if left := podsOnNode(ctx, t, env, heldNode); len(left) != 0 {
 		t.Errorf("the lifecycle action was completed with pods on %s: %v", heldNode, podNames(left))
 	}
