@@ -109,6 +109,18 @@ type LeftOutReporter interface {
 	LeftOut() []LeftOut
 }
 
+// Replacer is a Provider that can ask for a node's replacement at once, once
+// its pods are gone: ReplaceNode deletes the node's machine and leaves its
+// group's size as it is, so that the group makes a new one now rather than
+// when a health check notices the machine is gone (a Cluster API Machine of
+// an interrupted spot instance, deleted; its MachineSet creates another). A
+// node of the control plane gets a *ControlPlaneError, one without a machine
+// in a node group a *NotFoundError; a machine already being deleted is no
+// error.
+type Replacer interface {
+	ReplaceNode(ctx context.Context, node *corev1.Node) error
+}
+
 // NodeGroup is a set of nodes with the same template (capacity, labels, taints,
 // spot or not) whose size the cloud keeps at a target: an AWS Auto Scaling
 // group, a GCP managed instance group, an Azure VM scale set, a Cluster API

@@ -23,6 +23,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -40,6 +41,7 @@ import (
 	"spotter.dev/spotter/internal/controller/migrator"
 	"spotter.dev/spotter/internal/controller/preemptible"
 	"spotter.dev/spotter/internal/controller/queue"
+	"spotter.dev/spotter/internal/controller/replacer"
 	"spotter.dev/spotter/internal/controller/rescheduler"
 	"spotter.dev/spotter/internal/controller/spotfirst"
 	"spotter.dev/spotter/internal/disruption"
@@ -122,6 +124,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg *v1alpha1.SpotterConfigura
 				}
 			},
 		}); err != nil {
+			return nil, err
+		}
+	}
+	// An interrupted node's machine is replaced once it is drained (Cluster
+	// API: its Machine deleted, its MachineSet makes another).
+	if r, ok := b.Provider.(cloud.Replacer); ok && cfg.Cloud.Provider == v1alpha1.ProviderClusterAPI && ptr.Deref(cfg.Cloud.ClusterAPI.ReplaceInterruptedMachines, true) {
+		rc := replacer.New(mgr.GetCache(), kube, r, mgr.GetEventRecorder("spotter-replacer"), v1alpha1.ComponentsOf(cfg).Migrator.DryRun)
+		if err := register(rc.Name(), rc); err != nil {
 			return nil, err
 		}
 	}
@@ -343,6 +353,8 @@ type Built struct {
 	Preemptible *preemptible.Controller
 	// SpotFirst is nil when the configuration does not run it.
 	SpotFirst *spotfirst.Controller
+	// Provider is the migrator's cloud provider; nil without the migrator.
+	Provider cloud.Provider
 	// Budget is the disruption budget the migrator, the rescheduler and the
 	// preemptible controller share.
 	Budget     *disruption.Budget
@@ -390,6 +402,7 @@ func Build(cfg *v1alpha1.SpotterConfiguration, d Deps) (*Built, error) {
 		if err != nil {
 			return nil, err
 		}
+		b.Provider = provider
 		schedule, err := v1alpha1.ParseSchedule(cfg.Migrator.Schedule)
 		if err != nil {
 			return nil, fmt.Errorf("migrator.schedule: %w", err)

@@ -14,6 +14,7 @@ import (
 	"spotter.dev/spotter/internal/controller/labeler"
 	"spotter.dev/spotter/internal/controller/migrator"
 	"spotter.dev/spotter/internal/controller/preemptible"
+	"spotter.dev/spotter/internal/controller/replacer"
 	"spotter.dev/spotter/internal/controller/rescheduler"
 	"spotter.dev/spotter/internal/controller/spotfirst"
 	"spotter.dev/spotter/internal/drain"
@@ -131,6 +132,8 @@ var Reasons = []Reason{
 	{migrator.ReasonWouldMigrate, "Node", "Normal", "migrator (dry run)", "what the migrator would do"},
 	{preemptible.ReasonNotDrained, "Node", "Warning", "preemptible", "the run of a preemptible node's VM ended before Spotter drained it, and why; its pods were left to the preemption notice"},
 	{preemptible.ReasonReplaced, "Node", "Normal", "preemptible", "the VM behind a drained preemptible node was replaced (another boot ID): its cordon and drain record were lifted"},
+	{replacer.ReasonReplacementRequested, "Node", "Normal", "replacer (migrator, clusterapi)", "an interrupted node was drained: its Machine was deleted, and its group creates the replacement"},
+	{replacer.ReasonWouldReplace, "Node", "Normal", "replacer (dry run)", "what the replacer would do"},
 	{interrupt.ReasonNotice, "Node", "Warning (Normal when no action is configured, or when another component handles it)", "agent, interruption queue", "an interruption notice arrived: kind, deadline, what is done, or that the agent or the queue, which saw it first, handles it"},
 	{interrupt.ReasonEnded, "Node", "Normal", "agent, interruption queue", "a notice ended, or the node booted again after it: the notice's taint and cordon are lifted"},
 	{interrupt.ReasonAcknowledged, "Node", "Normal", "agent", "an Azure Scheduled Event was acknowledged after the drain"},

@@ -26,6 +26,7 @@ import (
 	_ "spotter.dev/spotter/internal/controller/migrator"
 	_ "spotter.dev/spotter/internal/controller/preemptible"
 	_ "spotter.dev/spotter/internal/controller/queue"
+	_ "spotter.dev/spotter/internal/controller/replacer"
 	_ "spotter.dev/spotter/internal/controller/rescheduler"
 	_ "spotter.dev/spotter/internal/kubeclient"
 )

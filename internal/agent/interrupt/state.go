@@ -3,6 +3,8 @@ package interrupt
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -72,6 +74,22 @@ func stateOf(node *corev1.Node) (State, error) {
 		s.Notices = map[string]Entry{}
 	}
 	return s, nil
+}
+
+// TerminationOf returns the termination notice node's record holds (the
+// agent's or the interruption queue's), if any: the node's instance is
+// going.
+func TerminationOf(node *corev1.Node) (Entry, bool) {
+	s, err := stateOf(node)
+	if err != nil {
+		return Entry{}, false
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Notices)) {
+		if e := s.Notices[k]; e.Kind == notice.Termination {
+			return e, true
+		}
+	}
+	return Entry{}, false
 }
 
 // CordonedByAgent reports whether the agent's record on node says the agent

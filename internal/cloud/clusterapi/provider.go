@@ -92,6 +92,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
@@ -101,6 +103,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"spotter.dev/spotter/internal/cloud"
@@ -316,6 +319,37 @@ func (p *Provider) DeleteInstance(ctx context.Context, node *corev1.Node) error 
 		return err
 	}
 	return g.DeleteNodes(ctx, []*corev1.Node{node})
+}
+
+// ReplaceNode implements cloud.Replacer: it deletes the node's Machine, and
+// its MachineSet (or MachinePool) creates a new one, the group's replicas
+// unchanged. The Machine must be a worker of a node group in scope; a
+// MachinePool instance without a Machine is refused with a *NotDeletableError
+// that wraps errors.ErrUnsupported.
+func (p *Provider) ReplaceNode(ctx context.Context, node *corev1.Node) error {
+	s, err := p.read(ctx)
+	if err != nil {
+		return err
+	}
+	m := s.machineOf(node)
+	switch {
+	case m != nil && m.controlPlane:
+		return &cloud.ControlPlaneError{Kind: "node", Name: node.Name,
+			Reason: fmt.Sprintf("its Machine %s/%s has label %s; Spotter never deletes it", m.namespace, m.name, ControlPlaneLabel)}
+	case m == nil || m.group == nil:
+		return cloud.NewNotFoundError(fmt.Errorf("node %s has no Machine in a node group in scope", node.Name))
+	case m.noMachine:
+		return fmt.Errorf("%w: %w", errors.ErrUnsupported, m.group.notDeletable(node.Name))
+	case m.deleting:
+		return nil
+	}
+	err = p.dyn.Resource(p.gvr(MachinesGVR)).Namespace(m.namespace).Delete(ctx, m.name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting Machine %s/%s of node %s: %w", m.namespace, m.name, node.Name, cloud.FromAPIError(err))
+	}
+	p.invalidate()
+	klog.FromContext(ctx).Info("Deleted the Machine of a drained node for its group to replace", "node", node.Name, "machine", klog.KRef(m.namespace, m.name), "group", m.group.id)
+	return nil
 }
 
 // NodeGroups implements cloud.Provider: the annotated MachineDeployments,

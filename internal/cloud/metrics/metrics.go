@@ -6,6 +6,8 @@ package metrics
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -121,6 +123,17 @@ func (p *provider) LeftOut() []cloud.LeftOut {
 		return r.LeftOut()
 	}
 	return nil
+}
+
+// ReplaceNode passes cloud.Replacer through, measured; a provider that is
+// no Replacer answers an error wrapping errors.ErrUnsupported.
+func (p *provider) ReplaceNode(ctx context.Context, node *corev1.Node) (err error) {
+	r, ok := p.inner.(cloud.Replacer)
+	if !ok {
+		return fmt.Errorf("the %s provider cannot replace node %s: %w", p.name, node.Name, errors.ErrUnsupported)
+	}
+	defer func(start time.Time) { observe(p.name, "ReplaceNode", start, err) }(time.Now())
+	return r.ReplaceNode(ctx, node)
 }
 
 func (p *provider) Instances(ctx context.Context, nodes []*corev1.Node) (_ map[string]cloud.Instance, err error) {

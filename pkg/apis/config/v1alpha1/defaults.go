@@ -107,6 +107,7 @@ func SetDefaults(c *SpotterConfiguration) {
 	if c.Cloud.Provider == "" {
 		c.Cloud.Provider = ProviderKubernetes
 	}
+	defaultBool(&c.Cloud.ClusterAPI.ReplaceInterruptedMachines, true)
 	if c.Cloud.RequestsPerSecond == 0 {
 		c.Cloud.RequestsPerSecond = 10
 	}

@@ -455,6 +455,12 @@ type ClusterAPIConfig struct {
 	// whose labels it selects (Kubernetes label selector syntax, e.g.
 	// "spotter.dev/managed=true,tier!=gpu"). Empty: all.
 	LabelSelector string `json:"labelSelector"`
+	// ReplaceInterruptedMachines deletes the Machine of a node drained for a
+	// termination notice (by the agent or the interruption queue) once its
+	// pods are gone, so that its MachineSet or MachinePool creates the
+	// replacement at once rather than when a MachineHealthCheck notices the
+	// node is gone. Runs with the migrator. Default true.
+	ReplaceInterruptedMachines *bool `json:"replaceInterruptedMachines"`
 }
 
 // AWSConfig configures the aws provider. Credentials and the region come from
