@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,11 +14,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"spotter.dev/spotter/internal/agent/interrupt"
 	awsprovider "spotter.dev/spotter/internal/cloud/aws"
+	"spotter.dev/spotter/internal/drain"
 	"spotter.dev/spotter/internal/emulator/awsapi"
+	"spotter.dev/spotter/internal/emulator/awsimds"
 	"spotter.dev/spotter/internal/testenv"
 	tu "spotter.dev/spotter/internal/testutil"
 )
@@ -71,30 +75,7 @@ func TestAWSInterruptionQueue(t *testing.T) {
 	env.WaitForPodsRunning("default", "app=q-batch", 4, time.Minute)
 	env.WaitForPodsRunning("default", "app=q-dns", 2, time.Minute)
 
-	config := filepath.Join(l.dir, "queue.yaml")
-	body := `apiVersion: spotter.dev/v1alpha1
-kind: SpotterConfiguration
-cloud:
-  aws:
-    region: us-east-1
-    interruptionQueueURL: ` + queueURL + `
-rescheduler:
-  enabled: false
-agent:
-  rebalanceAction: Taint
-drain:
-  evictionBackoff: 200ms
-  maxEvictionBackoff: 1s
-`
-	if err := os.WriteFile(config, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	metrics := testenv.FreeAddr(t)
-	testenv.StartSpotter(t, "controller", "controller", "--config", config, "--kubeconfig", env.Kubeconfig,
-		"--metrics-bind-address", metrics, "--health-probe-bind-address", "0", "--leader-elect=false")
-	testenv.Eventually(t, 30*time.Second, "the controller to read the queue", func(context.Context) (bool, string, error) {
-		return l.emu.Calls("ReceiveMessage") > 0, "", nil
-	})
+	metrics := startQueueController(t, l, queueURL)
 
 	// Noise: a malformed message, and a warning for another cluster's
 	// instance.
@@ -286,4 +267,116 @@ func labelled(body, sample string) string {
 		}
 	}
 	return "absent"
+}
+
+// startQueueController runs `spotter controller` reading the interruption
+// queue at queueURL, with agent.rebalanceAction Taint, and waits until it
+// reads; it returns the address of its metrics.
+func startQueueController(t *testing.T, l *awsLab, queueURL string) string {
+	t.Helper()
+	config := filepath.Join(l.dir, "queue.yaml")
+	body := `apiVersion: spotter.dev/v1alpha1
+kind: SpotterConfiguration
+cloud:
+  aws:
+    region: us-east-1
+    interruptionQueueURL: ` + queueURL + `
+rescheduler:
+  enabled: false
+agent:
+  rebalanceAction: Taint
+drain:
+  evictionBackoff: 200ms
+  maxEvictionBackoff: 1s
+`
+	if err := os.WriteFile(config, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	metrics := testenv.FreeAddr(t)
+	testenv.StartSpotter(t, "controller", "controller", "--config", config, "--kubeconfig", l.env.Kubeconfig,
+		"--metrics-bind-address", metrics, "--health-probe-bind-address", "0", "--leader-elect=false")
+	testenv.Eventually(t, 30*time.Second, "the controller to read the queue", func(context.Context) (bool, string, error) {
+		return l.emu.Calls("ReceiveMessage") > 0, "", nil
+	})
+	return metrics
+}
+
+// The agent and the interruption queue both hear of one spot interruption:
+// the agent from the instance metadata service, the controller from the
+// queue. The node is drained once, by whichever recorded the notice first;
+// the other records that it leaves the node to it.
+func TestAWSQueueAndAgentDrainOnce(t *testing.T) {
+	l := startAWSLab(t)
+	const queueName = "spotter-events"
+	l.emu.RouteEventsTo(queueName)
+	queueURL := os.Getenv("AWS_ENDPOINT_URL") + "/123456789012/" + queueName
+	ctx := testenv.Context(t, 5*time.Minute)
+	env := l.env
+	if err := l.emu.UpdateGroupSize("spot", 0, 6, 1); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, "a spot node Ready", func(ctx context.Context) (bool, string, error) {
+		n := l.readyNodes(ctx, t, "SPOT")
+		return n == 1, fmt.Sprintf("%d ready", n), nil
+	})
+	spot := spotInstances(t, l.emu)[0]
+	node := nodeName(spot)
+	dep := tu.Deployment("q-web", 3, tu.CPU("100m"), tu.GracePeriod(1), tu.RequireNodeLabel(awsprovider.CapacityTypeLabel, "SPOT"))
+	if _, err := env.Client.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitForPodsRunning("default", "app=q-web", 3, time.Minute)
+	victims := podsOnNode(ctx, t, env, node)
+
+	startQueueController(t, l, queueURL)
+	imds := awsimds.New(awsimds.Options{})
+	srv := httptest.NewServer(imds)
+	t.Cleanup(srv.Close)
+	startAgent(t, env, node, "aws", srv.URL, "")
+
+	at := time.Now()
+	imds.SetInstanceAction("terminate", at.Add(awsapi.SpotInterruptionNotice))
+	if err := l.emu.InterruptSpot(spot); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, env, victims, awsapi.SpotInterruptionNotice)
+
+	// Both have seen the notice once the one that lost the race says so.
+	var handledBy []string
+	testenv.Eventually(t, 30*time.Second, "both components to have seen the notice", func(ctx context.Context) (bool, string, error) {
+		list, err := env.Client.EventsV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: fields.Set{"reason": interrupt.ReasonNotice}.String()})
+		if err != nil {
+			return false, "", err
+		}
+		handledBy = nil
+		for _, e := range list.Items {
+			if e.Regarding.Name == node {
+				handledBy = append(handledBy, e.ReportingController+": "+e.Note)
+			}
+		}
+		return len(handledBy) == 2, fmt.Sprint(handledBy), nil
+	})
+	list, err := env.Client.EventsV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: fields.Set{"reason": drain.ReasonDrainStarted}.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var drains []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == node {
+			drains = append(drains, e.ReportingController+": "+e.Note)
+		}
+	}
+	if len(drains) != 1 {
+		t.Errorf("%d drains of %s, want 1: %v (notices: %v)", len(drains), node, drains, handledBy)
+	}
+	left := 0
+	for _, h := range handledBy {
+		if strings.Contains(h, "which saw it first") {
+			left++
+		}
+	}
+	if left != 1 {
+		t.Errorf("notices %v: want one of the two to leave the node to the other", handledBy)
+	}
+	t.Logf("notices: %v; drains: %v", handledBy, drains)
 }
