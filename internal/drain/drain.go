@@ -365,6 +365,24 @@ func NodeBound(p *corev1.Pod) bool {
 		p.Annotations[corev1.MirrorPodAnnotationKey] != "" || isDaemonSetPod(p)
 }
 
+// PodsToMove counts the pods on node that a drain moves (all but the
+// NodeBound ones), those already terminating included: zero means the node
+// is empty as far as a drain goes. One List with a spec.nodeName field
+// selector.
+func PodsToMove(ctx context.Context, client kubernetes.Interface, node string) (int, error) {
+	pods, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
+	if err != nil {
+		return 0, fmt.Errorf("listing the pods of node %s: %w", node, err)
+	}
+	n := 0
+	for i := range pods.Items {
+		if !NodeBound(&pods.Items[i]) {
+			n++
+		}
+	}
+	return n, nil
+}
+
 func isDaemonSetPod(p *corev1.Pod) bool {
 	owner := metav1.GetControllerOf(p)
 	return owner != nil && owner.Kind == "DaemonSet"

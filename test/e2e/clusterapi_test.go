@@ -53,17 +53,7 @@ import (
 // apiserver for both is what the provider's integration test runs.)
 func TestClusterAPIMigratorReplacesOnDemandBySpot(t *testing.T) {
 	const ns, clusterName = "capi-e2e", "lab"
-	env := testenv.StartLab(t)
-	mgmt := testenv.StartAPIServer(t)
-	testenv.StartClusterAPIManaging(t, mgmt, env)
-	dyn, err := dynamic.NewForConfig(mgmt.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := testenv.Context(t, 8*time.Minute)
-	if _, err := mgmt.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	env, mgmt, dyn, ctx := startCAPILab(t, ns, 8*time.Minute)
 	spotPool := capiinfra.NewMachinePool(ns, "spot-pool", clusterName, "spot-pool", 0)
 	spotPool.SetAnnotations(map[string]string{clusterapi.MinSizeAnnotation: "0", clusterapi.MaxSizeAnnotation: "1",
 		clusterapi.CapacityCPUAnnotation: "4", clusterapi.CapacityMemoryAnnotation: "16Gi"})
@@ -241,6 +231,26 @@ drain:
 // machinePoolNodes returns the Nodes Cluster API matched to the instances of a
 // MachinePool (status.nodeRefs whose Node's providerID is in
 // spec.providerIDList).
+// startCAPILab starts the lab (the workload cluster) and a second apiserver
+// as its management cluster, where Cluster API's manager and the lab's
+// provider run, with namespace ns; it returns both, a dynamic client of the
+// management cluster and a context that ends after timeout.
+func startCAPILab(t *testing.T, ns string, timeout time.Duration) (env, mgmt *testenv.Env, dyn dynamic.Interface, ctx context.Context) {
+	t.Helper()
+	env = testenv.StartLab(t)
+	mgmt = testenv.StartAPIServer(t)
+	testenv.StartClusterAPIManaging(t, mgmt, env)
+	dyn, err := dynamic.NewForConfig(mgmt.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx = testenv.Context(t, timeout)
+	if _, err := mgmt.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return env, mgmt, dyn, ctx
+}
+
 // capiObject is an object of Cluster API or of the lab's provider to create.
 type capiObject struct {
 	gvr schema.GroupVersionResource

@@ -9,11 +9,9 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 
 	"spotter.dev/spotter/internal/controller/replacer"
 	"spotter.dev/spotter/internal/emulator/gcpmetadata"
@@ -31,17 +29,7 @@ import (
 // change.
 func TestClusterAPIInterruptedMachineReplaced(t *testing.T) {
 	const ns, clusterName = "capi-replace", "lab"
-	env := testenv.StartLab(t)
-	mgmt := testenv.StartAPIServer(t)
-	testenv.StartClusterAPIManaging(t, mgmt, env)
-	dyn, err := dynamic.NewForConfig(mgmt.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := testenv.Context(t, 6*time.Minute)
-	if _, err := mgmt.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	env, mgmt, dyn, ctx := startCAPILab(t, ns, 6*time.Minute)
 	createCAPIGroups(ctx, t, dyn, ns, clusterName, 0, 2)
 	if _, err := dyn.Resource(capiinfra.MachineDeploymentsGVR).Namespace(ns).Patch(ctx, "spot", types.MergePatchType,
 		[]byte(`{"spec":{"replicas":1}}`), metav1.PatchOptions{}); err != nil {

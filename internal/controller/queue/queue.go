@@ -38,7 +38,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -389,25 +388,15 @@ func (c *Controller) completeWhenDrained(ctx context.Context, a LifecycleAction,
 	}
 }
 
-// podsToMove counts the pods on node that a drain moves (drain.NodeBound
-// ones stay), terminating ones included; -1 when the node is gone.
+// podsToMove counts the pods on node that a drain moves (drain.PodsToMove);
+// -1 when the node is gone.
 func (c *Controller) podsToMove(ctx context.Context, node string) (int, error) {
 	if _, err := c.opts.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 		return -1, nil
 	} else if err != nil {
 		return 0, err
 	}
-	pods, err := c.opts.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for i := range pods.Items {
-		if !drain.NodeBound(&pods.Items[i]) {
-			n++
-		}
-	}
-	return n, nil
+	return drain.PodsToMove(ctx, c.opts.Kube, node)
 }
 
 func truncate(s string, n int) string {

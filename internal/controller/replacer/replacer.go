@@ -19,9 +19,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
@@ -111,7 +108,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		c.remember(node.UID)
 		return reconcile.Result{}, nil
 	}
-	left, err := c.podsToMove(ctx, node.Name)
+	left, err := drain.PodsToMove(ctx, c.kube, node.Name)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -150,25 +147,6 @@ func (c *Controller) remember(uid types.UID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.done[uid] = true
-}
-
-// podsToMove counts the pods on node a drain moves, terminating ones
-// included.
-func (c *Controller) podsToMove(ctx context.Context, node string) (int, error) {
-	pods, err := c.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
-	if err != nil {
-		if apierrors.IsNotFound(err) {
-			return 0, nil
-		}
-		return 0, err
-	}
-	n := 0
-	for i := range pods.Items {
-		if !drain.NodeBound(&pods.Items[i]) {
-			n++
-		}
-	}
-	return n, nil
 }
 
 func (c *Controller) event(node *corev1.Node, typ, reason, note string) {
