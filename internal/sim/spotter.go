@@ -144,7 +144,7 @@ func (s *spotter) notice(n *Node) {
 		Deadline: n.TerminateAt, Detail: "spot capacity taken back by the market"}
 	s.w.Clock.Go(func() {
 		before := n.Obj
-		h.Handle(s.ctx, nt)
+		_ = h.Handle(s.ctx, nt) // a record not written is logged; the drain runs all the same
 		// The informer would deliver the agent's taint as an update of the
 		// node; the handler has put it on (or not) by the time it returns.
 		if s.nodeChanged != nil && n.Obj != before {

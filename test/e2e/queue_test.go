@@ -109,7 +109,8 @@ func TestAWSInterruptionQueue(t *testing.T) {
 	testenv.Eventually(t, time.Minute, "the lifecycle action completed", func(context.Context) (bool, string, error) {
 		return !l.emu.HookWaiting(held), "", nil
 	})
-	t.Logf("scale-in held by the lifecycle hook to the action completed (node drained): %s", time.Since(heldAt).Round(10*time.Millisecond))
+	completedAt := time.Now()
+	t.Logf("scale-in held by the lifecycle hook to the action completed (node drained): %s", completedAt.Sub(heldAt).Round(10*time.Millisecond))
 	if left := podsOnNode(ctx, t, env, heldNode); len(left) != 0 {
 		t.Errorf("the lifecycle action was completed with pods on %s: %v", heldNode, podNames(left))
 	}
@@ -120,6 +121,9 @@ func TestAWSInterruptionQueue(t *testing.T) {
 		}
 		return false, "still there", err
 	})
+	// The instance shuts down for the emulator's TerminateDelay (1 s), then
+	// EC2 says it is terminated.
+	t.Logf("lifecycle action completed to the Node of the terminated instance deleted: %s", time.Since(completedAt).Round(10*time.Millisecond))
 	env.WaitForPodsRunning("default", "app=q-batch", 4, time.Minute)
 	env.WaitForPodsRunning("default", "app=q-dns", 2, time.Minute)
 

@@ -102,8 +102,10 @@ func TestRecordFromAnEarlierBootIsCleared(t *testing.T) {
 
 			// The notice: tainted, cordoned, drained, recorded with the boot.
 			h := newTestHandler(client, name)
-			h.Handle(ctx, notice.Notice{Cloud: notice.CloudAWS, Kind: notice.Termination, ID: "spot/instance-action",
-				Action: "stop", Deadline: time.Now().Add(2 * time.Minute)})
+			if err := h.Handle(ctx, notice.Notice{Cloud: notice.CloudAWS, Kind: notice.Termination, ID: "spot/instance-action",
+				Action: "stop", Deadline: time.Now().Add(2 * time.Minute)}); err != nil {
+				t.Fatal(err)
+			}
 			h.jobs.Wait()
 			if m := marksOf(ctx, t, client, name); !m.taint || !m.cordoned || !m.record || !m.drainMark || m.bootID != "boot-1" {
 				t.Fatalf("after the notice: %+v, want tainted, cordoned, drain-marked and recorded with boot-1", m)
@@ -154,7 +156,9 @@ func TestRecordWithoutBootIDIsKept(t *testing.T) {
 	node = tu.Node("spot-2", tu.Cordoned(), tu.Taint(TaintKey, "termination", corev1.TaintEffectNoSchedule),
 		func(n *corev1.Node) { n.Annotations[Annotation] = stale })
 	createNode(ctx, t, env.Client, node, "boot-2")
-	newTestHandler(env.Client, "spot-2").Handle(ctx, notice.Notice{Cloud: notice.CloudAWS, Kind: notice.Rebalance, ID: "rebalance", Action: "rebalance"})
+	if err := newTestHandler(env.Client, "spot-2").Handle(ctx, notice.Notice{Cloud: notice.CloudAWS, Kind: notice.Rebalance, ID: "rebalance", Action: "rebalance"}); err != nil {
+		t.Fatal(err)
+	}
 	n, err := env.Client.CoreV1().Nodes().Get(ctx, "spot-2", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

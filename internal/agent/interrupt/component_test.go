@@ -34,10 +34,14 @@ func TestNoticeHandledOnceByTheFirstComponent(t *testing.T) {
 	n := notice.Notice{Cloud: notice.CloudAWS, Kind: notice.Termination, ID: "spot/instance-action", Action: "terminate", Deadline: time.Now().Add(2 * time.Minute)}
 
 	queue := handlerOf(client, "queue", "spot-1")
-	queue.Handle(ctx, n)
+	if err := queue.Handle(ctx, n); err != nil {
+		t.Fatal(err)
+	}
 	queue.jobs.Wait()
 	agent := newTestHandler(client, "spot-1")
-	agent.Handle(ctx, n)
+	if err := agent.Handle(ctx, n); err != nil {
+		t.Fatal(err)
+	}
 	agent.mu.Lock()
 	job := agent.job
 	agent.mu.Unlock()
@@ -61,8 +65,46 @@ func TestNoticeHandledOnceByTheFirstComponent(t *testing.T) {
 	}
 
 	// The end of the event, seen by the agent, leaves the queue's record.
-	agent.Handle(ctx, notice.Notice{Cloud: n.Cloud, Kind: n.Kind, ID: n.ID, Action: n.Action, Deadline: n.Deadline, Ended: true})
+	if err := agent.Handle(ctx, notice.Notice{Cloud: n.Cloud, Kind: n.Kind, ID: n.ID, Action: n.Action, Deadline: n.Deadline, Ended: true}); err != nil {
+		t.Fatal(err)
+	}
 	if m := marksOf(ctx, t, client, "spot-1"); !m.record || !m.taint || !m.cordoned {
 		t.Errorf("after the agent saw the end: %+v, want the queue's marks kept", m)
+	}
+}
+
+// One maintenance seen under two IDs: the agent's scheduled event from the
+// metadata service, the queue's AWS Health event. A notice of a kind another
+// component already handles on the node is left to it.
+func TestNoticeOfAKindHandledByAnotherIsLeftToIt(t *testing.T) {
+	env := testenv.StartAPIServer(t)
+	ctx := testenv.Context(t, time.Minute)
+	client := env.Client
+	createNode(ctx, t, client, tu.Node("spot-1"), "boot-1")
+	at := time.Now().Add(48 * time.Hour)
+	agent := newTestHandler(client, "spot-1")
+	if err := agent.Handle(ctx, notice.Notice{Cloud: notice.CloudAWS, Kind: notice.Maintenance, ID: "instance-event-1", Action: "instance-retirement", Deadline: at}); err != nil {
+		t.Fatal(err)
+	}
+	queue := handlerOf(client, "queue", "spot-1")
+	if err := queue.Handle(ctx, notice.Notice{Cloud: notice.CloudAWS, Kind: notice.Maintenance, ID: "arn:aws:health:event-1", Action: "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED", Deadline: at}); err != nil {
+		t.Fatal(err)
+	}
+	queue.mu.Lock()
+	job := queue.job
+	queue.mu.Unlock()
+	if job != nil {
+		t.Error("the queue scheduled a drain for a maintenance the agent handles")
+	}
+	node, err := client.CoreV1().Nodes().Get(ctx, "spot-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := stateOf(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Notices) != 1 || s.Notices["aws/instance-event-1"].By != Component {
+		t.Errorf("record = %+v, want the agent's notice only", s)
 	}
 }

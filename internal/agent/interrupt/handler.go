@@ -19,6 +19,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -125,7 +127,7 @@ func (h *Handler) Run(ctx context.Context, in <-chan notice.Notice) {
 			h.jobs.Wait()
 			return
 		case n := <-in:
-			h.Handle(ctx, n)
+			_ = h.Handle(ctx, n) // logged; the drain runs all the same
 		}
 	}
 }
@@ -135,8 +137,12 @@ func (h *Handler) Run(ctx context.Context, in <-chan notice.Notice) {
 func (h *Handler) Wait() { h.jobs.Wait() }
 
 // Handle acts on one notice. It returns once the node is tainted (and cordoned
-// if the level calls for it); a drain goes on in the background.
-func (h *Handler) Handle(ctx context.Context, n notice.Notice) {
+// if the level calls for it); a drain goes on in the background. A notice of
+// a kind another component already handles on the node (the node's record
+// says so) is left to it. The error says that the node's record could not be
+// written (the drain runs all the same); the notice is then forgotten, so
+// that the same notice sent again is handled again.
+func (h *Handler) Handle(ctx context.Context, n notice.Notice) error {
 	received := h.clock.Now()
 	key := n.Cloud + "/" + n.ID
 	h.mu.Lock()
@@ -144,7 +150,7 @@ func (h *Handler) Handle(ctx context.Context, n notice.Notice) {
 	// Scheduled to Started after our acknowledgement): that is no new notice.
 	if prev, ok := h.seen[key]; ok && same(prev, n) {
 		h.mu.Unlock()
-		return
+		return nil
 	}
 	h.seen[key] = n
 	h.mu.Unlock()
@@ -154,7 +160,7 @@ func (h *Handler) Handle(ctx context.Context, n notice.Notice) {
 	ctx = klog.NewContext(ctx, logger)
 	if n.Ended {
 		h.end(ctx, key, n)
-		return
+		return nil
 	}
 	noticesTotal.WithLabelValues(n.Cloud, string(n.Kind)).Inc()
 	deadline := "none"
@@ -164,28 +170,29 @@ func (h *Handler) Handle(ctx context.Context, n notice.Notice) {
 	logger.Info("Interruption notice", "deadline", deadline, "level", level, "detail", n.Detail)
 	if h.opts.DryRun {
 		h.event(corev1.EventTypeWarning, ReasonWouldAct, "dry run: %s notice from %s (%s, deadline %s): would %s", n.Kind, n.Cloud, n.Action, deadline, words(level))
-		return
+		return nil
 	}
 	if level == v1alpha1.ActionNone {
 		h.event(corev1.EventTypeNormal, ReasonNotice, "%s notice from %s (%s, deadline %s): no action configured", n.Kind, n.Cloud, n.Action, deadline)
-		return
+		return nil
 	}
 	other := ""
 	err := h.update(ctx, func(s *State) {
-		other = ""
-		if e, ok := s.Notices[key]; ok && e.handler() != h.opts.Component {
-			other = e.handler()
-			return
+		other = handledByOther(*s, key, n.Kind, h.opts.Component)
+		if other == "" {
+			s.Notices[key] = Entry{Kind: n.Kind, Action: n.Action, Level: level, By: h.opts.Component}
 		}
-		s.Notices[key] = Entry{Kind: n.Kind, Action: n.Action, Level: level, By: h.opts.Component}
 	})
 	switch {
 	case err != nil:
 		logger.Error(err, "Marking the node")
+		h.mu.Lock()
+		delete(h.seen, key)
+		h.mu.Unlock()
 	case other != "":
 		logger.Info("Notice already handled by another component", "by", other)
 		h.event(corev1.EventTypeNormal, ReasonNotice, "%s notice from %s (%s, deadline %s): handled by the %s, which saw it first", n.Kind, n.Cloud, n.Action, deadline, other)
-		return
+		return nil
 	case rank[level] >= rank[v1alpha1.ActionCordon]:
 		cordonSeconds.Observe(h.clock.Since(received).Seconds())
 	}
@@ -193,6 +200,29 @@ func (h *Handler) Handle(ctx context.Context, n notice.Notice) {
 	if level == v1alpha1.ActionDrain {
 		h.startDrain(ctx, key, n)
 	}
+	if err != nil {
+		return fmt.Errorf("recording the notice on node %s: %w", h.opts.Node, err)
+	}
+	return nil
+}
+
+// handledByOther returns the component other than self that handles, in
+// record s, the notice key or another notice of the same kind (the agent's
+// scheduled event and the queue's AWS Health event for one maintenance, the
+// agent's spot notice and the queue's "stopping"), or "" when none does.
+func handledByOther(s State, key string, kind notice.Kind, self string) string {
+	if e, ok := s.Notices[key]; ok {
+		if e.handler() != self {
+			return e.handler()
+		}
+		return ""
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Notices)) {
+		if e := s.Notices[k]; e.Kind == kind && e.handler() != self {
+			return e.handler()
+		}
+	}
+	return ""
 }
 
 // level is what a notice calls for under the handler's options.

@@ -81,7 +81,9 @@ func TestDrainLeadOnTheClock(t *testing.T) {
 				RebalanceAction: v1alpha1.ActionTaint, MaintenanceAction: v1alpha1.ActionDrain,
 			})
 			ctx := context.Background()
-			h.Handle(ctx, notice.Notice{Cloud: "aws", ID: "event-1", Kind: tc.kind, Action: "system-reboot", Deadline: start.Add(tc.ahead)})
+			if err := h.Handle(ctx, notice.Notice{Cloud: "aws", ID: "event-1", Kind: tc.kind, Action: "system-reboot", Deadline: start.Add(tc.ahead)}); err != nil {
+				t.Fatal(err)
+			}
 
 			node, err := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
 			if err != nil {

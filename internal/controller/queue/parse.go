@@ -38,8 +38,10 @@ type Event struct {
 	// action's token for a hook's own notification. Repeats of an ID are
 	// duplicates (EventBridge and SQS deliver at least once).
 	ID string
-	// InstanceID is the EC2 instance the event is about.
-	InstanceID string
+	// InstanceID is the EC2 instance the event is about; MoreInstances the
+	// others, for an AWS Health event that names several.
+	InstanceID    string
+	MoreInstances []string
 	// Notice is the notice to handle (KindNotice, KindLifecycle).
 	Notice notice.Notice
 	// Lifecycle is the action to complete (KindLifecycle).
@@ -193,7 +195,7 @@ func parseEnvelope(body string, received time.Time) (Event, error) {
 			ev.Kind = KindNotice
 			ev.Notice = notice.Notice{Cloud: notice.CloudAWS, Kind: notice.Termination, ID: "ec2/state", Action: d.State, Deadline: at,
 				Detail: fmt.Sprintf("EC2 instance %s is %s (%s), from the interruption queue", d.InstanceID, d.State, at.Format(time.RFC3339))}
-		case "stopped", "terminated":
+		case "terminated":
 			ev.Kind = KindTerminated
 		default:
 			ev.Kind = KindIgnored
@@ -201,6 +203,7 @@ func parseEnvelope(body string, received time.Time) (Event, error) {
 	case e.Source == sourceHealth && e.DetailType == typeHealth:
 		var d struct {
 			Service   string `json:"service"`
+			Status    string `json:"statusCode"`
 			Category  string `json:"eventTypeCategory"`
 			Code      string `json:"eventTypeCode"`
 			EventARN  string `json:"eventArn"`
@@ -216,19 +219,27 @@ func parseEnvelope(body string, received time.Time) (Event, error) {
 			ev.Kind = KindIgnored
 			return ev, nil
 		}
-		if len(d.Entities) != 1 {
-			return Event{}, fmt.Errorf("%w: a scheduled change with %d affected entities, want one instance", ErrMalformed, len(d.Entities))
+		if len(d.Entities) == 0 {
+			return Event{}, fmt.Errorf("%w: a scheduled change without affected entities", ErrMalformed)
 		}
-		if err := instanceID(d.Entities[0].Value); err != nil {
-			return Event{}, err
+		for i, ent := range d.Entities {
+			if err := instanceID(ent.Value); err != nil {
+				return Event{}, err
+			}
+			if i > 0 {
+				ev.MoreInstances = append(ev.MoreInstances, ent.Value)
+			}
 		}
 		start, err := time.Parse(time.RFC1123, d.StartTime)
 		if err != nil {
 			return Event{}, fmt.Errorf("%w: startTime %q: %w", ErrMalformed, d.StartTime, err)
 		}
 		ev.Kind, ev.InstanceID = KindNotice, d.Entities[0].Value
+		// An update of the event (statusCode upcoming, open, closed) has the
+		// same ARN: closed ends it, lifting what it did.
 		ev.Notice = notice.Notice{Cloud: notice.CloudAWS, Kind: notice.Maintenance, ID: cmp.Or(d.EventARN, e.ID), Action: d.Code, Deadline: start,
-			Detail: fmt.Sprintf("AWS Health %s for %s starting %s, from the interruption queue", d.Code, d.Entities[0].Value, start.Format(time.RFC3339))}
+			Ended:  d.Status == "closed",
+			Detail: fmt.Sprintf("AWS Health %s (%s) starting %s, from the interruption queue", d.Code, cmp.Or(d.Status, "open"), start.Format(time.RFC3339))}
 	case e.Source == sourceAutoScaling && e.DetailType == typeTerminateHook:
 		var d hookNotification
 		if err := detail(e, &d); err != nil {

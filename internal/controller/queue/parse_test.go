@@ -2,6 +2,7 @@ package queue
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -26,10 +27,14 @@ func TestParse(t *testing.T) {
 			want: Event{Kind: KindNotice, ID: "ev-1", InstanceID: "i-1", Notice: notice.Notice{Kind: notice.Termination, ID: "ec2/state", Action: "stopping", Deadline: at}}},
 		{name: "terminated", body: envelope("aws.ec2", "EC2 Instance State-change Notification", `{"instance-id":"i-1","state":"terminated"}`),
 			want: Event{Kind: KindTerminated, ID: "ev-1", InstanceID: "i-1"}},
+		{name: "stopped", body: envelope("aws.ec2", "EC2 Instance State-change Notification", `{"instance-id":"i-1","state":"stopped"}`),
+			want: Event{Kind: KindIgnored, ID: "ev-1", InstanceID: "i-1"}},
 		{name: "running", body: envelope("aws.ec2", "EC2 Instance State-change Notification", `{"instance-id":"i-1","state":"running"}`),
 			want: Event{Kind: KindIgnored, ID: "ev-1", InstanceID: "i-1"}},
 		{name: "scheduled change", body: envelope("aws.health", "AWS Health Event", `{"service":"EC2","eventTypeCategory":"scheduledChange","eventTypeCode":"AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED","eventArn":"arn:h","startTime":"Thu, 03 Jan 2030 00:00:00 GMT","affectedEntities":[{"entityValue":"i-1"}]}`),
 			want: Event{Kind: KindNotice, ID: "ev-1", InstanceID: "i-1", Notice: notice.Notice{Kind: notice.Maintenance, ID: "arn:h", Action: "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED", Deadline: time.Date(2030, 1, 3, 0, 0, 0, 0, time.UTC)}}},
+		{name: "scheduled change closed", body: envelope("aws.health", "AWS Health Event", `{"service":"EC2","statusCode":"closed","eventTypeCategory":"scheduledChange","eventTypeCode":"AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED","eventArn":"arn:h","startTime":"Thu, 03 Jan 2030 00:00:00 GMT","affectedEntities":[{"entityValue":"i-1"},{"entityValue":"i-2"}]}`),
+			want: Event{Kind: KindNotice, ID: "ev-1", InstanceID: "i-1", MoreInstances: []string{"i-2"}, Notice: notice.Notice{Kind: notice.Maintenance, ID: "arn:h", Action: "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED", Deadline: time.Date(2030, 1, 3, 0, 0, 0, 0, time.UTC), Ended: true}}},
 		{name: "another service's health event", body: envelope("aws.health", "AWS Health Event", `{"service":"RDS","eventTypeCategory":"scheduledChange"}`),
 			want: Event{Kind: KindIgnored, ID: "ev-1"}},
 		{name: "lifecycle action", body: envelope("aws.autoscaling", "EC2 Instance-terminate Lifecycle Action", `{"LifecycleActionToken":"tok","AutoScalingGroupName":"g","LifecycleHookName":"h","EC2InstanceId":"i-1","LifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING"}`),
@@ -58,11 +63,11 @@ func TestParse(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.Kind != c.want.Kind || got.ID != c.want.ID || got.InstanceID != c.want.InstanceID || got.Lifecycle != c.want.Lifecycle {
+			if got.Kind != c.want.Kind || got.ID != c.want.ID || got.InstanceID != c.want.InstanceID || got.Lifecycle != c.want.Lifecycle || !slices.Equal(got.MoreInstances, c.want.MoreInstances) {
 				t.Errorf("Parse = %+v, want %+v", got, c.want)
 			}
 			n, w := got.Notice, c.want.Notice
-			if w.Kind != "" && (n.Cloud != notice.CloudAWS || n.Kind != w.Kind || n.ID != w.ID || n.Action != w.Action || !n.Deadline.Equal(w.Deadline)) {
+			if w.Kind != "" && (n.Cloud != notice.CloudAWS || n.Kind != w.Kind || n.ID != w.ID || n.Action != w.Action || !n.Deadline.Equal(w.Deadline) || n.Ended != w.Ended) {
 				t.Errorf("notice = %+v, want %+v", n, w)
 			}
 		})

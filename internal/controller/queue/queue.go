@@ -27,6 +27,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -38,6 +39,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -45,6 +47,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"spotter.dev/spotter/internal/agent/interrupt"
+	"spotter.dev/spotter/internal/agent/notice"
 	"spotter.dev/spotter/internal/backoff"
 	"spotter.dev/spotter/internal/coop"
 	"spotter.dev/spotter/internal/drain"
@@ -59,6 +62,7 @@ const Component = "queue"
 type SQSAPI interface {
 	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
 	DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
+	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
 }
 
 // LifecycleAPI is what the queue asks of Auto Scaling.
@@ -87,12 +91,12 @@ type Options struct {
 	// the action is completed at the latest this long after it came.
 	// Default drain.timeout.
 	LifecycleTimeout time.Duration
-	// HeartbeatInterval is how often a lifecycle action is kept alive while
-	// its node drains; default 1m, within the hooks' shortest heartbeat
-	// timeout (30 s is Auto Scaling's minimum: set it lower for such hooks).
+	// HeartbeatInterval is how often a held message is kept invisible (for
+	// two intervals) and a lifecycle action alive while its node drains;
+	// default 1m, within a hook's heartbeat timeout of more than a minute.
 	HeartbeatInterval time.Duration
-	// CheckInterval is how often a lifecycle action's node is looked at;
-	// default 1s.
+	// CheckInterval is how often a held message's node is looked at (one
+	// LIST of its pods); default 2s.
 	CheckInterval time.Duration
 	DryRun        bool
 }
@@ -102,8 +106,9 @@ type Controller struct {
 	opts Options
 
 	mu       sync.Mutex
-	handlers map[string]*interrupt.Handler // by node
-	seen     map[string]time.Time          // event IDs handled, and when
+	handlers map[string]nodeHandler // by node name
+	seen     map[string]time.Time   // event IDs handled, and when
+	holds    map[string]*hold       // messages held, by message ID
 	wg       sync.WaitGroup
 }
 
@@ -119,9 +124,9 @@ func New(opts Options) *Controller {
 		opts.HeartbeatInterval = time.Minute
 	}
 	if opts.CheckInterval <= 0 {
-		opts.CheckInterval = time.Second
+		opts.CheckInterval = 2 * time.Second
 	}
-	return &Controller{opts: opts, handlers: map[string]*interrupt.Handler{}, seen: map[string]time.Time{}}
+	return &Controller{opts: opts, handlers: map[string]nodeHandler{}, seen: map[string]time.Time{}, holds: map[string]*hold{}}
 }
 
 // Name is the controller's name.
@@ -168,8 +173,8 @@ func (c *Controller) Start(ctx context.Context) error {
 	c.wg.Wait()
 	c.mu.Lock()
 	hs := make([]*interrupt.Handler, 0, len(c.handlers))
-	for _, h := range c.handlers {
-		hs = append(hs, h)
+	for _, nh := range c.handlers {
+		hs = append(hs, nh.h)
 	}
 	c.mu.Unlock()
 	for _, h := range hs {
@@ -188,35 +193,74 @@ const (
 	OutcomeFailed    = "failed"
 )
 
+// hold is a message kept on the queue, invisible, while its node drains: a
+// termination notice or a lifecycle action. If this process stops before the
+// node is drained, the message comes back to the next leader, which goes on.
+type hold struct {
+	mu      sync.Mutex
+	receipt string // the latest: only it deletes the message
+}
+
+func (h *hold) latest() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.receipt
+}
+
 // handle acts on one message and deletes it, unless acting failed in a way
-// a later delivery may mend (the cluster could not be read or written).
+// a later delivery may mend (the cluster could not be read or written), or
+// the message is held while its node drains (see hold).
 func (c *Controller) handle(ctx context.Context, m sqstypes.Message) {
 	log := klog.FromContext(ctx).WithValues("messageID", aws.ToString(m.MessageId))
 	now := c.opts.Clock.Now()
+	receipt := aws.ToString(m.ReceiptHandle)
 	ev, err := Parse(aws.ToString(m.Body), now)
 	var outcome string
+	held := false
 	switch {
 	case err != nil:
 		outcome = OutcomeMalformed
 		log.Error(err, "Deleting a message that is no interruption event", "body", truncate(aws.ToString(m.Body), 200))
+	case c.refresh(aws.ToString(m.MessageId), receipt):
+		// This message again, while its node drains here (its invisibility
+		// ran out): held on with the new receipt.
+		return
 	case c.repeat(ev.ID, now):
 		outcome = OutcomeDuplicate
 		log.Info("Deleting a repeat of an event already handled", "event", ev.ID, "detail", ev.Detail)
 	default:
-		outcome, err = c.act(klog.NewContext(ctx, log.WithValues("event", ev.ID, "instance", ev.InstanceID)), ev)
+		outcome, held, err = c.act(klog.NewContext(ctx, log.WithValues("event", ev.ID, "instance", ev.InstanceID)), ev, aws.ToString(m.MessageId), receipt)
 		if err != nil {
 			log.Error(err, "Handling an interruption event; it comes back after the queue's visibility timeout", "detail", ev.Detail)
 			c.forget(ev.ID)
 		}
 	}
 	messages.WithLabelValues(outcome).Inc()
-	if outcome == OutcomeFailed {
+	if outcome == OutcomeFailed || held {
 		return
 	}
-	if _, err := c.opts.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &c.opts.QueueURL, ReceiptHandle: m.ReceiptHandle}); err != nil && ctx.Err() == nil {
+	c.deleteMessage(ctx, receipt)
+}
+
+func (c *Controller) deleteMessage(ctx context.Context, receipt string) {
+	if _, err := c.opts.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &c.opts.QueueURL, ReceiptHandle: &receipt}); err != nil && ctx.Err() == nil {
 		// Delivered again later: a repeat, deleted then.
-		log.Error(err, "Deleting a handled message from the interruption queue")
+		klog.FromContext(ctx).Error(err, "Deleting a handled message from the interruption queue")
 	}
+}
+
+// refresh gives held message id its latest receipt, and reports whether it
+// is held.
+func (c *Controller) refresh(id, receipt string) bool {
+	c.mu.Lock()
+	h, ok := c.holds[id]
+	c.mu.Unlock()
+	if ok {
+		h.mu.Lock()
+		h.receipt = receipt
+		h.mu.Unlock()
+	}
+	return ok
 }
 
 // repeat reports whether event id was handled already, and records it.
@@ -244,43 +288,62 @@ func (c *Controller) forget(id string) {
 	delete(c.seen, id)
 }
 
-// act handles a parsed event.
-func (c *Controller) act(ctx context.Context, ev Event) (string, error) {
+// act handles a parsed event; held says that its message stays on the
+// queue while the node drains.
+func (c *Controller) act(ctx context.Context, ev Event, messageID, receipt string) (outcome string, held bool, err error) {
 	log := klog.FromContext(ctx)
 	if ev.Kind == KindIgnored {
 		log.V(1).Info("Deleting an event that asks nothing", "detail", ev.Detail)
-		return OutcomeIgnored, nil
+		return OutcomeIgnored, false, nil
 	}
-	node, err := c.nodeOf(ctx, ev.InstanceID)
-	if err != nil {
-		return OutcomeFailed, err
-	}
-	if node == nil {
-		log.Info("Deleting an event for an instance no node of this cluster has", "detail", ev.Detail)
-		return OutcomeForeign, nil
-	}
-	nodeCtx := klog.NewContext(ctx, log.WithValues("node", node.Name))
-	switch ev.Kind {
-	case KindNotice:
-		c.handlerFor(node.Name).Handle(ctx, ev.Notice)
-	case KindLifecycle:
-		n := ev.Notice
-		n.Deadline = c.opts.Clock.Now().Add(c.opts.LifecycleTimeout)
-		c.handlerFor(node.Name).Handle(ctx, n)
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			c.completeWhenDrained(context.WithoutCancel(nodeCtx), ev.Lifecycle, node.Name, n.Deadline)
-		}()
-	case KindTerminated:
-		if err := c.deleteNode(nodeCtx, node); err != nil {
-			return OutcomeFailed, err
+	ids := append([]string{ev.InstanceID}, ev.MoreInstances...)
+	var nodes []*corev1.Node
+	for _, id := range ids {
+		node, err := c.nodeOf(ctx, id)
+		if err != nil {
+			return OutcomeFailed, false, err
+		}
+		if node != nil {
+			nodes = append(nodes, node)
 		}
 	}
-	return OutcomeHandled, nil
+	if len(nodes) == 0 {
+		if ev.Kind == KindLifecycle && slices.Contains(c.opts.Config.Cloud.AWS.AutoScalingGroups, ev.Lifecycle.Group) {
+			// One of this cluster's groups terminates an instance without a
+			// Node: nothing to drain, and it need not wait.
+			log.Info("Lifecycle action of an instance without a node in one of cloud.aws.autoScalingGroups: completed at once", "group", ev.Lifecycle.Group)
+			c.complete(ctx, ev.Lifecycle, "no node")
+			return OutcomeHandled, false, nil
+		}
+		log.Info("Deleting an event for an instance no node of this cluster has", "detail", ev.Detail)
+		return OutcomeForeign, false, nil
+	}
+	for _, node := range nodes {
+		nodeCtx := klog.NewContext(ctx, log.WithValues("node", node.Name))
+		switch ev.Kind {
+		case KindNotice, KindLifecycle:
+			n := ev.Notice
+			if ev.Kind == KindLifecycle {
+				n.Deadline = c.opts.Clock.Now().Add(c.opts.LifecycleTimeout)
+			}
+			if err := c.handlerFor(node).Handle(nodeCtx, n); err != nil {
+				return OutcomeFailed, false, err
+			}
+			if ev.Kind == KindLifecycle || (n.Kind == notice.Termination && !n.Ended && len(nodes) == 1) {
+				c.hold(nodeCtx, ev, node.Name, n.Deadline, messageID, receipt)
+				held = true
+			}
+		case KindTerminated:
+			if err := c.deleteNode(nodeCtx, node); err != nil {
+				return OutcomeFailed, false, err
+			}
+		}
+	}
+	return OutcomeHandled, held, nil
 }
 
-// nodeOf finds the node whose providerID names instance id (aws:///<zone>/<id>).
+// nodeOf finds the node whose providerID names instance id
+// (aws:///<zone>/<id>), from the cache.
 func (c *Controller) nodeOf(ctx context.Context, id string) (*corev1.Node, error) {
 	var nodes corev1.NodeList
 	if err := c.opts.Nodes.List(ctx, &nodes); err != nil {
@@ -295,20 +358,34 @@ func (c *Controller) nodeOf(ctx context.Context, id string) (*corev1.Node, error
 	return nil, nil
 }
 
-// handlerFor returns the notice handler of node.
-func (c *Controller) handlerFor(node string) *interrupt.Handler {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	h, ok := c.handlers[node]
-	if !ok {
-		h = interrupt.ForComponent(Component, c.opts.Kube, c.opts.Clock, c.opts.Recorder, nil, c.opts.Config, node, c.opts.DryRun)
-		c.handlers[node] = h
-	}
-	return h
+// nodeHandler is the notice handler of one node, by its UID: a node of the
+// same name made later (AWS names nodes by IP address) gets a new one.
+type nodeHandler struct {
+	uid types.UID
+	h   *interrupt.Handler
 }
 
-// deleteNode deletes the Node of a stopped or terminated instance, unless
-// it was replaced meanwhile by a Node of the same name for another instance.
+// handlerFor returns the notice handler of node.
+func (c *Controller) handlerFor(node *corev1.Node) *interrupt.Handler {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	nh, ok := c.handlers[node.Name]
+	if !ok || nh.uid != node.UID {
+		nh = nodeHandler{uid: node.UID, h: interrupt.ForComponent(Component, c.opts.Kube, c.opts.Clock, c.opts.Recorder, nil, c.opts.Config, node.Name, c.opts.DryRun)}
+		c.handlers[node.Name] = nh
+	}
+	return nh.h
+}
+
+// drop forgets the handler of node once it is gone.
+func (c *Controller) drop(node string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.handlers, node)
+}
+
+// deleteNode deletes the Node of a terminated instance, unless it was
+// replaced meanwhile by a Node of the same name for another instance.
 func (c *Controller) deleteNode(ctx context.Context, node *corev1.Node) error {
 	log := klog.FromContext(ctx)
 	if c.opts.DryRun {
@@ -320,49 +397,96 @@ func (c *Controller) deleteNode(ctx context.Context, node *corev1.Node) error {
 		return fmt.Errorf("deleting node %s: %w", node.Name, err)
 	}
 	log.Info("Deleted the Node of a terminated instance")
-	c.mu.Lock()
-	delete(c.handlers, node.Name)
-	c.mu.Unlock()
+	c.drop(node.Name)
 	return nil
 }
 
-// completeWhenDrained keeps lifecycle action a alive while node drains and
-// completes it once no pod a drain moves is left on the node (whoever
-// drained it), when the node is gone, or at deadline.
-func (c *Controller) completeWhenDrained(ctx context.Context, a LifecycleAction, node string, deadline time.Time) {
-	log := klog.FromContext(ctx).WithValues("group", a.Group, "hook", a.Hook)
-	clk := c.opts.Clock
-	nextBeat := clk.Now().Add(c.opts.HeartbeatInterval)
-	why := ""
-	for why == "" {
-		if coop.Sleep(ctx, clk, c.opts.CheckInterval) != nil {
+// hold keeps ev's message on the queue, invisible, while node drains, in
+// the background: until no pod a drain moves is left on the node (whoever
+// drained it), the node is gone, or deadline (a lifecycle action is
+// completed then, with heartbeats meanwhile). Then the message is deleted.
+// When ctx ends first (this process stops), the message is left to come
+// back to the next leader.
+func (c *Controller) hold(ctx context.Context, ev Event, node string, deadline time.Time, messageID, receipt string) {
+	h := &hold{receipt: receipt}
+	c.mu.Lock()
+	c.holds[messageID] = h
+	c.mu.Unlock()
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer func() {
+			c.mu.Lock()
+			delete(c.holds, messageID)
+			c.mu.Unlock()
+		}()
+		why, ok := c.waitDrained(ctx, ev, node, deadline, h)
+		if !ok {
 			return
 		}
+		if ev.Kind == KindLifecycle {
+			c.complete(ctx, ev.Lifecycle, why)
+		}
+		c.deleteMessage(ctx, h.latest())
+	}()
+}
+
+// waitDrained waits, keeping the message invisible (and a lifecycle action
+// alive), until node is drained, gone, or deadline; it says which. ok is
+// false when ctx ended first.
+func (c *Controller) waitDrained(ctx context.Context, ev Event, node string, deadline time.Time, h *hold) (why string, ok bool) {
+	log := klog.FromContext(ctx)
+	clk := c.opts.Clock
+	var nextBeat time.Time // now: the message's visibility is extended at once
+	for {
 		left, err := c.podsToMove(ctx, node)
 		switch {
+		case ctx.Err() != nil:
+			return "", false
 		case err != nil:
-			log.Error(err, "Reading the pods of a node under a lifecycle action")
+			log.Error(err, "Reading the pods of a node under a termination notice")
 		case left < 0:
-			why = "node gone"
+			c.drop(node)
+			return "node gone", true
 		case left == 0:
-			why = "node drained"
+			return "node drained", true
 		}
 		now := clk.Now()
-		if why == "" && !now.Before(deadline) {
-			why = fmt.Sprintf("deadline passed with %d pods left", left)
+		if !now.Before(deadline) {
+			return fmt.Sprintf("deadline passed with %d pods left", left), true
 		}
-		if why == "" && !now.Before(nextBeat) {
+		if !now.Before(nextBeat) {
 			nextBeat = now.Add(c.opts.HeartbeatInterval)
-			if c.opts.DryRun {
-				continue
-			}
-			_, err := c.opts.AutoScaling.RecordLifecycleActionHeartbeat(ctx, &autoscaling.RecordLifecycleActionHeartbeatInput{
-				AutoScalingGroupName: &a.Group, LifecycleHookName: &a.Hook, LifecycleActionToken: &a.Token, InstanceId: &a.InstanceID})
-			if err != nil {
-				log.Error(err, "Recording a heartbeat of the lifecycle action")
-			}
+			c.keepAlive(ctx, ev, h)
+		}
+		if coop.Sleep(ctx, clk, c.opts.CheckInterval) != nil {
+			return "", false
 		}
 	}
+}
+
+// keepAlive extends the message's invisibility to two heartbeat intervals,
+// and records a heartbeat of a lifecycle action.
+func (c *Controller) keepAlive(ctx context.Context, ev Event, h *hold) {
+	log := klog.FromContext(ctx)
+	receipt := h.latest()
+	visible := int32(max(30, (2*c.opts.HeartbeatInterval+time.Second-1)/time.Second))
+	if _, err := c.opts.SQS.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: &c.opts.QueueURL, ReceiptHandle: &receipt, VisibilityTimeout: visible}); err != nil && ctx.Err() == nil {
+		log.Error(err, "Keeping a held message invisible; it may come back while its node drains, and is then held again")
+	}
+	if ev.Kind != KindLifecycle || c.opts.DryRun {
+		return
+	}
+	a := ev.Lifecycle
+	if _, err := c.opts.AutoScaling.RecordLifecycleActionHeartbeat(ctx, &autoscaling.RecordLifecycleActionHeartbeatInput{
+		AutoScalingGroupName: &a.Group, LifecycleHookName: &a.Hook, LifecycleActionToken: &a.Token, InstanceId: &a.InstanceID}); err != nil && ctx.Err() == nil {
+		log.Error(err, "Recording a heartbeat of the lifecycle action")
+	}
+}
+
+// complete completes lifecycle action a with CONTINUE, retrying a few times.
+func (c *Controller) complete(ctx context.Context, a LifecycleAction, why string) {
+	log := klog.FromContext(ctx).WithValues("group", a.Group, "hook", a.Hook)
 	if c.opts.DryRun {
 		log.Info("Dry run: would complete the lifecycle action", "why", why)
 		return
@@ -377,21 +501,22 @@ func (c *Controller) completeWhenDrained(ctx context.Context, a LifecycleAction,
 			log.Info("Lifecycle action completed: the instance may terminate", "why", why)
 			return
 		}
-		if retries.Failures() >= 4 {
+		if retries.Failures() >= 4 || ctx.Err() != nil {
 			lifecycleActions.WithLabelValues("failed").Inc()
 			log.Error(err, "Completing the lifecycle action; Auto Scaling goes on at the hook's heartbeat timeout")
 			return
 		}
-		if coop.Sleep(ctx, clk, retries.Next()) != nil {
+		if coop.Sleep(ctx, c.opts.Clock, retries.Next()) != nil {
 			return
 		}
 	}
 }
 
 // podsToMove counts the pods on node that a drain moves (drain.PodsToMove);
-// -1 when the node is gone.
+// -1 when the node is gone (as the cache sees it).
 func (c *Controller) podsToMove(ctx context.Context, node string) (int, error) {
-	if _, err := c.opts.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+	var n corev1.Node
+	if err := c.opts.Nodes.Get(ctx, client.ObjectKey{Name: node}, &n); apierrors.IsNotFound(err) {
 		return -1, nil
 	} else if err != nil {
 		return 0, err

@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
@@ -66,12 +67,12 @@ type Controller struct {
 	dryRun   bool
 
 	mu   sync.Mutex
-	done map[types.UID]bool // nodes asked for (or refused) already
+	done map[string]types.UID // nodes asked for (or refused) already: name to UID
 }
 
 // New returns a Controller; recorder may be nil.
 func New(reader client.Reader, kube kubernetes.Interface, replacer cloud.Replacer, recorder events.EventRecorder, dryRun bool) *Controller {
-	return &Controller{reader: reader, kube: kube, replacer: replacer, recorder: recorder, dryRun: dryRun, done: map[types.UID]bool{}}
+	return &Controller{reader: reader, kube: kube, replacer: replacer, recorder: recorder, dryRun: dryRun, done: map[string]types.UID{}}
 }
 
 // Name is the controller's name.
@@ -95,17 +96,21 @@ func (c *Controller) Register(mgr ctrl.Manager) error {
 func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	node := &corev1.Node{}
 	if err := c.reader.Get(ctx, req.NamespacedName, node); err != nil {
+		if apierrors.IsNotFound(err) {
+			c.forget(req.Name)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	e, ok := interrupt.TerminationOf(node)
-	if !ok || c.asked(node.UID) {
+	if !ok || c.asked(node) {
 		return reconcile.Result{}, nil
 	}
 	log := klog.FromContext(ctx).WithValues("node", node.Name, "notice", e.Action, "by", e.By)
 	switch e.Action {
 	case "stop", "hibernate", "stopping":
+		// Not remembered: a later termination of the same instance is
+		// replaced.
 		log.V(1).Info("Not replacing a node whose instance stops: it may come back")
-		c.remember(node.UID)
 		return reconcile.Result{}, nil
 	}
 	left, err := drain.PodsToMove(ctx, c.kube, node.Name)
@@ -117,7 +122,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	if c.dryRun {
 		c.event(node, corev1.EventTypeNormal, ReasonWouldReplace, "dry run: the node is drained for a termination notice; would delete its machine for its group to replace it")
-		c.remember(node.UID)
+		c.remember(node)
 		return reconcile.Result{}, nil
 	}
 	err = c.replacer.ReplaceNode(ctx, node)
@@ -133,20 +138,27 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		replacements.WithLabelValues("error").Inc()
 		return reconcile.Result{}, err
 	}
-	c.remember(node.UID)
+	c.remember(node)
 	return reconcile.Result{}, nil
 }
 
-func (c *Controller) asked(uid types.UID) bool {
+func (c *Controller) asked(node *corev1.Node) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.done[uid]
+	return c.done[node.Name] == node.UID
 }
 
-func (c *Controller) remember(uid types.UID) {
+func (c *Controller) remember(node *corev1.Node) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.done[uid] = true
+	c.done[node.Name] = node.UID
+}
+
+// forget drops what is remembered of a node that is gone.
+func (c *Controller) forget(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.done, name)
 }
 
 func (c *Controller) event(node *corev1.Node, typ, reason, note string) {

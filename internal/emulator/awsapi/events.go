@@ -249,16 +249,21 @@ func (s *Server) stepHoldsLocked(now time.Time) time.Time {
 	}
 	for _, id := range s.instanceOrder {
 		i := s.instances[id]
+		// EC2 takes an interrupted spot instance back at its time, held
+		// by a hook or not.
+		switch {
+		case !i.interruptAt.IsZero() && i.State == StateRunning && !now.Before(i.interruptAt):
+			i.interruptAt = time.Time{}
+			s.shutDownLocked(i, "Server.SpotInstanceTermination")
+			continue
+		case !i.interruptAt.IsZero() && i.State == StateRunning:
+			due(i.interruptAt)
+		}
 		switch {
 		case i.hold != nil && !now.Before(i.hold.deadline):
 			s.proceedLocked(i)
 		case i.hold != nil:
 			due(i.hold.deadline)
-		case !i.interruptAt.IsZero() && i.State == StateRunning && !now.Before(i.interruptAt):
-			i.interruptAt = time.Time{}
-			s.shutDownLocked(i, "Server.SpotInstanceTermination")
-		case !i.interruptAt.IsZero() && i.State == StateRunning:
-			due(i.interruptAt)
 		}
 	}
 	return next

@@ -30,9 +30,11 @@ import (
 //     returns at most MaxNumberOfMessages (1 - 10); a received message is
 //     invisible for the queue's VisibilityTimeout (default 30 s) or the
 //     request's, then visible again with ApproximateReceiveCount one higher;
-//     each receipt has its own ReceiptHandle, and DeleteMessage with any
-//     receipt handle of a message deletes it. MD5OfBody is the body's MD5,
-//     which the SDK checks.
+//     each receipt has its own ReceiptHandle, and only the latest deletes
+//     the message: DeleteMessage with an older one succeeds and leaves it
+//     ("DeleteMessage", API Reference). ChangeMessageVisibility of a
+//     message not in flight is MessageNotInflight. MD5OfBody is the body's
+//     MD5, which the SDK checks.
 //
 // Not emulated: FIFO queues, message attributes, dead-letter queues,
 // retention, delays, permissions and tags.
@@ -55,8 +57,9 @@ type sqsMessage struct {
 	id, body  string
 	sent      time.Time
 	visibleAt time.Time
-	receipts  []string
+	receipts  []string // every receipt given, the latest last
 	received  int
+	firstSeen time.Time // first receipt
 }
 
 // CreateQueue creates a standard queue named name (nothing if it exists) and
@@ -442,6 +445,9 @@ func (s *Server) sqsReceiveMessage(r *http.Request, in sqsInput) (any, *sqsError
 				continue
 			}
 			m.received++
+			if m.received == 1 {
+				m.firstSeen = now
+			}
 			m.visibleAt = now.Add(visibility)
 			receipt := uuid(s.nextID()) + "#" + m.id
 			m.receipts = append(m.receipts, receipt)
@@ -482,7 +488,7 @@ func messageAttributes(m *sqsMessage, names []string) map[string]string {
 	all := map[string]string{
 		"SentTimestamp":                    strconv.FormatInt(m.sent.UnixMilli(), 10),
 		"ApproximateReceiveCount":          strconv.Itoa(m.received),
-		"ApproximateFirstReceiveTimestamp": strconv.FormatInt(m.sent.UnixMilli(), 10),
+		"ApproximateFirstReceiveTimestamp": strconv.FormatInt(m.firstSeen.UnixMilli(), 10),
 	}
 	out := map[string]string{}
 	for _, n := range names {
@@ -497,6 +503,14 @@ func messageAttributes(m *sqsMessage, names []string) map[string]string {
 		return nil
 	}
 	return out
+}
+
+// latest is the receipt handle of m's last receipt.
+func (m *sqsMessage) latest() string {
+	if len(m.receipts) == 0 {
+		return ""
+	}
+	return m.receipts[len(m.receipts)-1]
 }
 
 // messageByReceipt finds the message a receipt handle names; the caller
@@ -524,10 +538,11 @@ func (s *Server) sqsDeleteMessage(_ *http.Request, in sqsInput) (any, *sqsError)
 	if !strings.Contains(receipt, "#") {
 		return nil, &sqsError{http.StatusBadRequest, "ReceiptHandleIsInvalid", "ReceiptHandleIsInvalid", "The input receipt handle \"" + receipt + "\" is not a valid receipt handle.", true}
 	}
-	if i, ok := q.messageByReceipt(receipt); ok {
+	if i, ok := q.messageByReceipt(receipt); ok && q.messages[i].latest() == receipt {
 		q.messages = slices.Delete(q.messages, i, i+1)
 	}
-	// A receipt of a message already deleted succeeds, as on SQS.
+	// A receipt of a message already deleted, or an older receipt, succeeds
+	// and deletes nothing, as on SQS.
 	return nil, nil
 }
 
@@ -563,7 +578,7 @@ func (s *Server) sqsDeleteMessageBatch(_ *http.Request, in sqsInput) (any, *sqsE
 			fails = append(fails, failed{e.ID, "ReceiptHandleIsInvalid", "The input receipt handle is invalid.", true})
 			continue
 		}
-		if i, found := q.messageByReceipt(e.ReceiptHandle); found {
+		if i, found := q.messageByReceipt(e.ReceiptHandle); found && q.messages[i].latest() == e.ReceiptHandle {
 			q.messages = slices.Delete(q.messages, i, i+1)
 		}
 		succ = append(succ, ok{e.ID})
@@ -595,6 +610,9 @@ func (s *Server) sqsChangeMessageVisibility(_ *http.Request, in sqsInput) (any, 
 	i, found := q.messageByReceipt(receipt)
 	if !found {
 		return nil, &sqsError{http.StatusBadRequest, "ReceiptHandleIsInvalid", "ReceiptHandleIsInvalid", "The input receipt handle \"" + receipt + "\" is not a valid receipt handle.", true}
+	}
+	if now := s.clock.Now(); !now.Before(q.messages[i].visibleAt) {
+		return nil, &sqsError{http.StatusBadRequest, "MessageNotInflight", "AWS.SimpleQueueService.MessageNotInflight", "The message referred to isn't in flight.", true}
 	}
 	q.messages[i].visibleAt = s.clock.Now().Add(time.Duration(secs) * time.Second)
 	s.wakeReceivers()

@@ -99,12 +99,26 @@ func TestSQSThroughSDK(t *testing.T) {
 	if err != nil || len(again.Messages) != 1 || *again.Messages[0].ReceiptHandle == first {
 		t.Fatalf("after the visibility timeout: %v, %v", again, err)
 	}
-	// Any receipt of the message deletes it.
+	// Only the latest receipt deletes the message; an older one succeeds
+	// and leaves it.
 	if _, err := c.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &url, ReceiptHandle: &first}); err != nil {
 		t.Fatal(err)
 	}
+	if m := e.s.QueueMessages("q"); len(m) != 1 {
+		t.Fatalf("an older receipt deleted the message: the queue holds %v", m)
+	}
+	if _, err := c.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: &url, ReceiptHandle: again.Messages[0].ReceiptHandle, VisibilityTimeout: 60}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Step(30 * time.Second)
+	if out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &url}); err != nil || len(out.Messages) != 0 {
+		t.Fatalf("a message whose visibility was extended to 60 s was received again after 30 s: %v, %v", out, err)
+	}
+	if _, err := c.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &url, ReceiptHandle: again.Messages[0].ReceiptHandle}); err != nil {
+		t.Fatal(err)
+	}
 	if m := e.s.QueueMessages("q"); len(m) != 0 {
-		t.Errorf("after DeleteMessage the queue holds %v", m)
+		t.Errorf("after DeleteMessage with the latest receipt the queue holds %v", m)
 	}
 	if _, err := c.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &url, ReceiptHandle: aws.String("junk")}); err == nil {
 		t.Error("a malformed receipt handle was accepted")

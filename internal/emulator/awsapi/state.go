@@ -524,6 +524,7 @@ func (s *Server) shutDownLocked(i *instance, reason string) {
 	}
 	i.State, i.stateReason = StateShuttingDown, reason
 	i.stateSince = s.clock.Now()
+	i.hold = nil // a lifecycle hook holds nothing EC2 shuts down
 	if i.Group != "" {
 		i.LifecycleState = LifecycleTerminating
 		i.HealthStatus = "Unhealthy"
