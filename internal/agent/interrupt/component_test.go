@@ -1,9 +1,11 @@
 package interrupt
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
@@ -14,6 +16,27 @@ import (
 	tu "spotter.dev/spotter/internal/testutil"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
+
+// drainScheduled reports whether h has a drain running or scheduled.
+func drainScheduled(h *Handler) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.job != nil
+}
+
+// recordOf reads node name and the handlers' record on it.
+func recordOf(ctx context.Context, t *testing.T, client kubernetes.Interface, name string) (*corev1.Node, State) {
+	t.Helper()
+	node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := stateOf(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return node, s
+}
 
 // handlerOf is newTestHandler for another component.
 func handlerOf(client kubernetes.Interface, component, node string) *Handler {
@@ -42,20 +65,10 @@ func TestNoticeHandledOnceByTheFirstComponent(t *testing.T) {
 	if err := agent.Handle(ctx, n); err != nil {
 		t.Fatal(err)
 	}
-	agent.mu.Lock()
-	job := agent.job
-	agent.mu.Unlock()
-	if job != nil {
+	if drainScheduled(agent) {
 		t.Error("the agent started a drain of a notice the queue handles")
 	}
-	node, err := client.CoreV1().Nodes().Get(ctx, "spot-1", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := stateOf(node)
-	if err != nil {
-		t.Fatal(err)
-	}
+	node, s := recordOf(ctx, t, client, "spot-1")
 	if e := s.Notices["aws/spot/instance-action"]; e.By != "queue" {
 		t.Errorf("record = %+v, want the notice handled by the queue", s)
 	}
@@ -90,21 +103,10 @@ func TestNoticeOfAKindHandledByAnotherIsLeftToIt(t *testing.T) {
 	if err := queue.Handle(ctx, notice.Notice{Cloud: notice.CloudAWS, Kind: notice.Maintenance, ID: "arn:aws:health:event-1", Action: "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED", Deadline: at}); err != nil {
 		t.Fatal(err)
 	}
-	queue.mu.Lock()
-	job := queue.job
-	queue.mu.Unlock()
-	if job != nil {
+	if drainScheduled(queue) {
 		t.Error("the queue scheduled a drain for a maintenance the agent handles")
 	}
-	node, err := client.CoreV1().Nodes().Get(ctx, "spot-1", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := stateOf(node)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(s.Notices) != 1 || s.Notices["aws/instance-event-1"].By != Component {
+	if _, s := recordOf(ctx, t, client, "spot-1"); len(s.Notices) != 1 || s.Notices["aws/instance-event-1"].By != Component {
 		t.Errorf("record = %+v, want the agent's notice only", s)
 	}
 }
