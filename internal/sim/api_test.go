@@ -29,7 +29,7 @@ func worldAfter(t *testing.T, d time.Duration) (*World, func(time.Duration)) {
 		t.Fatal(err)
 	}
 	e := mustEngine(t, w)
-	sched, as := &scheduler{w: w, e: e}, &autoscaler{w: w, e: e}
+	sched, as := mustScheduler(t, w), &autoscaler{w: w, e: e}
 	prev := time.Duration(0)
 	run := func(d time.Duration) {
 		for range int(d / sc.Step.Duration) {

@@ -20,7 +20,7 @@ func scheduledOnce(t *testing.T, sc *Scenario) (*World, *scheduler, *autoscaler)
 		t.Fatal(err)
 	}
 	e := mustEngine(t, w)
-	sched, as := &scheduler{w: w, e: e}, &autoscaler{w: w, e: e}
+	sched, as := mustScheduler(t, w), &autoscaler{w: w, e: e}
 	w.advance(0)
 	if err := sched.run(context.Background()); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ func (w *World) advance(prev time.Duration) {
 	for _, n := range w.nodes {
 		if n.state == provisioning && !now.Before(n.ReadyAt) {
 			n.state = ready
+			w.schedEvents++ // registered
 			w.refresh(n)
 			if w.onReady != nil {
 				w.onReady(n)

@@ -220,7 +220,7 @@ func startedWorld(t *testing.T, minutes int) (*World, *scheduler) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sched := &scheduler{w: w, e: mustEngine(t, w)}
+	sched := mustScheduler(t, w)
 	runMinutes(t, w, sched, minutes)
 	return w, sched
 }

@@ -191,7 +191,10 @@ func runOne(ctx context.Context, sc *Scenario, name string, opts Options, progre
 	if s, ok := strategyImpl.(*spotter); ok && opts.tap != nil {
 		opts.tap(w, s.api)
 	}
-	sched := &scheduler{w: w, e: e}
+	sched, err := newScheduler(ctx, w)
+	if err != nil {
+		return Result{}, err
+	}
 	if u, ok := strategyImpl.(interface{ useRun(*scheduler, bool) }); ok {
 		u.useRun(sched, opts.exhaustive) // a seed that waits while pods are unschedulable
 	}

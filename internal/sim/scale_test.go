@@ -149,7 +149,7 @@ func TestReschedulerSeedMayFitIsNecessary(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	sched := &scheduler{w: w, e: e}
+	sched := mustScheduler(t, w)
 	as, err := newAutoscaler(ctx, w, false)
 	if err != nil {
 		t.Fatal(err)

@@ -3,21 +3,53 @@ package sim
 import (
 	"context"
 	"sort"
+	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"spotter.dev/spotter/internal/plan"
+	kubescheduler "spotter.dev/spotter/internal/sim/scheduler"
 )
 
-// scheduler binds pending pods with the planner's fit engine (the
-// kube-scheduler's own filter plugins) and a scoring that follows the default
-// profile's score plugins and weights (plan.ScorePick).
+// scheduler binds pending pods where the kube-scheduler's default profile
+// puts them (package scheduler): the world never asks the planner, whose
+// predictions it scores.
 type scheduler struct {
 	w           *World
-	e           *plan.Engine
+	k           *kubescheduler.Scheduler
 	lastVersion uint64
 	// unschedulable are the pods the last run could not place.
 	unschedulable []*Pod
+}
+
+// newScheduler builds the world's scheduler, with the objects its plugins
+// read through informers: the namespaces, and each app's ReplicaSet or
+// StatefulSet, whose selector brings the default topology spread
+// constraints to its pods.
+func newScheduler(ctx context.Context, w *World) (*scheduler, error) {
+	k, err := kubescheduler.New(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, ns := range w.nsObjs {
+		if err := k.Inform(ns); err != nil {
+			return nil, err
+		}
+	}
+	for _, a := range w.Apps {
+		meta := metav1.ObjectMeta{Namespace: a.Namespace, Name: a.Name, UID: a.uid}
+		selector := &metav1.LabelSelector{MatchLabels: map[string]string{AppLabel: a.Name}}
+		if a.Kind == StatefulSet {
+			err = k.Inform(&appsv1.StatefulSet{ObjectMeta: meta, Spec: appsv1.StatefulSetSpec{Selector: selector}})
+		} else {
+			err = k.Inform(&appsv1.ReplicaSet{ObjectMeta: meta, Spec: appsv1.ReplicaSetSpec{Selector: selector}})
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return &scheduler{w: w, k: k}, nil
 }
 
 // pending are the pods waiting for a node, oldest first (the scheduling
@@ -52,6 +84,31 @@ func nodeObjs(nodes []*Node) []*corev1.Node {
 	return out
 }
 
+// maxInUnschedulable is how long a rejected pod waits at most before it is
+// tried again (the kube-scheduler's podMaxInUnschedulablePodsDuration).
+const maxInUnschedulable = 5 * time.Minute
+
+// rejection is a failed attempt to place a pod. As in the kube-scheduler's
+// queue, the pod is not tried again until something happened that may let it
+// fit, or maxInUnschedulable passed: a Node object changed or gone, a bound
+// pod gone (freeing room), a pod of its app bound (its topology spread
+// changed), or the pod's own object changed. The scheduler's queueing hints
+// ask finer questions (whether the freed room or the new node would fit the
+// pod); this coarser test tries pods again more often, never less.
+type rejection struct {
+	at     time.Time
+	obj    *corev1.Pod
+	events uint64
+	binds  uint64
+}
+
+// holds reports whether the pod's last rejection still stands: nothing
+// happened since that may let it fit.
+func (r *rejection) holds(w *World, p *Pod) bool {
+	return r != nil && r.obj == p.Obj && r.events == w.schedEvents && r.binds == p.App.binds &&
+		w.Now().Before(r.at.Add(maxInUnschedulable))
+}
+
 // run places the pending pods, unless nothing changed since the last run.
 func (s *scheduler) run(ctx context.Context) error {
 	w := s.w
@@ -64,25 +121,32 @@ func (s *scheduler) run(ctx context.Context) error {
 		return nil
 	}
 	nodes := w.ReadyNodes()
-	objs := make([]*corev1.Pod, len(pending))
-	for i, p := range pending {
-		objs[i] = p.Obj
-	}
-	placements, err := s.e.Schedule(ctx, plan.ScheduleRequest{Nodes: nodeObjs(nodes), Pods: w.boundObjs(), Pending: objs, Pick: plan.ScorePick})
-	if err != nil {
+	if err := s.k.Sync(nodeObjs(nodes), w.boundObjs()); err != nil {
 		return err
 	}
-	byName := map[string]*Node{}
+	byName := make(map[string]*Node, len(nodes))
 	for _, n := range nodes {
 		byName[n.Name] = n
 	}
 	s.unschedulable = s.unschedulable[:0]
-	for i, pl := range placements {
-		if pl.Node == "" {
-			s.unschedulable = append(s.unschedulable, pending[i])
+	for _, p := range pending {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if p.rejected.holds(w, p) {
+			s.unschedulable = append(s.unschedulable, p)
 			continue
 		}
-		w.bind(pending[i], byName[pl.Node])
+		name, _, err := s.k.Schedule(ctx, p.Obj)
+		if err != nil {
+			return err
+		}
+		if name == "" {
+			p.rejected = &rejection{at: w.Now(), obj: p.Obj, events: w.schedEvents, binds: p.App.binds}
+			s.unschedulable = append(s.unschedulable, p)
+			continue
+		}
+		w.bind(p, byName[name])
 	}
 	s.lastVersion = w.version
 	return nil

@@ -32,7 +32,9 @@ func constructedScenario(t *testing.T, apps ...placedApp) *Scenario {
 				PricePerHour: 0.07, Max: 5, Initial: ptr.To[int32](3)},
 		}}
 	for _, a := range apps {
-		a.Memory = resource.MustParse("256Mi")
+		if a.Memory.IsZero() {
+			a.Memory = resource.MustParse("256Mi")
+		}
 		sc.Workloads = append(sc.Workloads, a.Workload)
 	}
 	SetScenarioDefaults(sc)
@@ -126,7 +128,7 @@ func TestReschedulerSeedWaitsWhilePodsAreUnschedulable(t *testing.T) {
 	)
 	ctx := context.Background()
 	e := mustEngine(t, w)
-	sched := &scheduler{w: w, e: e}
+	sched := mustScheduler(t, w)
 	if err := sched.run(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -165,7 +165,7 @@ func TestSeedsTiming(t *testing.T) {
 		if err := strategyImpl.setup(w, e); err != nil {
 			t.Fatal(err)
 		}
-		sched, as := &scheduler{w: w, e: e}, &autoscaler{w: w, e: e}
+		sched, as := mustScheduler(t, w), &autoscaler{w: w, e: e}
 		var drainStarts []time.Duration
 		prevEvictions := 0
 		prev := time.Duration(0)
@@ -224,6 +224,16 @@ func BenchmarkSimulateDefault(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// mustScheduler builds the world's scheduler.
+func mustScheduler(t testing.TB, w *World) *scheduler {
+	t.Helper()
+	s, err := newScheduler(t.Context(), w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 func mustEngine(t testing.TB, w *World) *plan.Engine {

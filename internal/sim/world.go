@@ -124,6 +124,8 @@ type Pod struct {
 	ready bool
 	// unbound is a copy of Obj without its node (see Unbound).
 	unbound, unboundOf *corev1.Pod
+	// rejected is the scheduler's last failed attempt to place the pod.
+	rejected *rejection
 }
 
 // Unbound returns a copy of the pod's object without its node: the pod as a
@@ -165,6 +167,9 @@ type App struct {
 	seq             int
 	uid             types.UID
 	cpu, mem        int64
+	// binds counts the app's pods bound to nodes: news for its pods that
+	// wait on their topology spread.
+	binds uint64
 }
 
 // Pods are the app's existing pods.
@@ -217,7 +222,10 @@ type World struct {
 	// changed or gone) without detail.
 	onPod   func(old, pod *corev1.Pod)
 	onOther func()
-	hasSpot bool
+	// schedEvents counts the events that may let a pod the scheduler
+	// rejected fit: a Node object changed or gone, a bound pod gone.
+	schedEvents uint64
+	hasSpot     bool
 	// spotFirstGate: new pods get the spot-first scheduling gate, as the
 	// chart's admission policy gives it (spotFirst.enabled).
 	spotFirstGate bool
@@ -415,6 +423,7 @@ func (w *World) terminate(n *Node) {
 	}
 	n.state = terminated
 	n.Group.count--
+	w.schedEvents++ // a zone without nodes leaves the topology spread
 	w.m.nodeEnded(n)
 	for _, p := range slices.Clone(n.pods) {
 		if p.Terminating {
@@ -473,7 +482,11 @@ func (w *World) TaintNotice(n *Node) {
 
 // refresh rebuilds the Node object after a change.
 func (w *World) refresh(n *Node) {
+	old := n.Obj
 	n.Obj = w.nodeObject(n)
+	if n.state == ready && mayAdmitMore(old, n.Obj) {
+		w.schedEvents++
+	}
 	w.otherChanged()
 	w.changed()
 }
@@ -572,6 +585,27 @@ func (w *World) createPod(wl *App, ordinal int) *Pod {
 func ptrTrue() *bool { b := true; return &b }
 
 // revise gives a new version of a pod object its resourceVersion.
+// mayAdmitMore reports whether a Node object changed so that a pod it
+// rejected may fit now: as the queueing hints of the kube-scheduler's plugins
+// ask (NodeUnschedulable, TaintToleration, NodeAffinity, NodeResourcesFit), it
+// was not registered before, was uncordoned, lost a taint, changed labels or
+// gained allocatable.
+func mayAdmitMore(old, n *corev1.Node) bool {
+	switch {
+	case old == nil || old.Spec.Unschedulable && !n.Spec.Unschedulable:
+		return true
+	case !maps.Equal(old.Labels, n.Labels):
+		return true
+	}
+	for i := range old.Spec.Taints {
+		if !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&old.Spec.Taints[i]) }) {
+			return true
+		}
+	}
+	return n.Status.Allocatable.Cpu().Cmp(*old.Status.Allocatable.Cpu()) > 0 ||
+		n.Status.Allocatable.Memory().Cmp(*old.Status.Allocatable.Memory()) > 0
+}
+
 func (w *World) revise(obj *corev1.Pod) {
 	w.podObjects++
 	obj.ResourceVersion = strconv.FormatUint(w.podObjects, 10)
@@ -587,6 +621,8 @@ func (w *World) bind(p *Pod, n *Node) {
 	w.podChanged(old, p.Obj)
 	p.Node = n
 	p.BoundAt = w.Now()
+	p.rejected = nil
+	p.App.binds++
 	p.ReadyAt = w.Now().Add(w.sc.Cluster.PodStartup.Duration)
 	n.pods = append(n.pods, p)
 	n.emptySince = time.Time{}
@@ -649,6 +685,7 @@ func byKey(p *Pod, obj *corev1.Pod) int {
 // removePod deletes a pod from the world.
 func (w *World) removePod(p *Pod) {
 	if n := p.Node; n != nil {
+		w.schedEvents++
 		n.pods = slices.DeleteFunc(n.pods, func(x *Pod) bool { return x == p })
 		p.Node = nil
 	}

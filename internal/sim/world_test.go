@@ -50,7 +50,7 @@ func TestSnapshotFollowsPodReadiness(t *testing.T) {
 	if err := strategyImpl.setup(w, e); err != nil {
 		t.Fatal(err)
 	}
-	sched, as := &scheduler{w: w, e: e}, &autoscaler{w: w, e: e}
+	sched, as := mustScheduler(t, w), &autoscaler{w: w, e: e}
 	ctx := context.Background()
 	staleSteps, notReadyObjs := 0, 0
 	prev := time.Duration(0)
