@@ -290,16 +290,19 @@ func strategyOf(id string) string {
 }
 
 // simulateRow summarises the strategy's row over every run in out: saving,
-// share of the oracle, evictions per pod and day, pending pod-minutes, PDB
-// below budget and zone-minutes short, each as mean (min – max).
+// shares of the bound and of the packing, evictions per pod and day, pending
+// pod-minutes, PDB below budget and zone-minutes short, each as mean (min –
+// max).
 func simulateRow(id, out string) string {
 	strategy := strategyOf(id)
-	cols := []string{"saving %", "share %", "evictions/pod/day", "pending pod-min", "PDB below budget pod-min", "zone-min short"}
-	idx := []int{3, 4, 6, 8, 9, 11} // fields of the row: name, cost, USD, saving, share, spot, evictions, preempted, pending, pdb, (voluntary), zone
+	cols := []string{"saving %", "share of bound %", "share of packing %", "evictions/pod/day", "pending pod-min", "PDB below budget pod-min", "zone-min short"}
+	// Fields of the row: name, cost, USD, saving, share of bound, share of
+	// packing, spot, evictions, preempted, pending, pdb, (voluntary), zone.
+	idx := []int{3, 4, 5, 7, 9, 10, 12}
 	values := make([][]float64, len(cols))
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
-		if len(f) < 12 || f[0] != strategy || f[2] != "USD" {
+		if len(f) < 13 || f[0] != strategy || f[2] != "USD" {
 			continue
 		}
 		for i, k := range idx {

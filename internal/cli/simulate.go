@@ -53,7 +53,9 @@ strategies in the same world with the same seed:
                without --config, the recommended configuration: the defaults
                with the migrator on (the simulated cluster has node groups)
 
-and an oracle row: the cheapest the market allowed, with hindsight.
+and two rows of hindsight: packing, every pod packed on the cheapest capacity
+of each moment (a heuristic), and bound, the cheapest fractional capacity that
+holds them (no run that runs them all pays less).
 
 Without --scenario it runs the built-in scenario (print it with --print-scenario):
 three zones, on-demand and spot node groups, 39 workloads with

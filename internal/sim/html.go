@@ -208,11 +208,14 @@ func (r *Report) WriteHTML(out io.Writer) error {
 	share := chart{id: "spot-share", title: "Share of running pods on spot nodes", yLabel: "share", yMax: 1, yFormat: pct}
 	capacity := chart{id: "capacity", title: "Spot capacity per zone (trace), preemption notices below", yLabel: "nodes", yFormat: count}
 	nodes := multiples{id: "nodes", title: "Nodes over time, on-demand and spot, per run", yFormat: count}
-	pending := multiples{id: "pending", title: "Pending pods over time, per run (oracle: pods it could not place)", yFormat: count}
+	pending := multiples{id: "pending", title: "Pending pods over time, per run (packing: pods it could not place)", yFormat: count}
 	for i, res := range runs {
 		color, dash := palette[i%len(palette)], ""
-		if res.Strategy == Oracle {
+		switch res.Strategy {
+		case Packing:
 			dash = "6 3"
+		case Bound:
+			dash = "2 3"
 		}
 		var c, s, p, od, sp []point
 		for _, smp := range res.Series {
@@ -226,6 +229,9 @@ func (r *Report) WriteHTML(out io.Writer) error {
 			nodes.yMax = math.Max(nodes.yMax, float64(max(smp.OnDemandNodes, smp.SpotNodes)))
 		}
 		cost.lines = append(cost.lines, line{name: res.Strategy, color: color, points: c, dash: dash})
+		if res.Strategy == Bound {
+			continue // fractional capacity: no nodes, pods or spot share to show
+		}
 		nodes.panels = append(nodes.panels, panel{name: res.Strategy, lines: []line{
 			{name: "on-demand", color: "#dc2626", points: od, step: true},
 			{name: "spot", color: "#059669", points: sp, step: true, dash: "4 2"}}})
@@ -234,7 +240,7 @@ func (r *Report) WriteHTML(out io.Writer) error {
 			continue
 		}
 		share.lines = append(share.lines, line{name: res.Strategy, color: color, points: s, dash: dash})
-		if res.Strategy == Oracle {
+		if res.Strategy == Packing {
 			continue
 		}
 		var xs []float64
@@ -274,7 +280,7 @@ th{background:#f9fafb;font-weight:600}
 svg.chart{display:block;margin:8px 0 20px;background:#fff}
 svg .title{font-weight:600;font-size:14px;fill:#111827}svg .tick,svg .legend{font-size:11px;fill:#4b5563}
 svg .grid{stroke:#e5e7eb;stroke-width:1}svg .mark{stroke-width:1.2}svg .panel-name{font-size:11px;font-weight:600;fill:#111827}
-tr.oracle td{color:#4b5563;font-style:italic}
+tr.hindsight td{color:#4b5563;font-style:italic}
 footer{color:#6b7280;font-size:12px;margin-top:24px}p.warning{color:#92400e;font-size:13px;margin:6px 0}
 </style></head><body>`)
 	fmt.Fprintf(&b, "<h1>Spotter simulation: %s</h1>\n", html.EscapeString(r.Scenario))
@@ -291,8 +297,8 @@ footer{color:#6b7280;font-size:12px;margin-top:24px}p.warning{color:#92400e;font
 	b.WriteString(`</tr></thead><tbody>`)
 	for _, res := range runs {
 		class := ""
-		if res.Strategy == Oracle {
-			class = ` class="oracle"`
+		if res.Strategy == Packing || res.Strategy == Bound {
+			class = ` class="hindsight"`
 		}
 		fmt.Fprintf(&b, "<tr%s>", class)
 		for i, cell := range r.cells(res) {
@@ -317,8 +323,9 @@ footer{color:#6b7280;font-size:12px;margin-top:24px}p.warning{color:#92400e;font
 		b.WriteString("\n")
 	}
 	b.WriteString(`<footer>Saving is against the all-on-demand baseline: the same scenario with its spot node groups removed. ` +
-		`The oracle (dashed) is every pod the workloads want at each moment on the cheapest capacity the market has then, within each pod's constraints, migrations free and instant: ` +
-		`a packing heuristic, so an achievable upper bound on the hindsight optimum, not the optimum itself; share of oracle is a run's saving over the oracle's saving. ` +
+		`The bound (dotted) is the cheapest fractional capacity that holds every pod the workloads want at each moment, within what the market lets any run hold then and each pod's node groups: a linear program, so no run that runs them all pays less. ` +
+		`The packing (dashed) is those pods packed on the cheapest capacity the market has then, within each pod's constraints, migrations free and instant: a heuristic, so an achievable cost between the bound and the runs. ` +
+		`Share of bound and share of packing are a run's saving over theirs. ` +
 		`PDB below budget: the pods missing below what PodDisruptionBudgets demand, whatever the cause, times the minutes; zone spread short: the zones missing from where the workloads that must spread over zones run, of those their node groups offer, times the minutes (the scheduler spreads only over zones that have nodes, so a cluster whose nodes all leave a zone gives the spread up without a pending pod); evictions refused: what the budgets held back of the strategy's voluntary evictions (in parentheses: of the agent's drains of nodes being taken back). ` +
 		`Every figure is computed from the simulation; docs/simulate.md defines them and says which parts of the spotter strategy are Spotter's own code and which are models.`)
 	if len(r.Traces) > 0 {
@@ -343,7 +350,8 @@ document.body.setAttribute("data-errors",String(window.__errors));document.body.
 // a tooltip and a cell class where they have one.
 var htmlHeader = []struct{ name, title, class string }{
 	{name: "Strategy"}, {name: "Cost"}, {name: "Saving"},
-	{name: "Share of oracle", title: "saving / the oracle's saving", class: "oracle-share"},
+	{name: "Share of bound", title: "saving / the bound's saving", class: "bound-share"},
+	{name: "Share of packing", title: "saving / the packing heuristic's saving", class: "packing-share"},
 	{name: "Spot pod-hours"}, {name: "Evictions / pod / day"}, {name: "Preempted pods"}, {name: "Pending pod-minutes"},
 	{name: "PDB below budget, pod-minutes", title: "pods missing below what PodDisruptionBudgets demand, any cause, times minutes", class: "pdb-below"},
 	{name: "Zone spread short, zone-minutes", title: "zones missing from where workloads that must spread over zones run (of those their node groups offer), times minutes", class: "spread-short"},

@@ -43,7 +43,7 @@ func headless(ctx context.Context, t *testing.T, bin string, args ...string) (st
 
 // The report opens in a real browser, offline: it renders, every chart is
 // there with its series (node counts and pending pods as one panel per run),
-// the summary has the oracle's row and every run's share of its saving, and
+// the summary has the packing's and the bound's rows and every run's shares of their savings, and
 // the console has no errors. The screenshot is
 // kept in $SPOTTER_ARTIFACTS (default: <temp>/spotter-artifacts).
 func TestReportRendersInChromium(t *testing.T) {
@@ -86,42 +86,50 @@ func TestReportRendersInChromium(t *testing.T) {
 		}
 	}
 	// The summary table has the budget and zone spread columns and the
-	// share of the oracle's saving, a figure for every run, and the oracle's
-	// row.
-	for _, th := range []string{"PDB below budget, pod-minutes</th>", "Zone spread short, zone-minutes</th>", "Evictions refused</th>", "Share of oracle</th>"} {
+	// shares of the bound's and the packing's saving, a figure for every
+	// run, and the packing's and the bound's rows.
+	for _, th := range []string{"PDB below budget, pod-minutes</th>", "Zone spread short, zone-minutes</th>", "Evictions refused</th>", "Share of bound</th>", "Share of packing</th>"} {
 		if !strings.Contains(dom, th) {
 			t.Errorf("the summary lacks the column %q", th)
 		}
 	}
 	for _, class := range []string{"pdb-below", "spread-short"} {
-		if got := strings.Count(dom, `<td class="`+class+`">`); got != 6 {
-			t.Errorf("%d %s cells, want 6 (baseline, 4 strategies, oracle)", got, class)
+		if got := strings.Count(dom, `<td class="`+class+`">`); got != 7 {
+			t.Errorf("%d %s cells, want 7 (baseline, 4 strategies, packing, bound)", got, class)
 		}
 	}
-	shares := regexp.MustCompile(`<td class="oracle-share">(\d+)%</td>`).FindAllStringSubmatch(dom, -1)
+	shares := regexp.MustCompile(`<td class="packing-share">(\d+)%</td>`).FindAllStringSubmatch(dom, -1)
 	if len(shares) != 5 || shares[4][1] != "100" {
-		t.Errorf("share of oracle cells %v: want the 4 strategies' and the oracle's 100%%", shares)
+		t.Errorf("share of packing cells %v: want the 4 strategies' and the packing's 100%%", shares)
 	}
 	for i, res := range rep.Results {
-		if want := fmt.Sprintf("%.0f", 100**res.OracleShare); i < len(shares) && shares[i][1] != want {
+		if want := fmt.Sprintf("%.0f", 100**res.PackingShare); i < len(shares) && shares[i][1] != want {
 			t.Errorf("%s: share %s%% in the page, %s%% in the report", res.Strategy, shares[i][1], want)
 		}
 	}
-	if !regexp.MustCompile(`<tr class="oracle"><td>oracle</td>`).MatchString(dom) {
-		t.Errorf("no oracle row in the summary")
+	boundShares := regexp.MustCompile(`<td class="bound-share">(\d+)%</td>`).FindAllStringSubmatch(dom, -1)
+	for i, res := range rep.Results {
+		if want := fmt.Sprintf("%.0f", 100**res.BoundShare); len(boundShares) != 5 || boundShares[i][1] != want {
+			t.Errorf("%s: share of bound %v in the page, %s%% in the report", res.Strategy, boundShares, want)
+		}
+	}
+	for _, row := range []string{"packing", "bound"} {
+		if !regexp.MustCompile(`<tr class="hindsight"><td>` + row + `</td>`).MatchString(dom) {
+			t.Errorf("no %s row in the summary", row)
+		}
 	}
 	// Node counts and pending pods: one panel per run (baseline, 4
-	// strategies, oracle), on-demand and spot in each node panel.
+	// strategies, packing), on-demand and spot in each node panel.
 	for _, id := range []string{"nodes", "pending"} {
 		m := regexp.MustCompile(`<svg[^>]*id="` + id + `"[\s\S]*?</svg>`).FindString(dom)
 		if got := strings.Count(m, `<g class="panel"`); got != 6 {
 			t.Errorf("%s: %d panels, want 6", id, got)
 		}
 	}
-	// cost: baseline, 4 strategies and the oracle; share: 4 and the
-	// oracle; capacity: 3 zones; nodes: 6 panels of 2; pending: 6.
-	if got := attr("data-series"); got != "32" {
-		t.Errorf("%s series drawn, want 32", got)
+	// cost: baseline, 4 strategies, the packing and the bound; share: 4
+	// and the packing; capacity: 3 zones; nodes: 6 panels of 2; pending: 6.
+	if got := attr("data-series"); got != "33" {
+		t.Errorf("%s series drawn, want 33", got)
 	}
 
 	artifacts := os.Getenv("SPOTTER_ARTIFACTS")

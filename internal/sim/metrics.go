@@ -20,10 +20,15 @@ type Result struct {
 	// Saving is the share of the all-on-demand baseline's cost saved (0.3 is
 	// 30%); 0 for the baseline itself.
 	Saving float64 `json:"saving"`
-	// OracleShare is the share of the oracle's saving this run achieved:
-	// Saving divided by the oracle's Saving (1 is all of it). Absent for the
-	// baseline, and when the oracle saves nothing.
-	OracleShare *float64 `json:"oracleShare,omitempty"`
+	// BoundShare is the share of the bound's saving this run achieved:
+	// Saving divided by the bound's Saving (1 is all of it, which no run can
+	// pass while it runs every pod). Absent for the baseline and the bound,
+	// and when the bound saves nothing.
+	BoundShare *float64 `json:"boundShare,omitempty"`
+	// PackingShare is the share of the packing heuristic's saving this run
+	// achieved: Saving divided by the packing's Saving. Absent for the
+	// baseline, and when the packing saves nothing.
+	PackingShare *float64 `json:"packingShare,omitempty"`
 	// SpotShare is the share of pod-hours (pods bound to a node) on spot nodes.
 	SpotShare float64 `json:"spotShare"`
 	// Evictions counts voluntary evictions (Eviction API calls that succeeded)

@@ -12,14 +12,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	fwk "k8s.io/kube-scheduler/framework"
-
-	"spotter.dev/spotter/internal/plan"
-	"spotter.dev/spotter/internal/snapshot"
 )
 
-// Oracle names the hindsight row of the report.
-const Oracle = "oracle"
+// Packing and Bound name the hindsight rows of the report.
+const (
+	Packing = "packing"
+	Bound   = "bound"
+)
 
 // The oracle is the yardstick of the report: what the scenario's workloads
 // would cost on the same market if, at every step, every pod they want at
@@ -104,7 +103,10 @@ func newOracle(ctx context.Context, sc *Scenario, opts Options) (*oracle, error)
 	if opts.initial != nil {
 		opts.initial.apply(w)
 	}
-	e, err := plan.NewEngine(ctx, &snapshot.Snapshot{Namespaces: w.nsObjs})
+	// Which groups each workload's pod may run on is the kube-scheduler's
+	// answer (its filter plugins on an empty node of each group), not the
+	// planner's.
+	k, err := newScheduler(ctx, w)
 	if err != nil {
 		return nil, err
 	}
@@ -122,20 +124,20 @@ func newOracle(ctx context.Context, sc *Scenario, opts Options) (*oracle, error)
 		templates[i] = w.template(g, i)
 		index[templates[i].Name] = i
 	}
+	if err := k.k.Sync(templates, nil); err != nil {
+		return nil, err
+	}
 	var unhonoured []string
 	for _, a := range w.Apps {
 		oa := oracleApp{a: a, cpu: a.cpu, mem: a.mem, eligible: make([]bool, len(w.Groups))}
 		probe := a.Template.DeepCopy()
 		probe.Name, probe.Spec.NodeName = a.Name+"-oracle-probe", ""
-		_, err := e.Schedule(ctx, plan.ScheduleRequest{Nodes: templates, Pending: []*corev1.Pod{probe},
-			Pick: func(_ *corev1.Pod, feasible []fwk.NodeInfo) int {
-				for _, ni := range feasible {
-					oa.eligible[index[ni.Node().Name]] = true
-				}
-				return 0
-			}})
+		feasible, err := k.k.Feasible(ctx, probe)
 		if err != nil {
 			return nil, err
+		}
+		for _, name := range feasible {
+			oa.eligible[index[name]] = true
 		}
 		zoneSpread, other := spreadOf(a.Template)
 		if other {
@@ -413,21 +415,22 @@ func (o *oracle) at(e time.Duration, desired []int, price []float64, capacity []
 }
 
 // run computes the oracle's row over the scenario, step by step.
-func (o *oracle) run(ctx context.Context, progress *atomic.Int64) (Result, error) {
+func (o *oracle) run(ctx context.Context, progress *atomic.Int64) (Result, Result, error) {
 	w, sc := o.w, o.w.sc
 	step := sc.Step.Duration
 	steps := int(sc.Duration.Duration / step)
-	res := Result{Strategy: Oracle}
+	res, bnd := Result{Strategy: Packing}, Result{Strategy: Bound}
 	rng := rand.New(rand.NewPCG(uint64(sc.Seed), 0x0ac1e))
 	m := market{capacity: make([]int, len(w.zones)), kept: make([]int, len(o.groups))}
 	desired := make([]int, len(o.apps))
 	price := make([]float64, len(o.groups))
+	lb := o.newBound()
 	var podSeconds, spotPodSeconds, unplacedSeconds float64
 	var nextSample time.Duration
 	for i := range steps {
 		if i%256 == 0 {
 			if err := ctx.Err(); err != nil {
-				return Result{}, err
+				return Result{}, Result{}, err
 			}
 			if progress != nil {
 				progress.Store(int64(i))
@@ -438,6 +441,12 @@ func (o *oracle) run(ctx context.Context, progress *atomic.Int64) (Result, error
 		for zi, z := range w.zones {
 			o.preempt(zi, z, e-step, e, m.kept, rng)
 		}
+		perHour, short, err := lb.at(desired, price, m.capacity)
+		if err != nil {
+			return Result{}, Result{}, fmt.Errorf("the bound at %s: %w", e, err)
+		}
+		bnd.Cost += perHour * step.Hours()
+		bnd.PendingPodMinutes += short * step.Minutes()
 		pk := o.pack(desired, m, price)
 		odPrice := math.Inf(1)
 		for gi, og := range o.groups {
@@ -480,6 +489,7 @@ func (o *oracle) run(ctx context.Context, progress *atomic.Int64) (Result, error
 				s.SpotShare = float64(onSpot) / float64(placed)
 			}
 			res.Series = append(res.Series, s)
+			bnd.Series = append(bnd.Series, Sample{Hours: e.Hours(), Cost: bnd.Cost})
 		}
 	}
 	if podSeconds > 0 {
@@ -489,7 +499,7 @@ func (o *oracle) run(ctx context.Context, progress *atomic.Int64) (Result, error
 	if progress != nil {
 		progress.Store(int64(steps))
 	}
-	return res, nil
+	return res, bnd, nil
 }
 
 // preempt takes back the zone's kept spot nodes the market preempts between
@@ -529,13 +539,13 @@ func (o *oracle) preempt(zi int, z *zone, from, to time.Duration, kept []int, rn
 	}
 }
 
-// runOracle computes the oracle's row of a scenario, and what it does not
-// honour.
-func runOracle(ctx context.Context, sc *Scenario, opts Options, progress *atomic.Int64) (Result, []string, error) {
+// runOracle computes the packing's and the bound's rows of a scenario, and
+// what the packing does not honour.
+func runOracle(ctx context.Context, sc *Scenario, opts Options, progress *atomic.Int64) (Result, Result, []string, error) {
 	o, err := newOracle(ctx, sc, opts)
 	if err != nil {
-		return Result{}, nil, err
+		return Result{}, Result{}, nil, err
 	}
-	res, err := o.run(ctx, progress)
-	return res, o.notes, err
+	res, bnd, err := o.run(ctx, progress)
+	return res, bnd, o.notes, err
 }

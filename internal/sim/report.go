@@ -12,44 +12,46 @@ import (
 )
 
 // setSavings sets each run's saving against the all-on-demand baseline and
-// each strategy's share of the oracle's saving.
+// each strategy's share of the bound's and of the packing's saving.
 func (r *Report) setSavings() {
 	saving := func(res *Result) {
 		if r.Baseline.Cost > 0 {
 			res.Saving = 1 - res.Cost/r.Baseline.Cost
 		}
 	}
-	for i := range r.Results {
-		saving(&r.Results[i])
-	}
-	if r.Oracle == nil {
-		return
-	}
-	saving(r.Oracle)
-	if r.Oracle.Saving <= 0 {
-		return
+	for _, res := range r.runs()[1:] {
+		saving(res)
 	}
 	for _, res := range r.runs()[1:] {
-		share := res.Saving / r.Oracle.Saving
-		res.OracleShare = &share
+		if r.Bound != nil && r.Bound.Saving > 0 && res != r.Bound {
+			share := res.Saving / r.Bound.Saving
+			res.BoundShare = &share
+		}
+		if r.Packing != nil && r.Packing.Saving > 0 && res != r.Bound {
+			share := res.Saving / r.Packing.Saving
+			res.PackingShare = &share
+		}
 	}
 }
 
 // runs are the rows of the report in order: the baseline, the strategies
-// and, when there is one, the oracle.
+// and, when there are, the packing and the bound.
 func (r *Report) runs() []*Result {
 	out := []*Result{&r.Baseline}
 	for i := range r.Results {
 		out = append(out, &r.Results[i])
 	}
-	if r.Oracle != nil {
-		out = append(out, r.Oracle)
+	if r.Packing != nil {
+		out = append(out, r.Packing)
+	}
+	if r.Bound != nil {
+		out = append(out, r.Bound)
 	}
 	return out
 }
 
 // WriteTable prints the comparison, one row per run: the baseline first, the
-// oracle last.
+// packing and the bound last.
 func (r *Report) WriteTable(out io.Writer) error {
 	fmt.Fprintf(out, "Scenario %q, seed %d, %s from %s, step %s\n\n", r.Scenario, r.Seed, span(r.Days), r.Start, r.Step)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -60,15 +62,16 @@ func (r *Report) WriteTable(out io.Writer) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\nSaving: against the all-on-demand baseline (same scenario, spot groups removed). Oracle: every pod on the\n"+
-		"cheapest capacity of each moment, migrations free (a packing heuristic: an achievable upper bound on the hindsight\n"+
-		"optimum); share of oracle: saving / oracle's saving. PDB below budget: pods missing below what PodDisruptionBudgets\n"+
-		"demand, any cause, times minutes (in parentheses: while voluntarily evicted pods' replacements were starting);\n"+
-		"zone spread short: zones missing from where workloads that must spread over zones run (of those their node groups\n"+
-		"offer), times minutes (the scheduler spreads only over zones that have nodes); evictions refused: what the budgets\n"+
-		"held back (429) of the strategy's voluntary evictions (in parentheses: of the agent's drains of nodes being taken\n"+
-		"back). Back to spot: mean (max) time spot capacity sat unused while spot-eligible pods ran on on-demand nodes of\n"+
-		"the same zone. docs/simulate.md defines each column.\n")
+	fmt.Fprintf(out, "\nSaving: against the all-on-demand baseline (same scenario, spot groups removed). Bound: the cheapest\n"+
+		"fractional capacity that holds every pod the workloads want at each moment (a linear program: no run that runs\n"+
+		"them all pays less); packing: those pods packed on the cheapest capacity of each moment, migrations free (a\n"+
+		"heuristic: an achievable cost, between the bound and the runs); share of bound, of packing: saving / its saving.\n"+
+		"PDB below budget: pods missing below what PodDisruptionBudgets demand, any cause, times minutes (in parentheses:\n"+
+		"while voluntarily evicted pods' replacements were starting); zone spread short: zones missing from where workloads\n"+
+		"that must spread over zones run (of those their node groups offer), times minutes (the scheduler spreads only over\n"+
+		"zones that have nodes); evictions refused: what the budgets held back (429) of the strategy's voluntary evictions\n"+
+		"(in parentheses: of the agent's drains of nodes being taken back). Back to spot: mean (max) time spot capacity sat\n"+
+		"unused while spot-eligible pods ran on on-demand nodes of the same zone. docs/simulate.md defines each column.\n")
 	if len(r.Traces) > 0 {
 		fmt.Fprintf(out, "Spot markets replay traces of \"Can't Be Late\" (NSDI '24), skypilot-org/spot-traces.\n")
 	}
@@ -83,28 +86,34 @@ func (r *Report) WriteTable(out io.Writer) error {
 
 // tableHeader names the columns of the table (and, in words, of the HTML
 // summary: htmlHeader).
-var tableHeader = []string{"STRATEGY", "COST", "SAVING", "SHARE OF ORACLE", "SPOT POD-HOURS", "EVICTIONS/POD/DAY", "PREEMPTED PODS",
+var tableHeader = []string{"STRATEGY", "COST", "SAVING", "SHARE OF BOUND", "SHARE OF PACKING", "SPOT POD-HOURS", "EVICTIONS/POD/DAY", "PREEMPTED PODS",
 	"PENDING POD-MIN", "PDB BELOW BUDGET POD-MIN", "ZONE SPREAD SHORT ZONE-MIN", "EVICTIONS REFUSED", "BACK TO SPOT"}
 
 // cells are a run's figures as the table and the HTML summary show them, in
 // the order of tableHeader: "-" where a figure does not apply (the
-// baseline's saving; what the oracle, which evicts and waits for nothing,
-// does not have).
+// baseline's saving; what the packing and the bound, which evict and wait
+// for nothing, do not have).
 func (r *Report) cells(res *Result) []string {
-	saving, share := "-", "-"
+	pct := func(v *float64) string {
+		if v == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f%%", 100**v)
+	}
+	saving := "-"
 	if res.Strategy != Baseline {
 		saving = fmt.Sprintf("%.1f%%", 100*res.Saving)
 	}
-	if res.OracleShare != nil {
-		share = fmt.Sprintf("%.0f%%", 100**res.OracleShare)
+	out := []string{res.Strategy, fmt.Sprintf("%.2f %s", res.Cost, r.Currency), saving, pct(res.BoundShare), pct(res.PackingShare)}
+	switch res.Strategy {
+	case Packing:
+		return append(out, fmt.Sprintf("%.1f%%", 100*res.SpotShare), "-", "-", fmt.Sprintf("%.0f", res.PendingPodMinutes), "-", "-", "-", "-")
+	case Bound:
+		return append(out, "-", "-", "-", fmt.Sprintf("%.0f", res.PendingPodMinutes), "-", "-", "-", "-")
 	}
-	out := []string{res.Strategy, fmt.Sprintf("%.2f %s", res.Cost, r.Currency), saving, share, fmt.Sprintf("%.1f%%", 100*res.SpotShare)}
-	if res.Strategy == Oracle {
-		return append(out, "-", "-", fmt.Sprintf("%.0f", res.PendingPodMinutes), "-", "-", "-", "-")
-	}
-	return append(out, fmt.Sprintf("%.3f", res.EvictionsPerPodDay), fmt.Sprint(res.PreemptedPods), fmt.Sprintf("%.0f", res.PendingPodMinutes),
-		fmt.Sprintf("%.0f (%.0f)", res.PDBBelowBudgetPodMinutes, res.PDBBelowBudgetVoluntaryPodMinutes), fmt.Sprintf("%.0f", res.ZoneSpreadShortZoneMinutes),
-		refused(*res), backToSpot(*res))
+	return append(out, fmt.Sprintf("%.1f%%", 100*res.SpotShare), fmt.Sprintf("%.3f", res.EvictionsPerPodDay), fmt.Sprint(res.PreemptedPods),
+		fmt.Sprintf("%.0f", res.PendingPodMinutes), fmt.Sprintf("%.0f (%.0f)", res.PDBBelowBudgetPodMinutes, res.PDBBelowBudgetVoluntaryPodMinutes),
+		fmt.Sprintf("%.0f", res.ZoneSpreadShortZoneMinutes), refused(*res), backToSpot(*res))
 }
 
 // refused is the evictions-refused cell: the strategy's voluntary evictions
@@ -181,19 +190,25 @@ func (r *Report) Summary() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "scenario %s seed %d days %.0f step %s\n", r.Scenario, r.Seed, r.Days, r.Step)
 	for _, res := range append([]Result{r.Baseline}, r.Results...) {
-		share := "-"
-		if res.OracleShare != nil {
-			share = fmt.Sprintf("%.4f", *res.OracleShare)
+		share, boundShare := "-", "-"
+		if res.PackingShare != nil {
+			share = fmt.Sprintf("%.4f", *res.PackingShare)
 		}
-		fmt.Fprintf(&b, "%s: cost %.4f saving %.4f oracleShare %s spotShare %.4f evictions %d by %v refused %d by %v wasted %d evictionsPerPodDay %.4f "+
+		if res.BoundShare != nil {
+			boundShare = fmt.Sprintf("%.4f", *res.BoundShare)
+		}
+		fmt.Fprintf(&b, "%s: cost %.4f saving %.4f boundShare %s packingShare %s spotShare %.4f evictions %d by %v refused %d by %v wasted %d evictionsPerPodDay %.4f "+
 			"preemptedNodes %d preemptedPods %d pendingPodMinutes %.1f lostPodMinutes %.1f pdbBelowBudgetPodMinutes %.1f (voluntary %.1f) zoneSpreadShortZoneMinutes %.1f pdbViolations %d "+
 			"backToSpot %+v nodesLaunched %d\n",
-			res.Strategy, res.Cost, res.Saving, share, res.SpotShare, res.Evictions, res.EvictionsBy, res.EvictionsRefused, res.EvictionsRefusedBy, res.WastedEvictions,
+			res.Strategy, res.Cost, res.Saving, boundShare, share, res.SpotShare, res.Evictions, res.EvictionsBy, res.EvictionsRefused, res.EvictionsRefusedBy, res.WastedEvictions,
 			res.EvictionsPerPodDay, res.PreemptedNodes, res.PreemptedPods, res.PendingPodMinutes, res.LostPodMinutes,
 			res.PDBBelowBudgetPodMinutes, res.PDBBelowBudgetVoluntaryPodMinutes, res.ZoneSpreadShortZoneMinutes, res.PDBViolations, res.BackToSpot, res.NodesLaunched)
 	}
-	if o := r.Oracle; o != nil {
+	if o := r.Packing; o != nil {
 		fmt.Fprintf(&b, "%s: cost %.4f saving %.4f spotShare %.4f pendingPodMinutes %.1f\n", o.Strategy, o.Cost, o.Saving, o.SpotShare, o.PendingPodMinutes)
+	}
+	if o := r.Bound; o != nil {
+		fmt.Fprintf(&b, "%s: cost %.4f saving %.4f pendingPodMinutes %.1f\n", o.Strategy, o.Cost, o.Saving, o.PendingPodMinutes)
 	}
 	return b.String()
 }

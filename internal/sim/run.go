@@ -57,9 +57,14 @@ type Report struct {
 	// Baseline is the all-on-demand run.
 	Baseline Result   `json:"baseline"`
 	Results  []Result `json:"results"`
-	// Oracle is the hindsight yardstick (oracle.go): every pod on the
-	// cheapest capacity of each moment.
-	Oracle *Result `json:"oracle,omitempty"`
+	// Packing is the hindsight packing heuristic (oracle.go): every pod the
+	// workloads want packed on the cheapest capacity of each moment, an
+	// achievable cost.
+	Packing *Result `json:"packing,omitempty"`
+	// Bound is the lower bound (bound.go): the cheapest fractional capacity
+	// that holds those pods at each moment, which no run can pay less than
+	// while it runs them all.
+	Bound *Result `json:"bound,omitempty"`
 	// Elapsed is the wall-clock time the simulation took (not in the golden
 	// summary: it varies).
 	Elapsed time.Duration `json:"elapsedNanoseconds"`
@@ -113,7 +118,7 @@ func Run(ctx context.Context, sc *Scenario, opts Options) (*Report, error) {
 	}
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
-	var oracleRes Result
+	var oracleRes, boundRes Result
 	var oracleNotes []string
 	var oracleErr error
 	wg.Add(1)
@@ -121,7 +126,7 @@ func Run(ctx context.Context, sc *Scenario, opts Options) (*Report, error) {
 		defer wg.Done()
 		sem <- struct{}{}
 		defer func() { <-sem }()
-		oracleRes, oracleNotes, oracleErr = runOracle(ctx, sc, opts, nil)
+		oracleRes, boundRes, oracleNotes, oracleErr = runOracle(ctx, sc, opts, nil)
 	}()
 	for i, name := range runs {
 		wg.Add(1)
@@ -144,10 +149,10 @@ func Run(ctx context.Context, sc *Scenario, opts Options) (*Report, error) {
 		}
 	}
 	if oracleErr != nil {
-		return nil, fmt.Errorf("oracle: %w", oracleErr)
+		return nil, fmt.Errorf("packing and bound: %w", oracleErr)
 	}
 	rep := &Report{Scenario: sc.Name, Description: sc.Description, Seed: sc.Seed, Start: sc.Start, Days: sc.Duration.Hours() / 24,
-		Step: sc.Step.Duration.String(), Currency: sc.Currency, Baseline: results[0], Results: results[1:], Oracle: &oracleRes,
+		Step: sc.Step.Duration.String(), Currency: sc.Currency, Baseline: results[0], Results: results[1:], Packing: &oracleRes, Bound: &boundRes,
 		Warnings: append(sc.Warnings(), oracleNotes...)}
 	for _, z := range sc.Zones {
 		rep.Zones = append(rep.Zones, z.Name)

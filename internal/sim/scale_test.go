@@ -71,7 +71,7 @@ func TestBuiltinScenarios(t *testing.T) {
 		t.Errorf("%d pods at night, %d at the peak; want 2,240 and 4,000", low, peak)
 	}
 	sc.Duration.Duration = 24 * time.Hour
-	o, _, err := runOracle(context.Background(), sc, Options{}, nil)
+	o, _, _, err := runOracle(context.Background(), sc, Options{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -271,6 +271,40 @@ func (s *Scheduler) assume(pod *corev1.Pod, host string) error {
 	return nil
 }
 
+// Feasible lists the nodes whose filter plugins accept pod (not bound), all
+// of them, without placing it.
+func (s *Scheduler) Feasible(ctx context.Context, pod *corev1.Pod) ([]string, error) {
+	if err := s.cache.UpdateSnapshot(s.logger, s.snap); err != nil {
+		return nil, err
+	}
+	all, err := s.snap.NodeInfos().List()
+	if err != nil {
+		return nil, err
+	}
+	state := framework.NewCycleState()
+	pre, status, _ := s.fw.RunPreFilterPlugins(ctx, state, pod)
+	if !status.IsSuccess() {
+		if !status.IsRejected() {
+			return nil, status.AsError()
+		}
+		return nil, nil
+	}
+	var out []string
+	for _, ni := range all {
+		if !pre.AllNodes() && !pre.NodeNames.Has(ni.Node().Name) {
+			continue
+		}
+		st := s.fw.RunFilterPlugins(ctx, state, pod, ni)
+		if !st.IsSuccess() && !st.IsRejected() {
+			return nil, st.AsError()
+		}
+		if st.IsSuccess() {
+			out = append(out, ni.Node().Name)
+		}
+	}
+	return out, nil
+}
+
 // feasibleToFind is numFeasibleNodesToFind with the default
 // percentageOfNodesToScore (0: adaptive).
 func (s *Scheduler) feasibleToFind(all int) int {
