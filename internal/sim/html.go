@@ -326,7 +326,7 @@ footer{color:#6b7280;font-size:12px;margin-top:24px}p.warning{color:#92400e;font
 		`The bound (dotted) is the cheapest fractional capacity that holds every pod the workloads want at each moment, within what the market lets any run hold then and each pod's node groups: a linear program, so no run that runs them all pays less. ` +
 		`The packing (dashed) is those pods packed on the cheapest capacity the market has then, within each pod's constraints, migrations free and instant: a heuristic, so an achievable cost between the bound and the runs. ` +
 		`Share of bound and share of packing are a run's saving over theirs. ` +
-		`PDB below budget: the pods missing below what PodDisruptionBudgets demand, whatever the cause, times the minutes; zone spread short: the zones missing from where the workloads that must spread over zones run, of those their node groups offer, times the minutes (the scheduler spreads only over zones that have nodes, so a cluster whose nodes all leave a zone gives the spread up without a pending pod); evictions refused: what the budgets held back of the strategy's voluntary evictions (in parentheses: of the agent's drains of nodes being taken back). ` +
+		`PDB below budget: the pods missing below what PodDisruptionBudgets demand, whatever the cause, times the minutes; zone spread short: the zones missing from where the workloads that must spread over zones run, of those their node groups offer, times the minutes (the scheduler spreads only over zones that have nodes, so a cluster whose nodes all leave a zone gives the spread up without a pending pod); evictions refused: what the budgets held back of the strategy's voluntary evictions (in parentheses: of the drains of nodes being taken back, by the agent or a termination handler). ` +
 		`Every figure is computed from the simulation; docs/simulate.md defines them and says which parts of the spotter strategy are Spotter's own code and which are models.`)
 	if len(r.Traces) > 0 {
 		b.WriteString(` Spot capacity and preemptions replay traces published with "Can't Be Late: Optimizing Spot Instance Savings under Deadlines" (Wu et al., NSDI '24), repository skypilot-org/spot-traces: ` +
@@ -355,7 +355,7 @@ var htmlHeader = []struct{ name, title, class string }{
 	{name: "Spot pod-hours"}, {name: "Evictions / pod / day"}, {name: "Preempted pods"}, {name: "Pending pod-minutes"},
 	{name: "PDB below budget, pod-minutes", title: "pods missing below what PodDisruptionBudgets demand, any cause, times minutes", class: "pdb-below"},
 	{name: "Zone spread short, zone-minutes", title: "zones missing from where workloads that must spread over zones run (of those their node groups offer), times minutes", class: "spread-short"},
-	{name: "Evictions refused", title: "evictions a PodDisruptionBudget refused (429): the strategy's voluntary ones; in parentheses, the agent's drains of nodes being taken back"},
+	{name: "Evictions refused", title: "evictions a PodDisruptionBudget refused (429): the strategy's voluntary ones; in parentheses, the drains of nodes being taken back (the agent, a termination handler)"},
 	{name: "Back to spot, mean (max)"},
 }
 

@@ -222,15 +222,15 @@ func (m *recorder) evictionRefused(by string) {
 	m.refusedBy[by]++
 }
 
-// voluntaryEviction counts an eviction; the agent's, made because the node is
-// being taken back anyway, are listed by component but not counted as
-// voluntary.
+// voluntaryEviction counts an eviction; the agent's and the termination
+// handler's, made because the node is being taken back anyway, are listed by
+// component but not counted as voluntary.
 func (m *recorder) voluntaryEviction(p *Pod, by string) {
 	m.evictBy[by]++
 	if n, ok := m.draining[by]; ok {
 		m.draining[by] = n + 1
 	}
-	if by != componentAgent {
+	if !involuntary(by) {
 		m.evict++
 		// Its replacement is on the way until the next pod of the
 		// workload becomes Ready (World.markReady).
@@ -247,7 +247,7 @@ func (m *recorder) wastedEvictions(n int) { m.wasted += n }
 // taint on a node: its evictions from now on are that drain's. The agent's
 // drains (a node being taken back) are not followed: they are never undone.
 func (m *recorder) drainStarted(by string) {
-	if by != componentAgent {
+	if !involuntary(by) {
 		m.draining[by] = 0
 	}
 }

@@ -70,8 +70,9 @@ func (r *Report) WriteTable(out io.Writer) error {
 		"while voluntarily evicted pods' replacements were starting); zone spread short: zones missing from where workloads\n"+
 		"that must spread over zones run (of those their node groups offer), times minutes (the scheduler spreads only over\n"+
 		"zones that have nodes); evictions refused: what the budgets held back (429) of the strategy's voluntary evictions\n"+
-		"(in parentheses: of the agent's drains of nodes being taken back). Back to spot: mean (max) time spot capacity sat\n"+
-		"unused while spot-eligible pods ran on on-demand nodes of the same zone. docs/simulate.md defines each column.\n")
+		"(in parentheses: of the drains of nodes being taken back, by the agent or the seed rows' termination handler).\n"+
+		"Back to spot: mean (max) time spot capacity sat unused while spot-eligible pods ran on on-demand nodes of the same\n"+
+		"zone. docs/simulate.md defines each column.\n")
 	if len(r.Traces) > 0 {
 		fmt.Fprintf(out, "Spot markets replay traces of \"Can't Be Late\" (NSDI '24), skypilot-org/spot-traces.\n")
 	}
@@ -117,16 +118,19 @@ func (r *Report) cells(res *Result) []string {
 }
 
 // refused is the evictions-refused cell: the strategy's voluntary evictions
-// refused, then, when the agent ran, its own in parentheses.
+// refused, then, when the agent or the termination handler ran, theirs in
+// parentheses.
 func refused(res Result) string {
-	agent, ran := res.EvictionsRefusedBy[componentAgent]
-	if !ran {
-		_, ran = res.EvictionsBy[componentAgent]
+	ran, theirs := false, 0
+	for _, by := range []string{componentAgent, componentHandler} {
+		n, refused := res.EvictionsRefusedBy[by]
+		_, evicted := res.EvictionsBy[by]
+		ran, theirs = ran || refused || evicted, theirs+n
 	}
 	if !ran {
 		return fmt.Sprint(res.EvictionsRefused)
 	}
-	return fmt.Sprintf("%d (%d)", res.EvictionsRefused-agent, agent)
+	return fmt.Sprintf("%d (%d)", res.EvictionsRefused-theirs, theirs)
 }
 
 func backToSpot(res Result) string {

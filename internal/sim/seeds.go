@@ -43,8 +43,8 @@ import (
 //     node is left to the autoscaler); pods still there then fail the drain.
 //     Success or failure, the drain delay starts when the drain ends.
 //
-// It does not know about preemption notices (no agent runs in its world), and
-// PodDisruptionBudgets do not enter its plan (its drain filter reads them only
+// It does not know about preemption notices; the termination handler of its
+// era drains a noticed node (runTerminationHandler). PodDisruptionBudgets do not enter its plan (its drain filter reads them only
 // for kube-system pods, and only with a flag it leaves off); the Eviction API
 // still enforces them, so a budget shows up as refused evictions and failed
 // drains, not as violations.
@@ -107,6 +107,7 @@ func (s *reschedulerSeed) setup(w *World, _ *plan.Engine) error {
 	s.own, s.static = own, newStaticFit(w, own)
 	s.wake, s.nextDrain = w.Now().Add(seedHousekeeping), w.Now()
 	w.setOnDemandTaint(&corev1.Taint{Key: seedTaint, Value: "true", Effect: corev1.TaintEffectPreferNoSchedule})
+	runTerminationHandler(w)
 	return nil
 }
 
@@ -393,7 +394,8 @@ func (s *reschedulerSeed) endDrain(w *World, at time.Time) time.Time {
 //
 // It drains every on-demand node, including those whose pods must stay on
 // on-demand: their pods then make the autoscaler add an on-demand node, which
-// ends the run.
+// ends the run. A noticed spot node is drained by the termination handler of
+// its era (runTerminationHandler).
 type migratorSeed struct {
 	schedule interface{ Next(time.Time) time.Time }
 	next     time.Time
@@ -416,6 +418,7 @@ func (s *migratorSeed) setup(w *World, _ *plan.Engine) error {
 	}
 	s.schedule = sched
 	s.next = sched.Next(w.Now())
+	runTerminationHandler(w)
 	return nil
 }
 

@@ -200,3 +200,36 @@ func TestReschedulerSeedKeepsItsTenSecondLoop(t *testing.T) {
 		t.Errorf("the failed drain left its taint %q", n.Draining)
 	}
 }
+
+// The seed rows run the termination handler of their era: on a notice the
+// node is cordoned and every pod evicted through the Eviction API at once,
+// counted under the handler's name, not as the strategy's voluntary
+// evictions; a refusal is asked again 5 s later.
+func TestSeedRowsRunATerminationHandler(t *testing.T) {
+	guarded := app("guarded", 2, "500m", "spot-0002")
+	guarded.PDB = &PDBSpec{MinAvailable: ptr.To[int32](2)}
+	w := constructedWorld(t, app("web", 2, "500m", "spot-0002"), guarded)
+	s := &migratorSeed{}
+	if err := s.setup(w, nil); err != nil {
+		t.Fatal(err)
+	}
+	n := w.NodeByName("spot-0002")
+	w.notice(n, n.Group.zone)
+	if !n.Cordoned {
+		t.Errorf("the noticed node is not cordoned")
+	}
+	w.Clock.Step(time.Second)
+	for _, p := range w.Apps[0].pods {
+		if p.Node == n && !p.Terminating {
+			t.Errorf("pod %s still runs on the noticed node", p.Obj.Name)
+		}
+	}
+	if got := w.m.evictBy[componentHandler]; got != 2 || w.m.evict != 0 {
+		t.Errorf("%d evictions by the handler, %d voluntary; want 2 and 0", got, w.m.evict)
+	}
+	before := w.m.refusedBy[componentHandler]
+	w.Clock.Step(11 * time.Second)
+	if got := w.m.refusedBy[componentHandler] - before; got != 4 {
+		t.Errorf("%d refusals of the budget's pods in 11 s, want 4 (two pods, every 5 s)", got)
+	}
+}

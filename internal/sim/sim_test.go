@@ -256,6 +256,7 @@ func TestRefusedCell(t *testing.T) {
 		{Result{}, "0"},
 		{Result{EvictionsRefused: 30, EvictionsRefusedBy: map[string]int{componentAgent: 25, "spotter-rescheduler": 5}}, "5 (25)"},
 		{Result{EvictionsRefused: 3, EvictionsRefusedBy: map[string]int{"spotter-migrator": 3}, EvictionsBy: map[string]int{componentAgent: 9}}, "3 (0)"},
+		{Result{EvictionsRefused: 9, EvictionsRefusedBy: map[string]int{componentHandler: 4, "migrator": 5}}, "5 (4)"},
 	} {
 		if got := refused(c.res); got != c.want {
 			t.Errorf("refused(%+v) = %q, want %q", c.res, got, c.want)

@@ -1,0 +1,48 @@
+package sim
+
+import "time"
+
+// componentHandler names the evictions of the seed rows' termination handler.
+const componentHandler = "termination-handler"
+
+// handlerRetry is how long kubectl drain waits before it asks again for an
+// eviction a PodDisruptionBudget refused (k8s.io/kubectl/pkg/drain: "will
+// retry after 5s").
+const handlerRetry = 5 * time.Second
+
+// runTerminationHandler gives the seed rows the termination handler their
+// users ran beside them (k8s-spot-termination-handler was published beside
+// k8s-spot-rescheduler; kube-spot-termination-notice-handler and the Node
+// Termination Handler did the same job): on a node's notice it cordons the
+// node and drains it as `kubectl drain --force --ignore-daemonsets
+// --delete-emptydir-data` does, every pod evicted through the Eviction API at
+// once with its own grace period (no priority tiers, no grace capped to the
+// notice), a refusal asked again every 5 s, until no pod is left or the node
+// is gone. It runs on the world's clock, between the steps.
+//
+// Its evictions are not voluntary (the node goes anyway): they are listed
+// under its name, like the spotter row's agent's, and not counted.
+func runTerminationHandler(w *World) {
+	w.onNotice = func(n *Node) {
+		w.Cordon(n, true)
+		w.Clock.Go(func() {
+			for alive(w, n) {
+				left := 0
+				for _, p := range movable(n) {
+					if w.Evict(p, componentHandler) != nil {
+						left++
+					}
+				}
+				if left == 0 {
+					return
+				}
+				w.Clock.Sleep(handlerRetry)
+			}
+		})
+	}
+}
+
+// involuntary reports whether a component's evictions are made because the
+// node is being taken back anyway: the agent's and the termination
+// handler's.
+func involuntary(by string) bool { return by == componentAgent || by == componentHandler }
