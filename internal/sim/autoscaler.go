@@ -13,6 +13,7 @@ import (
 
 	"spotter.dev/spotter/internal/backoff"
 	"spotter.dev/spotter/internal/plan"
+	kubescheduler "spotter.dev/spotter/internal/sim/scheduler"
 	"spotter.dev/spotter/internal/snapshot"
 )
 
@@ -28,9 +29,10 @@ import (
 //     doubling up to 30m by default), so the next cheapest group is tried on
 //     the next step.
 //   - scale-down: a node empty for ScaleDownUnneededTime (and Ready that
-//     long) is removed, down to the group's minimum. Nodes a strategy drains or
-//     a preemption notice covers are left alone. Consolidation of
-//     under-used nodes is not modelled.
+//     long) is removed, down to the group's minimum; so is a node under-used
+//     that long whose pods may move and fit elsewhere, drained first
+//     (scaleDownUnderused). Nodes a strategy drains or a preemption notice
+//     covers are left alone.
 type autoscaler struct {
 	w           *World
 	e           *plan.Engine
@@ -40,6 +42,12 @@ type autoscaler struct {
 	// answer is known, unless exhaustive (Options.exhaustive).
 	static     *staticFit
 	exhaustive bool
+	// lastScaleUp is when the autoscaler last added a node; removing is the
+	// node it is removing with pods on it; k places their pods in its check
+	// (scaleDownUnderused).
+	lastScaleUp time.Time
+	removing    *Node
+	k           *kubescheduler.Scheduler
 }
 
 // newAutoscaler makes the autoscaler of a world. It asks its scheduling
@@ -60,7 +68,7 @@ func (a *autoscaler) run(ctx context.Context, unschedulable []*Pod) error {
 		return err
 	}
 	a.scaleDown()
-	return nil
+	return a.scaleDownUnderused(ctx)
 }
 
 func (a *autoscaler) scaleUp(ctx context.Context, unschedulable []*Pod) error {
@@ -154,6 +162,7 @@ func (a *autoscaler) scaleUp(ctx context.Context, unschedulable []*Pod) error {
 		return nil
 	}
 	for range best.nodes {
+		a.lastScaleUp = now
 		if _, err := w.Launch(best.g); err != nil {
 			if !errors.Is(err, ErrNoCapacity) {
 				return nil // at its maximum: the next step tries others

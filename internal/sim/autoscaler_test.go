@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/utils/ptr"
 )
 
 // A spot group that never gets capacity is backed off (internal/backoff's
@@ -63,5 +65,49 @@ func TestAutoscalerBackoffNeverEndsInThePast(t *testing.T) {
 			rest = d
 		}
 		w.Clock.SetTime(spot.backoff.Until)
+	}
+}
+
+// The autoscaler removes an under-used node whose pods fit elsewhere, as the
+// cluster autoscaler does: after ScaleDownUnneededTime below half its CPU
+// and memory, it taints the node ToBeDeletedByClusterAutoscaler, evicts its
+// pods (not counted as the strategy's) and deletes it once empty. A node
+// whose pods a PodDisruptionBudget holds stays.
+func TestScaleDownOfUnderusedNodes(t *testing.T) {
+	for _, guarded := range []bool{false, true} {
+		small := app("small", 1, "500m", "od-0001")
+		if guarded {
+			small.PDB = &PDBSpec{MinAvailable: ptr.To[int32](1)}
+		}
+		// spot-0002 is used enough to stay; the other spot nodes, empty, go.
+		w := constructedWorld(t, small, app("busy", 1, "2500m", "spot-0002"))
+		ctx := context.Background()
+		e := mustEngine(t, w)
+		sched, as := mustScheduler(t, w), &autoscaler{w: w, e: e}
+		od := w.NodeByName("od-0001")
+		tainted := false
+		for range 20 {
+			w.advance(0)
+			if err := sched.run(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := as.run(ctx, sched.unschedulable); err != nil {
+				t.Fatal(err)
+			}
+			for _, taint := range od.Obj.Spec.Taints {
+				tainted = tainted || taint.Key == toBeDeletedTaint
+			}
+			w.Clock.Step(time.Minute)
+		}
+		gone := w.NodeByName("od-0001") == nil
+		pod := w.Apps[0].pods[0]
+		switch {
+		case !guarded && (!gone || !tainted || pod.Node == nil || !pod.Node.Spot()):
+			t.Errorf("under-used node: gone %v, tainted %v, pod on %v; want it tainted, gone, the pod on spot", gone, tainted, pod.Node)
+		case !guarded && (w.m.evictBy[componentAutoscaler] != 1 || w.m.evict != 0):
+			t.Errorf("%d evictions by the autoscaler, %d voluntary; want 1 and 0", w.m.evictBy[componentAutoscaler], w.m.evict)
+		case guarded && (gone || tainted):
+			t.Errorf("a node whose only pod its budget holds was removed (gone %v, tainted %v)", gone, tainted)
+		}
 	}
 }

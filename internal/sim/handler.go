@@ -42,7 +42,9 @@ func runTerminationHandler(w *World) {
 	}
 }
 
-// involuntary reports whether a component's evictions are made because the
-// node is being taken back anyway: the agent's and the termination
-// handler's.
-func involuntary(by string) bool { return by == componentAgent || by == componentHandler }
+// involuntary reports whether a component's evictions are not the
+// strategy's choice: the agent's and the termination handler's (the node is
+// being taken back anyway), and the autoscaler's (every row has it).
+func involuntary(by string) bool {
+	return by == componentAgent || by == componentHandler || by == componentAutoscaler
+}

@@ -119,7 +119,7 @@ func (r *Report) cells(res *Result) []string {
 
 // refused is the evictions-refused cell: the strategy's voluntary evictions
 // refused, then, when the agent or the termination handler ran, theirs in
-// parentheses.
+// parentheses; the autoscaler's (every row has it) are left out.
 func refused(res Result) string {
 	ran, theirs := false, 0
 	for _, by := range []string{componentAgent, componentHandler} {
@@ -127,10 +127,11 @@ func refused(res Result) string {
 		_, evicted := res.EvictionsBy[by]
 		ran, theirs = ran || refused || evicted, theirs+n
 	}
+	own := res.EvictionsRefused - theirs - res.EvictionsRefusedBy[componentAutoscaler]
 	if !ran {
-		return fmt.Sprint(res.EvictionsRefused)
+		return fmt.Sprint(own)
 	}
-	return fmt.Sprintf("%d (%d)", res.EvictionsRefused-theirs, theirs)
+	return fmt.Sprintf("%d (%d)", own, theirs)
 }
 
 func backToSpot(res Result) string {

@@ -87,6 +87,10 @@ type Node struct {
 	Cordoned bool
 	// noticeTaint is set when an interruption handler has tainted the node.
 	noticeTaint bool
+	// underusedSince is when the node last became a scale-down candidate
+	// with pods (zero when it is not one); toBeDeleted is when the
+	// autoscaler began removing it (its taint).
+	underusedSince, toBeDeleted time.Time
 	// What clients wrote through the simulator's API (api.go) beyond the
 	// fields above: labels, annotations and taints of their own.
 	apiLabels, apiAnnotations map[string]string
@@ -521,6 +525,9 @@ func (w *World) nodeObject(n *Node) *corev1.Node {
 	// notice's kind; NoSchedule, with the cordon).
 	if n.Draining != "" {
 		obj.Spec.Taints = append(obj.Spec.Taints, corev1.Taint{Key: drain.DrainingTaintKey, Value: n.Draining, Effect: corev1.TaintEffectNoSchedule})
+	}
+	if !n.toBeDeleted.IsZero() {
+		obj.Spec.Taints = append(obj.Spec.Taints, corev1.Taint{Key: toBeDeletedTaint, Value: strconv.FormatInt(n.toBeDeleted.Unix(), 10), Effect: corev1.TaintEffectNoSchedule})
 	}
 	if n.noticeTaint {
 		obj.Spec.Taints = append(obj.Spec.Taints, corev1.Taint{Key: interrupt.TaintKey, Value: string(notice.Termination), Effect: corev1.TaintEffectNoSchedule})

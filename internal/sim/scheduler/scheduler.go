@@ -160,6 +160,16 @@ func (s *Scheduler) Sync(nodes []*corev1.Node, pods []*corev1.Pod) error {
 			if err := s.cache.AddPod(s.logger, p); err != nil {
 				return err
 			}
+		case old.Spec.NodeName != p.Spec.NodeName:
+			// A pod assumed on another node than it is bound to (a
+			// simulation's placement): the cache refuses to move it by an
+			// update.
+			if err := s.cache.RemovePod(s.logger, old); err != nil {
+				return err
+			}
+			if err := s.cache.AddPod(s.logger, p); err != nil {
+				return err
+			}
 		case old != p:
 			if err := s.cache.UpdatePod(s.logger, old, p); err != nil {
 				return err
