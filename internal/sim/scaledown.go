@@ -122,6 +122,27 @@ func (a *autoscaler) podsCanMove(ctx context.Context, n *Node) (bool, error) {
 			return false, nil
 		}
 	}
+	// A necessary condition first, cheap: the other nodes' free room, all
+	// of it and the largest, holds the pods.
+	var cpu, mem, bigCPU, bigMem, roomCPU, roomMem, maxCPU, maxMem int64
+	for _, p := range movable(n) {
+		cpu, mem = cpu+p.App.cpu, mem+p.App.mem
+		bigCPU, bigMem = max(bigCPU, p.App.cpu), max(bigMem, p.App.mem)
+	}
+	for _, o := range w.ReadyNodes() {
+		if o == n || o.Cordoned {
+			continue
+		}
+		freeCPU, freeMem := o.Group.cpu, o.Group.mem
+		for _, p := range o.pods {
+			freeCPU, freeMem = freeCPU-p.App.cpu, freeMem-p.App.mem
+		}
+		roomCPU, roomMem = roomCPU+max(freeCPU, 0), roomMem+max(freeMem, 0)
+		maxCPU, maxMem = max(maxCPU, freeCPU), max(maxMem, freeMem)
+	}
+	if roomCPU < cpu || roomMem < mem || maxCPU < bigCPU || maxMem < bigMem {
+		return false, nil
+	}
 	if a.k == nil {
 		k, err := kubescheduler.New(ctx)
 		if err != nil {
