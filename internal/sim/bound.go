@@ -16,10 +16,10 @@ import (
 //
 // That most is the highest capacity the zone's market has had so far (and
 // the spot nodes the scenario starts with): the world refuses a spot launch
-// only while the zone holds its capacity of the moment, and a node launched
-// stays until preempted, which a node still provisioning never is; so no
-// run holds more. It is looser than what runs can hold after a long
-// shortage, which keeps the bound a bound.
+// while the zone holds its capacity of the moment, and only launches add
+// spot nodes, so no run ever holds more. It is looser than what runs can hold
+// after a long shortage (preemptions take nodes back), which keeps the bound
+// a bound.
 type lowerBound struct {
 	o      *oracle
 	groups []bound.Group

@@ -14,7 +14,7 @@ import (
 func (w *World) advance(prev time.Duration) {
 	now, e := w.Now(), w.Elapsed()
 	for _, n := range w.nodes {
-		if n.state == provisioning && !now.Before(n.ReadyAt) {
+		if n.state == provisioning && !n.Noticed() && !now.Before(n.ReadyAt) {
 			n.state = ready
 			w.schedEvents++ // registered
 			w.refresh(n)
@@ -50,7 +50,7 @@ func (w *World) preemptions(prev, e time.Duration) {
 	for _, z := range w.zones {
 		var victims []*Node
 		for _, n := range w.nodes {
-			if n.Group.Spot && n.Group.zone == z && n.Ready() && !n.Noticed() {
+			if n.Group.Spot && n.Group.zone == z && (n.Ready() || n.state == provisioning) && !n.Noticed() {
 				victims = append(victims, n)
 			}
 		}
@@ -80,13 +80,20 @@ func (w *World) preemptions(prev, e time.Duration) {
 	}
 }
 
-// notice gives a node its preemption notice.
+// notice gives a node its preemption notice; the node terminates when the
+// notice ends, on the clock, not at the next step. A node still provisioning
+// is taken back before it registers: no handler hears of it.
 func (w *World) notice(n *Node, z *zone) {
 	n.NoticeAt = w.Now()
 	n.TerminateAt = w.Now().Add(z.notice)
 	w.m.preempted(n)
 	w.changed()
-	if w.onNotice != nil {
+	w.Clock.AfterFunc(z.notice, func() {
+		if alive(w, n) {
+			w.terminate(n)
+		}
+	})
+	if w.onNotice != nil && n.Ready() {
 		w.onNotice(n)
 	}
 }

@@ -124,3 +124,37 @@ func TestTaintsAreTheProducts(t *testing.T) {
 		t.Errorf("a noticed node is cordoned, as the agent does")
 	}
 }
+
+// A preempted node terminates when its notice ends, on the clock: a 30 s
+// notice lasts 30 s, not until the next step. A node still provisioning can
+// be preempted too: it never registers, and no handler hears of it.
+func TestNoticesEndOnTime(t *testing.T) {
+	w := constructedWorld(t, app("web", 2, "500m", "spot-0002"))
+	n := w.NodeByName("spot-0002")
+	z := n.Group.zone
+	z.notice = 30 * time.Second
+	var heard []string
+	w.onNotice = func(n *Node) { heard = append(heard, n.Name) }
+	w.notice(n, z)
+	w.Clock.Step(29 * time.Second)
+	if !alive(w, n) {
+		t.Fatalf("the node ended %s before its notice did", time.Second)
+	}
+	w.Clock.Step(time.Second)
+	if alive(w, n) {
+		t.Errorf("the node outlived its 30 s notice")
+	}
+	fresh, err := w.Launch(n.Group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.notice(fresh, z)
+	w.Clock.Step(time.Hour)
+	w.advance(w.Elapsed())
+	if alive(w, fresh) || fresh.Ready() {
+		t.Errorf("the node preempted while provisioning is %v", fresh.state)
+	}
+	if len(heard) != 1 || heard[0] != "spot-0002" {
+		t.Errorf("handlers heard of %v; want spot-0002 only", heard)
+	}
+}
