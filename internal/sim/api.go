@@ -318,6 +318,7 @@ func (a *api) writeNode(n *Node, obj *corev1.Node) *corev1.Node {
 		case t.Key == drain.DrainingTaintKey:
 			n.Draining = t.Value
 		case w.onDemandTaint != nil && t.Key == w.onDemandTaint.Key && !n.Group.Spot:
+		case t.Key == toBeDeletedTaint: // the autoscaler's, kept as n.toBeDeleted
 		default:
 			n.apiTaints = append(n.apiTaints, t)
 		}

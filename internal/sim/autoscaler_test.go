@@ -111,3 +111,21 @@ func TestScaleDownOfUnderusedNodes(t *testing.T) {
 		}
 	}
 }
+
+// A client's write of a node the autoscaler is removing does not make the
+// autoscaler's taint the client's: when the autoscaler gives the node up,
+// the taint goes.
+func TestAutoscalerTaintStaysTheAutoscalers(t *testing.T) {
+	w := constructedWorld(t)
+	n := w.NodeByName("od-0001")
+	n.toBeDeleted = w.Now()
+	w.refresh(n)
+	newAPI(w).writeNode(n, n.Obj.DeepCopy())
+	n.toBeDeleted = time.Time{}
+	w.refresh(n)
+	for _, taint := range n.Obj.Spec.Taints {
+		if taint.Key == toBeDeletedTaint {
+			t.Errorf("the node keeps %s after the autoscaler gave it up", toBeDeletedTaint)
+		}
+	}
+}

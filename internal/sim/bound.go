@@ -11,7 +11,7 @@ import (
 // the cheapest fractional capacity that holds every pod the workloads want
 // at that moment, where each workload's pods may run (the kube-scheduler's
 // filter plugins on an empty node of each group), at the prices of the
-// moment, each group between its min and max, and a zone's spot groups
+// moment, each group at most its max, and a zone's spot groups
 // within the most spot nodes any run can hold then.
 //
 // That most is the highest capacity the zone's market has had so far (and
@@ -38,8 +38,11 @@ func (o *oracle) newBound() *lowerBound {
 	lb := &lowerBound{o: o, spot: make([]float64, len(o.w.zones))}
 	for _, og := range o.groups {
 		g := og.g
+		// No min: nothing brings a group back up to it (a preempted node
+		// is not replaced, a strategy may delete nodes), so a run can hold
+		// fewer.
 		lb.groups = append(lb.groups, bound.Group{Zone: og.zone, Spot: og.spot, CPU: float64(g.cpu), Mem: float64(g.mem),
-			Pods: float64(g.Pods), Min: float64(g.Min), Max: float64(g.Max)})
+			Pods: float64(g.Pods), Max: float64(g.Max)})
 		if og.spot && og.zone >= 0 && g.Initial != nil {
 			lb.spot[og.zone] += float64(*g.Initial)
 		}

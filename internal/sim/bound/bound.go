@@ -145,8 +145,12 @@ func Solve(groups []Group, st Step) (Result, error) {
 					held += per * gr.Min
 				}
 			}
-			// A unit of u is a share of the total request.
-			c[g+3*si+r] = totals[r] / scale[r]
+			// A unit of u is a share of the total request (of nothing, when
+			// no pod requests the resource: a column of zeros is refused).
+			c[g+3*si+r] = 1
+			if totals[r] > 0 {
+				c[g+3*si+r] = totals[r] / scale[r]
+			}
 			rows = append(rows, row{coef: c, rhs: need[r]/scale[r] - held, ge: true})
 		}
 	}

@@ -51,6 +51,12 @@ func TestSolveByHand(t *testing.T) {
 		st:      Step{Price: []float64{1, 0.3}, Spot: []float64{100}, Demand: []Demand{{Eligible: both, CPU: 1000, Mem: gi, Pods: 2}}},
 		perHour: 2,
 	}, {
+		// Pods that request no memory (a column of zeros otherwise).
+		name:    "no memory",
+		groups:  []Group{od, spot},
+		st:      Step{Price: []float64{1, 0.3}, Spot: []float64{100}, Demand: []Demand{{Eligible: both, CPU: 6000, Pods: 6}}},
+		perHour: 1.5 * 0.3,
+	}, {
 		// More than the groups hold: all of it, 12 CPUs of 16 short (the
 		// largest share over the resources).
 		name:    "short",
