@@ -201,32 +201,9 @@ func (s *Scheduler) Sync(nodes []*corev1.Node, pods []*corev1.Pod) error {
 // in the cache on that node, as an assumed pod is, until the next Sync
 // replaces it by the bound object of the same UID (or removes it).
 func (s *Scheduler) Schedule(ctx context.Context, pod *corev1.Pod) (string, string, error) {
-	if err := s.cache.UpdateSnapshot(s.logger, s.snap); err != nil {
-		return "", "", err
-	}
-	all, err := s.snap.NodeInfos().List()
-	if err != nil {
-		return "", "", err
-	}
-	if len(all) == 0 {
-		return "", "no nodes available to schedule pods", nil
-	}
-	state := framework.NewCycleState()
-	pre, status, _ := s.fw.RunPreFilterPlugins(ctx, state, pod)
-	if !status.IsSuccess() {
-		if !status.IsRejected() {
-			return "", "", status.AsError()
-		}
-		return "", status.Message(), nil
-	}
-	nodes := all
-	if !pre.AllNodes() {
-		nodes = nodes[:0:0]
-		for _, ni := range all {
-			if pre.NodeNames.Has(ni.Node().Name) {
-				nodes = append(nodes, ni)
-			}
-		}
+	state, all, nodes, reason, err := s.prefilter(ctx, pod)
+	if err != nil || reason != "" {
+		return "", reason, err
 	}
 	want := s.feasibleToFind(len(all))
 	var feasible []fwk.NodeInfo
@@ -284,26 +261,12 @@ func (s *Scheduler) assume(pod *corev1.Pod, host string) error {
 // Feasible lists the nodes whose filter plugins accept pod (not bound), all
 // of them, without placing it.
 func (s *Scheduler) Feasible(ctx context.Context, pod *corev1.Pod) ([]string, error) {
-	if err := s.cache.UpdateSnapshot(s.logger, s.snap); err != nil {
-		return nil, err
-	}
-	all, err := s.snap.NodeInfos().List()
+	state, _, nodes, _, err := s.prefilter(ctx, pod)
 	if err != nil {
 		return nil, err
 	}
-	state := framework.NewCycleState()
-	pre, status, _ := s.fw.RunPreFilterPlugins(ctx, state, pod)
-	if !status.IsSuccess() {
-		if !status.IsRejected() {
-			return nil, status.AsError()
-		}
-		return nil, nil
-	}
 	var out []string
-	for _, ni := range all {
-		if !pre.AllNodes() && !pre.NodeNames.Has(ni.Node().Name) {
-			continue
-		}
+	for _, ni := range nodes {
 		st := s.fw.RunFilterPlugins(ctx, state, pod, ni)
 		if !st.IsSuccess() && !st.IsRejected() {
 			return nil, st.AsError()
@@ -313,6 +276,41 @@ func (s *Scheduler) Feasible(ctx context.Context, pod *corev1.Pod) ([]string, er
 		}
 	}
 	return out, nil
+}
+
+// prefilter starts a scheduling cycle for pod: the snapshot brought up to
+// date, the PreFilter plugins run, and the snapshot's nodes, all of them and
+// those PreFilter leaves, in the cache's order. When there are no nodes, or
+// PreFilter rejects the pod, reason says why and no node is left.
+func (s *Scheduler) prefilter(ctx context.Context, pod *corev1.Pod) (state fwk.CycleState, all, nodes []fwk.NodeInfo, reason string, err error) {
+	if err := s.cache.UpdateSnapshot(s.logger, s.snap); err != nil {
+		return nil, nil, nil, "", err
+	}
+	all, err = s.snap.NodeInfos().List()
+	if err != nil {
+		return nil, nil, nil, "", err
+	}
+	if len(all) == 0 {
+		return nil, nil, nil, "no nodes available to schedule pods", nil
+	}
+	state = framework.NewCycleState()
+	pre, status, _ := s.fw.RunPreFilterPlugins(ctx, state, pod)
+	if !status.IsSuccess() {
+		if !status.IsRejected() {
+			return nil, nil, nil, "", status.AsError()
+		}
+		return nil, nil, nil, status.Message(), nil
+	}
+	nodes = all
+	if !pre.AllNodes() {
+		nodes = nil
+		for _, ni := range all {
+			if pre.NodeNames.Has(ni.Node().Name) {
+				nodes = append(nodes, ni)
+			}
+		}
+	}
+	return state, all, nodes, "", nil
 }
 
 // feasibleToFind is numFeasibleNodesToFind with the default
