@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -31,6 +32,8 @@ type simulateOptions struct {
 	configFile    string
 	printScenario bool
 	fromCluster   bool
+	matrix        bool
+	matrixOnly    []string
 	plan          planOptions
 }
 
@@ -40,7 +43,8 @@ func newSimulateCommand() *cobra.Command {
 		Use: "simulate [--scenario FILE] [--strategies a,b] [--duration 7d] [--seed N] [--out DIR]",
 		Example: `  spotter simulate                                       # the built-in scenario, report in spotter-report/
   spotter simulate --seed 2 --duration 3d --strategies spotter,migrator
-  spotter simulate --from-cluster --config spotter.yaml   # start from a real cluster's nodes and workloads`,
+  spotter simulate --from-cluster --config spotter.yaml   # start from a real cluster's nodes and workloads
+  spotter simulate --matrix --matrix-scenarios default    # the out-of-sample matrix, one scenario`,
 		Short: "Show what Spotter does and saves: strategies side by side in a simulated cluster, no cluster needed",
 		Long: `Simulates a cluster through days of spot-market history in seconds and compares
 strategies in the same world with the same seed:
@@ -65,6 +69,12 @@ report.html (self-contained, charts inline) into --out. Other built-in
 scenarios run by name: --scenario builtin:week-200 (200 nodes, 4,000 pods),
 builtin:aws-1node and builtin:gcp-1node (the other preemption traces).
 
+--matrix runs the out-of-sample matrix instead: every built-in scenario (or
+those --matrix-scenarios names), as built and in each variant (without
+minDomains, slow timings, preemptions as per-node hazards), seeds 1-4, the
+rescheduler and migrator models beside the spotter row; it prints one table
+and writes matrix.json into --out.
+
 --from-cluster starts from a real cluster's nodes and workloads instead, priced
 as spotter plan prices them: by the configured cloud provider (cloud.provider)
 where it reads prices, else by the configuration's pricing section. See
@@ -83,6 +93,8 @@ docs/simulate.md.`,
 	f.StringVarP(&o.configFile, "config", "f", "", fmt.Sprintf("SpotterConfiguration (at most %s) for the spotter strategy and, with --from-cluster, prices", v1alpha1.FormatBytes(v1alpha1.MaxFileBytes)))
 	f.BoolVar(&o.printScenario, "print-scenario", false, "print the scenario (defaults filled in) and exit")
 	f.BoolVar(&o.fromCluster, "from-cluster", false, "start from the nodes and workloads of a real cluster")
+	f.BoolVar(&o.matrix, "matrix", false, "run the out-of-sample matrix: built-in scenarios and variants, seeds 1-4")
+	f.StringSliceVar(&o.matrixOnly, "matrix-scenarios", nil, "with --matrix, the built-in scenarios to run, comma-separated (default: all)")
 	f.StringVar(&o.plan.kubeconfig, "kubeconfig", "", "kubeconfig file for --from-cluster (default: $KUBECONFIG or ~/.kube/config)")
 	f.StringVar(&o.plan.context, "context", "", "kubeconfig context for --from-cluster")
 	return cmd
@@ -170,6 +182,9 @@ func runSimulate(ctx context.Context, o *simulateOptions, out, errOut io.Writer)
 			return err
 		}
 	}
+	if o.matrix || len(o.matrixOnly) > 0 {
+		return runMatrix(ctx, o, cfg, out, errOut)
+	}
 	var sc *sim.Scenario
 	var opts sim.Options
 	switch {
@@ -254,6 +269,55 @@ func runSimulate(ctx context.Context, o *simulateOptions, out, errOut io.Writer)
 			fmt.Fprintf(out, "Open it in a browser (self-contained, works offline): file://%s\n", filepath.ToSlash(abs))
 		}
 	}
+	return nil
+}
+
+// runMatrix runs `spotter simulate --matrix`.
+func runMatrix(ctx context.Context, o *simulateOptions, cfg *v1alpha1.SpotterConfiguration, out, errOut io.Writer) error {
+	switch {
+	case !o.matrix:
+		return errors.New("--matrix-scenarios chooses the scenarios of --matrix: add --matrix")
+	case o.scenario != "" || o.fromCluster || o.seed != 0 || o.printScenario:
+		return errors.New("--matrix runs built-in scenarios over seeds 1-4: leave out --scenario, --from-cluster, --seed and --print-scenario (choose scenarios with --matrix-scenarios)")
+	case o.strategies != strings.Join(sim.Strategies, ","):
+		return errors.New("--matrix runs the rescheduler and migrator models and spotter: leave out --strategies")
+	}
+	mo := sim.MatrixOptions{Scenarios: o.matrixOnly, Run: sim.Options{Config: cfg}}
+	if o.duration != "" {
+		d, err := parseDays(o.duration)
+		if err != nil {
+			return fmt.Errorf("--duration: %w", err)
+		}
+		mo.Duration = d
+	}
+	if err := checkWritable(o.out); err != nil {
+		return fmt.Errorf("--out %s: cannot write the matrix there: %w; choose another folder with --out", o.out, err)
+	}
+	mo.Done = func(c sim.MatrixCell, n, total int) {
+		s, m := c.Rows[sim.StrategySpotter], c.Rows[sim.StrategyMigrator]
+		fmt.Fprintf(errOut, "[%d/%d] %s, %s, seed %d: spotter %.1f%%, migrator model %.1f%% (%s)\n",
+			n, total, c.Scenario, c.Variant, c.Seed, 100*s.Saving, 100*m.Saving, c.Elapsed.Round(100*time.Millisecond))
+	}
+	restoreGC, restoreLimit := lessGC(simulateGCPercent), softMemoryLimit()
+	rep, err := sim.RunMatrix(ctx, mo)
+	restoreLimit()
+	restoreGC()
+	if err != nil {
+		return err
+	}
+	rep.Config = o.configFile
+	if err := rep.WriteTable(out); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(o.out, "matrix.json")
+	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "Ran %d simulations in %s. Matrix: %s\n", rep.Runs, rep.Elapsed.Round(time.Second), path)
 	return nil
 }
 

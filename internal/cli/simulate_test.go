@@ -33,6 +33,28 @@ func TestSimulateCommand(t *testing.T) {
 	}
 }
 
+// --matrix prints one line per variant of the scenarios it runs, the count
+// of runs where Spotter is ahead, and writes matrix.json.
+func TestSimulateMatrix(t *testing.T) {
+	dir := t.TempDir()
+	var out, errOut bytes.Buffer
+	code := Main([]string{"simulate", "--matrix", "--matrix-scenarios", "gcp-1node", "--duration", "2h", "--out", dir}, Streams{Out: &out, Err: &errOut})
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errOut.String())
+	}
+	for _, want := range []string{"SCENARIO", "gcp-1node", "as-built", "slow", "hazard", "Spotter saved at least as much as the migrator model in ", "Matrix: " + filepath.Join(dir, "matrix.json")} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if !strings.Contains(errOut.String(), "[16/16] gcp-1node, hazard, seed 4: spotter ") {
+		t.Errorf("progress %q: want a line per run", errOut.String())
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "matrix.json")); err != nil || fi.Size() == 0 {
+		t.Errorf("matrix.json: %v", err)
+	}
+}
+
 // Without --config the spotter row runs the recommended configuration (the
 // migrator on); with a file of the defaults, the migrator stays off and the
 // row differs.
@@ -82,6 +104,10 @@ func TestSimulateErrors(t *testing.T) {
 		{[]string{"simulate", "--duration", "soon"}, `--duration: "soon" is not a duration`},
 		{[]string{"simulate", "--scenario", bad}, "zones[0].spotCapacity.nodes: Invalid value: -1"},
 		{[]string{"simulate", "--scenario", bad}, "nodeGroups: Required value"},
+		{[]string{"simulate", "--matrix-scenarios", "default"}, "add --matrix"},
+		{[]string{"simulate", "--matrix", "--seed", "2"}, "leave out --scenario, --from-cluster, --seed"},
+		{[]string{"simulate", "--matrix", "--strategies", "spotter"}, "leave out --strategies"},
+		{[]string{"simulate", "--matrix", "--matrix-scenarios", "nope", "--out", t.TempDir()}, `scenario "nope"`},
 	} {
 		var out, errOut bytes.Buffer
 		if code := Main(tc.args, Streams{Out: &out, Err: &errOut}); code != 1 || !strings.Contains(errOut.String(), tc.want) {

@@ -12,9 +12,14 @@ import (
 
 // provider is the world's node groups as a cloud.Provider: what the
 // migrator, built as `spotter controller` builds it, scales and deletes in
-// the simulator. A spot group's increase is refused at once, with a
-// *cloud.CapacityUnavailableError, when its zone's market cannot hold the new
-// nodes now; nodes launched wait ProvisioningTime before they register.
+// the simulator. When its zone's market cannot hold the new nodes now, a spot
+// group's increase is refused at once, with a *cloud.CapacityUnavailableError,
+// or, where the scenario has the cloud report stock-outs late, accepted: the
+// nodes the market holds launch, and the rest are listed as requests not yet
+// fulfilled (InstanceCreating) which, once the stock-out is reported, carry
+// the capacity error (Instance.Err), as the AWS and GCP providers list a
+// failed scaling activity's or creation's placeholders. Nodes launched wait
+// ProvisioningTime before they register.
 type provider struct{ w *World }
 
 var _ cloud.Provider = provider{}
@@ -38,8 +43,11 @@ func (p provider) instance(n *Node) cloud.Instance {
 		State: cloud.InstanceRunning}
 	if n.Ready() {
 		inst.NodeName = n.Name
-	} else {
-		inst.State = cloud.InstanceCreating
+		return inst
+	}
+	inst.State = cloud.InstanceCreating
+	if _, failed := n.Unfulfilled(p.w.Now()); failed {
+		inst.Err = cloud.NewCapacityUnavailableError(n.Group.Name, ErrNoCapacity)
 	}
 	return inst
 }
@@ -91,7 +99,7 @@ func (g group) IncreaseSize(_ context.Context, delta int) error {
 	if g.g.count+delta > int(g.g.Max) {
 		return fmt.Errorf("node group %s: %d more nodes: %w", g.g.Name, delta, cloud.ErrAboveMaxSize)
 	}
-	if g.g.Spot && g.w.spotNodes(g.g.zone)+delta > g.g.zone.capacity(g.w.Elapsed()) {
+	if g.g.Spot && g.g.zone.stockOutDelay == 0 && g.w.spotNodes(g.g.zone)+delta > g.g.zone.capacity(g.w.Elapsed()) {
 		return cloud.NewCapacityUnavailableError(g.g.Name, ErrNoCapacity)
 	}
 	for range delta {
@@ -102,7 +110,8 @@ func (g group) IncreaseSize(_ context.Context, delta int) error {
 	return nil
 }
 
-// DecreaseTargetSize cancels the newest nodes still provisioning.
+// DecreaseTargetSize cancels requests not yet fulfilled: those the market
+// could not hold first, then the newest nodes still provisioning.
 func (g group) DecreaseTargetSize(_ context.Context, delta int) error {
 	if delta <= 0 {
 		return cloud.ErrInvalidDelta
@@ -110,6 +119,11 @@ func (g group) DecreaseTargetSize(_ context.Context, delta int) error {
 	var waiting []*Node
 	for _, n := range g.w.nodes {
 		if n.Group == g.g && n.state == provisioning {
+			waiting = append(waiting, n)
+		}
+	}
+	for _, n := range g.w.nodes {
+		if n.Group == g.g && n.state == unfulfilled {
 			waiting = append(waiting, n)
 		}
 	}
@@ -121,7 +135,7 @@ func (g group) DecreaseTargetSize(_ context.Context, delta int) error {
 	}
 	slices.Reverse(waiting)
 	for _, n := range waiting[:delta] {
-		g.w.DeleteNode(n)
+		g.w.cancel(n)
 	}
 	return nil
 }

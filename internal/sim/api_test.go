@@ -30,17 +30,15 @@ func worldAfter(t *testing.T, d time.Duration) (*World, func(time.Duration)) {
 	}
 	e := mustEngine(t, w)
 	sched, as := mustScheduler(t, w), &autoscaler{w: w, e: e}
-	prev := time.Duration(0)
 	run := func(d time.Duration) {
 		for range int(d / sc.Step.Duration) {
-			w.advance(prev)
+			w.advance()
 			if err := sched.run(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			if err := as.run(context.Background(), sched.unschedulable); err != nil {
 				t.Fatal(err)
 			}
-			prev = w.Elapsed()
 			w.Clock.Step(sc.Step.Duration)
 		}
 	}
@@ -244,6 +242,7 @@ func TestProviderCapacity(t *testing.T) {
 		if room < 0 || wg.count+room+1 > int(wg.Max) {
 			continue
 		}
+		wg.zone.stockOutDelay = 0 // a cloud that refuses at once (TestLateStockOut: one that reports late)
 		before := wg.count
 		err := g.IncreaseSize(ctx, room+1)
 		if !cloud.IsCapacityUnavailable(err) || wg.count != before {

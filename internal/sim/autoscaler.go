@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -27,7 +28,12 @@ import (
 //     lowest price per pod helped is grown by the nodes it needs. A spot group
 //     whose zone has no capacity fails the launch and is backed off (5m,
 //     doubling up to 30m by default), so the next cheapest group is tried on
-//     the next step.
+//     the next step. Where the cloud reports stock-outs late, the requests
+//     the market could not hold count as nodes on their way until reported
+//     failed; then the autoscaler cancels them and backs the group off, as
+//     the cluster autoscaler does with the placeholders of a failed scaling
+//     activity (its early abort on an out-of-resources error), and the
+//     group's backoff is reset only by a scale-up delivered in full.
 //   - scale-down: a node empty for ScaleDownUnneededTime (and Ready that
 //     long) is removed, down to the group's minimum; so is a node under-used
 //     that long whose pods may move and fit elsewhere, drained first
@@ -64,6 +70,7 @@ func newAutoscaler(ctx context.Context, w *World, exhaustive bool) (*autoscaler,
 }
 
 func (a *autoscaler) run(ctx context.Context, unschedulable []*Pod) error {
+	a.cancelFailed()
 	if err := a.scaleUp(ctx, unschedulable); err != nil {
 		return err
 	}
@@ -95,7 +102,7 @@ func (a *autoscaler) scaleUp(ctx context.Context, unschedulable []*Pod) error {
 	readyNodes := w.ReadyNodes()
 	var upcoming []*Node
 	for _, n := range w.nodes {
-		if n.state == provisioning {
+		if requested, failed := n.Unfulfilled(now); n.state == provisioning || (requested && !failed) {
 			upcoming = append(upcoming, n)
 		}
 	}
@@ -161,19 +168,51 @@ func (a *autoscaler) scaleUp(ctx context.Context, unschedulable []*Pod) error {
 	if best == nil {
 		return nil
 	}
+	full := true
 	for range best.nodes {
 		a.lastScaleUp = now
-		if _, err := w.Launch(best.g); err != nil {
+		n, err := w.Launch(best.g)
+		if err != nil {
 			if !errors.Is(err, ErrNoCapacity) {
 				return nil // at its maximum: the next step tries others
 			}
-			best.g.backoff.Fail(now, w.sc.Cluster.ScaleUpBackoff.Duration, w.sc.Cluster.MaxScaleUpBackoff.Duration)
-			w.changed() // the options changed: look again on the next step
+			a.fail(best.g)
 			return nil
 		}
+		if requested, _ := n.Unfulfilled(now); requested {
+			full = false
+		}
 	}
-	best.g.backoff = backoff.Cooldown{}
+	if full {
+		best.g.backoff = backoff.Cooldown{}
+	}
 	return nil
+}
+
+// fail backs a group off after a failed scale-up: the options changed, so
+// the autoscaler looks again on the next step.
+func (a *autoscaler) fail(g *Group) {
+	g.backoff.Fail(a.w.Now(), a.w.sc.Cluster.ScaleUpBackoff.Duration, a.w.sc.Cluster.MaxScaleUpBackoff.Duration)
+	a.w.changed()
+}
+
+// cancelFailed cancels the requests the cloud reported failed for want of
+// spot capacity, in every group, whoever asked for them, and backs their
+// groups off.
+func (a *autoscaler) cancelFailed() {
+	w := a.w
+	failedGroups := map[*Group]bool{}
+	for _, n := range slices.Clone(w.nodes) {
+		if _, failed := n.Unfulfilled(w.Now()); failed {
+			failedGroups[n.Group] = true
+			w.cancel(n)
+		}
+	}
+	for _, g := range w.Groups {
+		if failedGroups[g] {
+			a.fail(g)
+		}
+	}
 }
 
 // option is what growing one node group would do for the waiting pods.

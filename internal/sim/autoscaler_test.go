@@ -23,7 +23,7 @@ func scheduledOnce(t *testing.T, sc *Scenario) (*World, *scheduler, *autoscaler)
 	}
 	e := mustEngine(t, w)
 	sched, as := mustScheduler(t, w), &autoscaler{w: w, e: e}
-	w.advance(0)
+	w.advance()
 	if err := sched.run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestScaleDownOfUnderusedNodes(t *testing.T) {
 		od := w.NodeByName("od-0001")
 		tainted := false
 		for range 20 {
-			w.advance(0)
+			w.advance()
 			if err := sched.run(ctx); err != nil {
 				t.Fatal(err)
 			}

@@ -5,6 +5,7 @@ import (
 	"html"
 	"io"
 	"math"
+	"sort"
 	"strings"
 )
 
@@ -195,6 +196,104 @@ func legendChars(lines []line) int {
 	return n
 }
 
+// scatter is a chart of one labelled point per run, and horizontal reference
+// lines (labelled at the right) at the y of runs that have no x.
+type scatter struct {
+	id, title, xLabel, yLabel string
+	xFormat, yFormat          func(float64) string
+	points, refs              []mark
+}
+
+// mark is a scatter's point, or a reference line (dash) at its y.
+type mark struct {
+	name, color, dash string
+	x, y              float64
+}
+
+// svg renders the scatter as inline SVG: grid and ticks on both axes (from
+// zero, or below it when a y is negative, to niceMax of the largest value),
+// the reference lines, and each point with its name beside it, moved up or
+// down out of the way of the points and of the labels placed before it.
+func (c *scatter) svg() string {
+	var b strings.Builder
+	xMax, yMin, yMax := 0.0, 0.0, 0.0
+	for _, p := range c.points {
+		xMax, yMin, yMax = max(xMax, p.x), min(yMin, p.y), max(yMax, p.y)
+	}
+	for _, r := range c.refs {
+		yMin, yMax = min(yMin, r.y), max(yMax, r.y)
+	}
+	xMax, yMax = niceMax(xMax), niceMax(yMax)
+	if yMin < 0 {
+		yMin = -niceMax(-yMin)
+	}
+	plotW, plotH := float64(chartW-padL-padR), float64(chartH-padT-padB)
+	x := func(v float64) float64 { return padL + v/xMax*plotW }
+	y := func(v float64) float64 { return padT + plotH - (v-yMin)/(yMax-yMin)*plotH }
+	fmt.Fprintf(&b, `<svg class="chart" id="%s" role="img" aria-label="%s" viewBox="0 0 %d %d" width="100%%" xmlns="http://www.w3.org/2000/svg">`,
+		c.id, html.EscapeString(c.title), chartW, chartH)
+	fmt.Fprintf(&b, `<text x="%d" y="20" class="title">%s</text>`, padL, html.EscapeString(c.title))
+	for i := 0; i <= 4; i++ {
+		vy, vx := yMin+(yMax-yMin)*float64(i)/4, xMax*float64(i)/4
+		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" class="grid"/><text x="%d" y="%.1f" class="tick" text-anchor="end">%s</text>`,
+			padL, chartW-padR, y(vy), y(vy), padL-6, y(vy)+4, html.EscapeString(c.yFormat(vy)))
+		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%.1f" class="grid"/><text x="%.1f" y="%.1f" class="tick" text-anchor="middle">%s</text>`,
+			x(vx), x(vx), padT, padT+plotH, x(vx), padT+plotH+16, html.EscapeString(c.xFormat(vx)))
+	}
+	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" class="tick" text-anchor="middle">%s</text>`, padL+plotW/2, padT+plotH+34, html.EscapeString(c.xLabel))
+	fmt.Fprintf(&b, `<text x="14" y="%.1f" class="tick" transform="rotate(-90 14 %.1f)" text-anchor="middle">%s</text>`,
+		padT+plotH/2, padT+plotH/2, html.EscapeString(c.yLabel))
+	// placed are the labels' boxes so far: left, top, right, bottom.
+	var placed [][4]float64
+	free := func(l, t, r, bt float64) bool {
+		for _, p := range placed {
+			if l < p[2] && p[0] < r && t < p[3] && p[1] < bt {
+				return false
+			}
+		}
+		return true
+	}
+	for _, r := range c.refs {
+		name := r.name + " " + c.yFormat(r.y)
+		w, ty := labelW(name), y(r.y)-4
+		for !free(chartW-padR-w, ty-11, chartW-padR, ty+2) {
+			ty -= 12
+		}
+		placed = append(placed, [4]float64{chartW - padR - w, ty - 11, chartW - padR, ty + 2})
+		fmt.Fprintf(&b, `<line class="ref" data-name="%s" x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="%s" stroke-width="1.6" stroke-dasharray="%s"/>`,
+			html.EscapeString(r.name), padL, chartW-padR, y(r.y), y(r.y), r.color, r.dash)
+		fmt.Fprintf(&b, `<text class="legend ref-name" x="%d" y="%.1f" text-anchor="end">%s</text>`, chartW-padR, ty, html.EscapeString(name))
+	}
+	order := make([]int, len(c.points))
+	for i, p := range c.points {
+		order[i] = i
+		placed = append(placed, [4]float64{x(p.x) - 4.5, y(p.y) - 4.5, x(p.x) + 4.5, y(p.y) + 4.5})
+	}
+	sort.SliceStable(order, func(i, j int) bool { return c.points[order[i]].y > c.points[order[j]].y })
+	for _, i := range order {
+		p := c.points[i]
+		px, py, w := x(p.x), y(p.y), labelW(p.name)
+		left, lx, anchor := px+7, px+7, "start"
+		if left+w > chartW-padR {
+			left, lx, anchor = px-7-w, px-7, "end"
+		}
+		ty := py + 4
+		for k := 1; !free(left, ty-11, left+w, ty+2); k++ {
+			ty += float64(12*k) * float64(1-2*(k%2)) // 12 above, 12 below, 24 above, ...
+		}
+		placed = append(placed, [4]float64{left, ty - 11, left + w, ty + 2})
+		fmt.Fprintf(&b, `<circle class="point" data-name="%s" cx="%.1f" cy="%.1f" r="4.5" fill="%s" stroke="#fff" stroke-width="1"/>`,
+			html.EscapeString(p.name), px, py, p.color)
+		fmt.Fprintf(&b, `<text class="legend point-name" data-name="%s" x="%.1f" y="%.1f" text-anchor="%s">%s</text>`,
+			html.EscapeString(p.name), lx, ty, anchor, html.EscapeString(p.name))
+	}
+	b.WriteString(`</svg>`)
+	return b.String()
+}
+
+// labelW guesses the width of a label in the 11px legend font.
+func labelW(s string) float64 { return 6.2 * float64(len(s)) }
+
 // WriteHTML writes the report as one self-contained HTML page: no external
 // resources, charts as inline SVG, a few lines of script only to count what
 // rendered (data-charts on <body>, read by the report's browser test).
@@ -209,6 +308,9 @@ func (r *Report) WriteHTML(out io.Writer) error {
 	capacity := chart{id: "capacity", title: "Spot capacity per zone (trace), preemption notices below", yLabel: "nodes", yFormat: count}
 	nodes := multiples{id: "nodes", title: "Nodes over time, on-demand and spot, per run", yFormat: count}
 	pending := multiples{id: "pending", title: "Pending pods over time, per run (packing: pods it could not place)", yFormat: count}
+	tradeoff := scatter{id: "saving-evictions", title: "Saving against evictions",
+		xLabel: "evictions per pod-day", yLabel: "saving", yFormat: func(v float64) string { return fmt.Sprintf("%.3g%%", 100*v) },
+		xFormat: func(v float64) string { return fmt.Sprintf("%.4g", v) }}
 	for i, res := range runs {
 		color, dash := palette[i%len(palette)], ""
 		switch res.Strategy {
@@ -229,6 +331,13 @@ func (r *Report) WriteHTML(out io.Writer) error {
 			nodes.yMax = math.Max(nodes.yMax, float64(max(smp.OnDemandNodes, smp.SpotNodes)))
 		}
 		cost.lines = append(cost.lines, line{name: res.Strategy, color: color, points: c, dash: dash})
+		switch res.Strategy {
+		case Packing, Bound:
+			tradeoff.refs = append(tradeoff.refs, mark{name: res.Strategy, color: color, dash: dash, y: res.Saving})
+		case Baseline: // saves nothing by definition
+		default:
+			tradeoff.points = append(tradeoff.points, mark{name: res.Strategy, color: color, x: res.EvictionsPerPodDay, y: res.Saving})
+		}
 		if res.Strategy == Bound {
 			continue // fractional capacity: no nodes, pods or spot share to show
 		}
@@ -314,7 +423,8 @@ footer{color:#6b7280;font-size:12px;margin-top:24px}p.warning{color:#92400e;font
 	for _, w := range r.Warnings {
 		fmt.Fprintf(&b, "<p class=\"warning\">Warning: %s</p>\n", html.EscapeString(w))
 	}
-	for _, c := range []*chart{&cost, &share, &capacity} {
+	b.WriteString(cost.svg(xMax) + "\n" + tradeoff.svg() + "\n")
+	for _, c := range []*chart{&share, &capacity} {
 		b.WriteString(c.svg(xMax))
 		b.WriteString("\n")
 	}

@@ -6,12 +6,11 @@ import (
 	"time"
 )
 
-// advance runs the world's own processes for the step that ends now (the
-// previous step ended at elapsed time prev): nodes become Ready, noticed nodes
-// terminate, the market sends preemption notices, terminating and lost pods
-// go, pods become Ready, and the workload controllers create and delete pods
-// for the load.
-func (w *World) advance(prev time.Duration) {
+// advance runs the world's own processes at the end of a step: nodes become
+// Ready, noticed nodes terminate, the market's notices of the next step are
+// scheduled, terminating and lost pods go, pods become Ready, and the
+// workload controllers create and delete pods for the load.
+func (w *World) advance() {
 	now, e := w.Now(), w.Elapsed()
 	for _, n := range w.nodes {
 		if n.state == provisioning && !n.Noticed() && !now.Before(n.ReadyAt) {
@@ -28,7 +27,7 @@ func (w *World) advance(prev time.Duration) {
 			w.terminate(n)
 		}
 	}
-	w.preemptions(prev, e)
+	w.preemptions(e + w.sc.Step.Duration)
 	for _, p := range append([]*Pod(nil), w.pods...) {
 		switch {
 		case p.Terminating && !now.Before(p.goneAt):
@@ -44,39 +43,66 @@ func (w *World) advance(prev time.Duration) {
 	}
 }
 
-// preemptions sends the notices of the market between prev and e.
-func (w *World) preemptions(prev, e time.Duration) {
-	step := e - prev
+// preemptions schedules the market's notices of the step that starts now
+// and ends at elapsed time next, each at its own time within the step (the
+// trace's tick, or a time drawn for a synthetic rate), not at the step's end:
+// a 30 s notice is then 30 s long wherever in the step it falls. The victims
+// of a trace's drop are chosen when it comes, among the zone's spot nodes
+// then. A trace read as a hazard is a synthetic rate (zone.preRate).
+func (w *World) preemptions(next time.Duration) {
+	e := max(w.Elapsed(), w.preemptionsUntil)
+	if next <= e {
+		return // scheduled already
+	}
+	w.preemptionsUntil = next
 	for _, z := range w.zones {
-		var victims []*Node
-		for _, n := range w.nodes {
-			if n.Group.Spot && n.Group.zone == z && (n.Ready() || n.state == provisioning) && !n.Noticed() {
-				victims = append(victims, n)
+		switch {
+		case z.preTrace != nil:
+			for _, d := range z.traceDrops(e, next) {
+				w.Clock.AfterFunc(d.at-w.Elapsed(), func() { w.preemptDrop(z, d) })
 			}
-		}
-		if len(victims) == 0 {
-			// Draw nothing: the random sequence then depends only on what
-			// happens to the nodes, not on idle zones.
-			continue
-		}
-		var take int
-		if z.preTrace != nil {
-			take = min(z.traceDrops(prev, e), len(victims))
-		} else if z.preRate > 0 {
+		case z.preRate > 0:
+			// Each node's chance to be taken back within the step, at a
+			// time drawn uniformly within it.
+			step := next - e
 			p := 1 - math.Exp(-z.preRate*step.Hours())
-			for range victims {
+			for _, n := range w.preemptible(z) {
 				if w.rng.Float64() < p {
-					take++
+					at := e - w.Elapsed() + time.Duration(w.rng.Int64N(int64(step)))
+					w.Clock.AfterFunc(at, func() {
+						if alive(w, n) && !n.Noticed() {
+							w.notice(n, z)
+						}
+					})
 				}
 			}
 		}
-		if take == 0 {
-			continue
+	}
+}
+
+// preemptible are the zone's spot nodes a preemption may take now: running
+// or provisioning, not noticed yet.
+func (w *World) preemptible(z *zone) []*Node {
+	var out []*Node
+	for _, n := range w.nodes {
+		if n.Group.Spot && n.Group.zone == z && (n.Ready() || n.state == provisioning) && !n.Noticed() {
+			out = append(out, n)
 		}
-		perm := w.rng.Perm(len(victims))
-		for _, i := range perm[:take] {
-			w.notice(victims[i], z)
-		}
+	}
+	return out
+}
+
+// preemptDrop takes back as many of the zone's nodes as a trace's drop lost.
+func (w *World) preemptDrop(z *zone, d drop) {
+	victims := w.preemptible(z)
+	if len(victims) == 0 {
+		// Draw nothing: the random sequence then depends only on what
+		// happens to the nodes, not on idle zones.
+		return
+	}
+	perm := w.rng.Perm(len(victims))
+	for _, i := range perm[:min(d.lost, len(victims))] {
+		w.notice(victims[i], z)
 	}
 }
 

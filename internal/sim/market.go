@@ -22,6 +22,9 @@ type zone struct {
 	preTrace  *Trace
 	preOffset time.Duration
 	preRate   float64
+	// stockOutDelay is how late the cloud reports a request the market
+	// cannot hold (0: refused at once).
+	stockOutDelay time.Duration
 	// priceTrace, when set, is the trace whose prices the zone's spot price
 	// follows (the capacity trace's, else the preemption trace's).
 	priceTrace  *Trace
@@ -30,7 +33,8 @@ type zone struct {
 
 func newZone(z *Zone, sc *Scenario, seed int64, start time.Time) (*zone, error) {
 	out := &zone{Zone: z, notice: Notice(z.Cloud), capScale: z.SpotCapacity.Scale, capOffset: z.SpotCapacity.Offset.Duration,
-		preOffset: z.Preemptions.Offset.Duration, preRate: z.Preemptions.RatePerNodeHour}
+		preOffset: z.Preemptions.Offset.Duration, preRate: z.Preemptions.RatePerNodeHour,
+		stockOutDelay: z.SpotCapacity.StockOutDelay.Duration}
 	var err error
 	if z.SpotCapacity.Trace != "" {
 		if out.capTrace, err = LoadTrace(z.SpotCapacity.Trace, sc.dir); err != nil {
@@ -57,17 +61,23 @@ func newZone(z *Zone, sc *Scenario, seed int64, start time.Time) (*zone, error) 
 			}
 		}
 	}
+	var preTrace *Trace
 	if z.Preemptions.Trace != "" {
-		if out.preTrace, err = LoadTrace(z.Preemptions.Trace, sc.dir); err != nil {
+		if preTrace, err = LoadTrace(z.Preemptions.Trace, sc.dir); err != nil {
 			return nil, err
 		}
-		out.preOffset = wrapOffset(out.preOffset, out.preTrace)
+		out.preOffset = wrapOffset(out.preOffset, preTrace)
+		if z.Preemptions.Hazard {
+			out.preRate = preTrace.hazard()
+		} else {
+			out.preTrace = preTrace
+		}
 	}
 	switch {
 	case out.capTrace != nil && out.capTrace.Prices != nil:
 		out.priceTrace, out.priceOffset = out.capTrace, out.capOffset
-	case out.preTrace != nil && out.preTrace.Prices != nil:
-		out.priceTrace, out.priceOffset = out.preTrace, out.preOffset
+	case preTrace != nil && preTrace.Prices != nil:
+		out.priceTrace, out.priceOffset = preTrace, out.preOffset
 	}
 	return out, nil
 }
@@ -103,18 +113,42 @@ func (z *zone) capacity(d time.Duration) int {
 	return z.capNodes
 }
 
-// traceDrops is how many instances the preemption trace lost between elapsed
-// times from (excluded) and to (included): the sum of its drops.
-func (z *zone) traceDrops(from, to time.Duration) int {
+// drop is a fall of the preemption trace: at elapsed time at, lost
+// instances were taken back.
+type drop struct {
+	at   time.Duration
+	lost int
+}
+
+// traceDrops are the preemption trace's drops between elapsed times from
+// (excluded) and to (included), in order.
+func (z *zone) traceDrops(from, to time.Duration) []drop {
 	t := z.preTrace
 	if t == nil || to <= from {
-		return 0
+		return nil
 	}
 	i, j := int((from+z.preOffset)/t.Gap), int((to+z.preOffset)/t.Gap)
-	drops := 0
+	var out []drop
 	for k := i + 1; k <= j; k++ {
 		prev, cur := t.Data[(k-1)%len(t.Data)], t.Data[k%len(t.Data)]
-		drops += max(prev-cur, 0)
+		if prev > cur {
+			out = append(out, drop{at: time.Duration(k)*t.Gap - z.preOffset, lost: prev - cur})
+		}
 	}
-	return drops
+	return out
+}
+
+// hazard is the preemption trace's rate per node-hour: its drops (the fall
+// from its last tick to its first included, as it repeats) over the
+// instance-hours it measured.
+func (t *Trace) hazard() float64 {
+	drops, ticks := 0, 0
+	for k, cur := range t.Data {
+		drops += max(t.Data[(k+len(t.Data)-1)%len(t.Data)]-cur, 0)
+		ticks += cur
+	}
+	if ticks == 0 {
+		return 0
+	}
+	return float64(drops) / (float64(ticks) * t.Gap.Hours())
 }

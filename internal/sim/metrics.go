@@ -91,6 +91,9 @@ type Result struct {
 	BackToSpot BackToSpot `json:"backToSpot"`
 	// NodesLaunched counts node launch requests that succeeded.
 	NodesLaunched int `json:"nodesLaunched"`
+	// SpotStockOuts counts spot node requests accepted by a cloud that
+	// reports stock-outs late, and failed (see spotCapacity.stockOutDelay).
+	SpotStockOuts int `json:"spotStockOuts,omitempty"`
 	// Series holds the state every 10 simulated minutes, for the charts.
 	Series []Sample `json:"series"`
 	// Preemptions lists every preemption notice.
@@ -144,6 +147,7 @@ type recorder struct {
 	episodes                           []time.Duration
 	nextSample                         time.Duration
 	launched                           int
+	stockOuts                          int
 	refused, wasted, violations, evict int
 	evictBy, refusedBy                 map[string]int
 	// draining counts, by component, the evictions of the drain each has
@@ -283,6 +287,9 @@ func (m *recorder) observe(step time.Duration) {
 	spotNodes, odNodes := 0, 0
 	spotByZone := map[*zone]int{}
 	for _, n := range w.nodes {
+		if n.state == unfulfilled {
+			continue // no instance, no bill
+		}
 		cost += w.PricePerHour(n.Group) * step.Hours()
 		if n.Group.Spot {
 			spotNodes++
@@ -400,6 +407,6 @@ func (m *recorder) result(strategy string, days float64) Result {
 		r.BackToSpot.MeanMinutes = sum.Minutes() / float64(len(episodes))
 		r.BackToSpot.MaxMinutes = episodes[len(episodes)-1].Minutes()
 	}
-	r.NodesLaunched = m.launched
+	r.NodesLaunched, r.SpotStockOuts = m.launched, m.stockOuts
 	return r
 }

@@ -229,13 +229,13 @@ func startedWorld(t *testing.T, minutes int) (*World, *scheduler) {
 func runMinutes(t *testing.T, w *World, sched *scheduler, minutes int) {
 	t.Helper()
 	for range minutes {
-		w.advance(0)
+		w.advance()
 		if err := sched.run(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		w.Clock.Step(time.Minute)
 	}
-	w.advance(0)
+	w.advance()
 }
 
 // "Zone spread short" counts, minute by minute, the zones missing from where

@@ -504,7 +504,8 @@ func (o *oracle) run(ctx context.Context, progress *atomic.Int64) (Result, Resul
 
 // preempt takes back the zone's kept spot nodes the market preempts between
 // elapsed times from and to: the preemption trace's drops, or each node with
-// the synthetic rate's probability; from the zone's spot groups in order.
+// the synthetic rate's probability (a trace read as a hazard is one); from
+// the zone's spot groups in order.
 func (o *oracle) preempt(zi int, z *zone, from, to time.Duration, kept []int, rng *rand.Rand) {
 	held := 0
 	for gi, og := range o.groups {
@@ -518,7 +519,10 @@ func (o *oracle) preempt(zi int, z *zone, from, to time.Duration, kept []int, rn
 	take := 0
 	switch {
 	case z.preTrace != nil:
-		take = min(z.traceDrops(from, to), held)
+		for _, d := range z.traceDrops(from, to) {
+			take += d.lost
+		}
+		take = min(take, held)
 	case z.preRate > 0:
 		p := 1 - math.Exp(-z.preRate*(to-from).Hours())
 		for range held {

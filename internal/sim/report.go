@@ -204,10 +204,10 @@ func (r *Report) Summary() string {
 		}
 		fmt.Fprintf(&b, "%s: cost %.4f saving %.4f boundShare %s packingShare %s spotShare %.4f evictions %d by %v refused %d by %v wasted %d evictionsPerPodDay %.4f "+
 			"preemptedNodes %d preemptedPods %d pendingPodMinutes %.1f lostPodMinutes %.1f pdbBelowBudgetPodMinutes %.1f (voluntary %.1f) zoneSpreadShortZoneMinutes %.1f pdbViolations %d "+
-			"backToSpot %+v nodesLaunched %d\n",
+			"backToSpot %+v nodesLaunched %d spotStockOuts %d\n",
 			res.Strategy, res.Cost, res.Saving, boundShare, share, res.SpotShare, res.Evictions, res.EvictionsBy, res.EvictionsRefused, res.EvictionsRefusedBy, res.WastedEvictions,
 			res.EvictionsPerPodDay, res.PreemptedNodes, res.PreemptedPods, res.PendingPodMinutes, res.LostPodMinutes,
-			res.PDBBelowBudgetPodMinutes, res.PDBBelowBudgetVoluntaryPodMinutes, res.ZoneSpreadShortZoneMinutes, res.PDBViolations, res.BackToSpot, res.NodesLaunched)
+			res.PDBBelowBudgetPodMinutes, res.PDBBelowBudgetVoluntaryPodMinutes, res.ZoneSpreadShortZoneMinutes, res.PDBViolations, res.BackToSpot, res.NodesLaunched, res.SpotStockOuts)
 	}
 	if o := r.Packing; o != nil {
 		fmt.Fprintf(&b, "%s: cost %.4f saving %.4f spotShare %.4f pendingPodMinutes %.1f\n", o.Strategy, o.Cost, o.Saving, o.SpotShare, o.PendingPodMinutes)

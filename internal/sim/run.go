@@ -219,7 +219,6 @@ func runOne(ctx context.Context, sc *Scenario, name string, opts Options, progre
 	}
 	step := sc.Step.Duration
 	steps := int(sc.Duration.Duration / step)
-	prev := time.Duration(-1)
 	for i := range steps {
 		if i%64 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -230,7 +229,7 @@ func runOne(ctx context.Context, sc *Scenario, name string, opts Options, progre
 		if ungatedErr != nil {
 			return Result{}, ungatedErr
 		}
-		w.advance(max(prev, 0))
+		w.advance()
 		if err := strategyImpl.step(ctx, w); err != nil {
 			return Result{}, err
 		}
@@ -241,7 +240,6 @@ func runOne(ctx context.Context, sc *Scenario, name string, opts Options, progre
 			return Result{}, err
 		}
 		w.m.observe(step)
-		prev = w.Elapsed()
 		w.Clock.Step(step)
 	}
 	progress.Store(int64(steps))

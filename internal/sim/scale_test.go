@@ -156,9 +156,8 @@ func TestReschedulerSeedMayFitIsNecessary(t *testing.T) {
 	}
 	s.useRun(sched, false)
 	fits, spared, asked := 0, 0, 0
-	prev := time.Duration(0)
 	for i := range 24 * 60 {
-		w.advance(prev)
+		w.advance()
 		if i%5 == 0 {
 			nodes, isSpot := spotFirst(w)
 			rooms := spotRoom(w)
@@ -200,7 +199,6 @@ func TestReschedulerSeedMayFitIsNecessary(t *testing.T) {
 			}
 		}
 		w.m.observe(time.Minute)
-		prev = w.Elapsed()
 		w.Clock.Step(time.Minute)
 	}
 	if fits == 0 || spared < asked/2 {

@@ -145,6 +145,15 @@ type CapacitySource struct {
 	ShortagesPerDay float64 `json:"shortagesPerDay,omitempty"`
 	// ShortageDuration is the length of each synthetic shortage. Default 1h.
 	ShortageDuration metav1.Duration `json:"shortageDuration,omitempty"`
+	// StockOutDelay is how long after a request for spot nodes the cloud
+	// reports that the market could not hold them. 0 (the default) refuses
+	// the request at once. Otherwise the request is accepted: the nodes the
+	// market holds now launch, and the rest (partial delivery) stay
+	// requested, unbilled, until the delay has passed, when the group
+	// reports them failed with a capacity error, as an Auto Scaling group's
+	// failed scaling activity or a managed instance group's creation error
+	// does a minute or more after the resize.
+	StockOutDelay metav1.Duration `json:"stockOutDelay,omitempty"`
 }
 
 // PreemptionSource is a preemption series: a trace, or a synthetic rate. At
@@ -159,6 +168,13 @@ type PreemptionSource struct {
 	// RatePerNodeHour is a synthetic preemption rate: each running spot node is
 	// taken back with this probability per hour.
 	RatePerNodeHour float64 `json:"ratePerNodeHour,omitempty"`
+	// Hazard reads the trace as a per-node hazard instead of absolute drops:
+	// its drops over the instance-hours it measured is a rate per node-hour
+	// at which each of the zone's spot nodes is taken back, as with
+	// RatePerNodeHour, so that preemptions scale with the fleet (a 4-instance
+	// trace replayed on 40 nodes takes about ten times as many nodes as it
+	// dropped). Only with trace.
+	Hazard bool `json:"hazard,omitempty"`
 }
 
 // Capacity types of node groups.

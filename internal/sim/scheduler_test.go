@@ -75,9 +75,8 @@ func TestWorldSchedulerIsNotThePlanner(t *testing.T) {
 	}
 	defer s.(*spotter).stop()
 	sched, as := mustScheduler(t, w), &autoscaler{w: w, e: e}
-	prev := time.Duration(0)
 	for range 15 {
-		w.advance(prev)
+		w.advance()
 		for _, step := range []func(context.Context) error{
 			func(ctx context.Context) error { return s.step(ctx, w) }, sched.run,
 			func(ctx context.Context) error { return as.run(ctx, sched.unschedulable) },
@@ -86,7 +85,6 @@ func TestWorldSchedulerIsNotThePlanner(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		prev = w.Elapsed()
 		w.Clock.Step(time.Minute)
 	}
 	app := w.Apps[3]

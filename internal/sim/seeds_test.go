@@ -62,7 +62,7 @@ func constructedWorld(t *testing.T, apps ...placedApp) *World {
 		}
 	}
 	w.Clock.Step(time.Minute)
-	w.advance(0) // the pods become Ready; the apps' desired scale is set
+	w.advance() // the pods become Ready; the apps' desired scale is set
 	return w
 }
 

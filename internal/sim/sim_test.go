@@ -168,9 +168,8 @@ func TestSeedsTiming(t *testing.T) {
 		sched, as := mustScheduler(t, w), &autoscaler{w: w, e: e}
 		var drainStarts []time.Duration
 		prevEvictions := 0
-		prev := time.Duration(0)
 		for range 24 * 60 {
-			w.advance(prev)
+			w.advance()
 			if err := strategyImpl.step(context.Background(), w); err != nil {
 				t.Fatal(err)
 			}
@@ -180,7 +179,6 @@ func TestSeedsTiming(t *testing.T) {
 			prevEvictions = w.m.evict
 			_ = sched.run(context.Background())
 			_ = as.run(context.Background(), sched.unschedulable)
-			prev = w.Elapsed()
 			w.Clock.Step(time.Minute)
 		}
 		if len(drainStarts) == 0 {

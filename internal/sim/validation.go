@@ -215,6 +215,7 @@ func validateCapacity(c *CapacitySource, p *field.Path, dir string) field.ErrorL
 		errs = append(errs, durationIn(p.Child("shortageDuration"), c.ShortageDuration, time.Minute, 720*time.Hour)...)
 	}
 	errs = append(errs, durationIn(p.Child("offset"), c.Offset, 0, MaxOffset)...)
+	errs = append(errs, durationIn(p.Child("stockOutDelay"), c.StockOutDelay, 0, time.Hour)...)
 	return errs
 }
 
@@ -227,6 +228,9 @@ func validatePreemptions(ps *PreemptionSource, p *field.Path, dir string) field.
 		if _, err := LoadTrace(ps.Trace, dir); err != nil {
 			errs = append(errs, field.Invalid(p.Child("trace"), ps.Trace, err.Error()))
 		}
+	}
+	if ps.Hazard && ps.Trace == "" {
+		errs = append(errs, field.Invalid(p.Child("hazard"), ps.Hazard, "only with a trace: a synthetic ratePerNodeHour is already a per-node hazard"))
 	}
 	if ps.RatePerNodeHour < 0 || ps.RatePerNodeHour > 1 || math.IsNaN(ps.RatePerNodeHour) {
 		errs = append(errs, field.Invalid(p.Child("ratePerNodeHour"), ps.RatePerNodeHour, "must be a probability per hour between 0 and 1"))

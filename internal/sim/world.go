@@ -51,6 +51,11 @@ const (
 	provisioning nodeState = iota
 	ready
 	terminated
+	// unfulfilled is a request for a spot node the market could not hold,
+	// accepted by a cloud that reports stock-outs late: no instance, nothing
+	// billed; it fails at the node's FailAt and stays, failed, in its
+	// group's target size until cancelled.
+	unfulfilled
 )
 
 // Group is a node group of the world.
@@ -79,8 +84,10 @@ type Node struct {
 	ReadyAt time.Time
 	// NoticeAt and TerminateAt are set by a preemption notice.
 	NoticeAt, TerminateAt time.Time
-	emptySince            time.Time
-	pods                  []*Pod
+	// FailAt is when an unfulfilled request is reported failed.
+	FailAt     time.Time
+	emptySince time.Time
+	pods       []*Pod
 	// Draining is the taint value of a strategy's drain ("" when none);
 	// Cordoned marks the node unschedulable.
 	Draining string
@@ -102,6 +109,13 @@ func (n *Node) Spot() bool { return n.Group.Spot }
 
 // Ready reports whether the node is registered and not terminated.
 func (n *Node) Ready() bool { return n.state == ready }
+
+// Unfulfilled reports whether the node is a request the market could not
+// hold, and failed whether the cloud reports it failed by now.
+func (n *Node) Unfulfilled(now time.Time) (yes, failed bool) {
+	yes = n.state == unfulfilled
+	return yes, yes && !now.Before(n.FailAt)
+}
 
 // Noticed reports whether the node has a preemption notice.
 func (n *Node) Noticed() bool { return !n.NoticeAt.IsZero() }
@@ -199,6 +213,9 @@ type World struct {
 	// PreferNoSchedule taint).
 	onDemandTaint *corev1.Taint
 	version       uint64
+	// preemptionsUntil is the elapsed time up to which the market's notices
+	// are scheduled.
+	preemptionsUntil time.Duration
 	// nodeObjects counts the Node objects built: their resourceVersion.
 	nodeObjects uint64
 	// podByName indexes pods by namespace and name (unique in the world: a
@@ -379,18 +396,33 @@ func (w *World) addNode(g *Group) *Node {
 	return n
 }
 
-// Launch asks node group g for a node. A spot group fails with ErrNoCapacity
-// when its zone holds as many spot nodes as the market allows now.
+// Launch asks node group g for a node. When its zone holds as many spot
+// nodes as the market allows now, a spot group fails with ErrNoCapacity, or,
+// in a zone whose cloud reports stock-outs late, accepts the request and
+// fails it then (an unfulfilled node).
 func (w *World) Launch(g *Group) (*Node, error) {
 	if g.count >= int(g.Max) {
 		return nil, fmt.Errorf("node group %s is at its maximum size %d", g.Name, g.Max)
 	}
 	if g.Spot && w.spotNodes(g.zone) >= g.zone.capacity(w.Elapsed()) {
-		return nil, ErrNoCapacity
+		if g.zone.stockOutDelay == 0 {
+			return nil, ErrNoCapacity
+		}
+		n := w.addNode(g)
+		n.state, n.FailAt = unfulfilled, w.Now().Add(g.zone.stockOutDelay)
+		w.m.stockOuts++
+		// The failure is news: the migrator reads it, and the
+		// autoscaler's options change.
+		w.Clock.AfterFunc(g.zone.stockOutDelay, w.changed)
+		return n, nil
 	}
 	w.m.launched++
 	return w.addNode(g), nil
 }
+
+// cancel removes a request not yet running (provisioning or unfulfilled)
+// from its group: nothing to drain, nothing billed after now.
+func (w *World) cancel(n *Node) { w.terminate(n) }
 
 // PricePerHour is what a node of g costs per hour now: the group's price,
 // which for a spot group in a zone whose trace has prices follows them (the
@@ -403,11 +435,12 @@ func (w *World) PricePerHour(g *Group) float64 {
 	return g.PricePerHour * g.zone.priceFactor(w.Elapsed())
 }
 
-// spotNodes counts the zone's spot nodes not terminated.
+// spotNodes counts the zone's spot nodes not terminated, requests the
+// market could not hold left out.
 func (w *World) spotNodes(z *zone) int {
 	count := 0
 	for _, n := range w.nodes {
-		if n.Group.Spot && n.Group.zone == z {
+		if n.Group.Spot && n.Group.zone == z && n.state != unfulfilled {
 			count++
 		}
 	}

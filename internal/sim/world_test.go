@@ -53,10 +53,9 @@ func TestSnapshotFollowsPodReadiness(t *testing.T) {
 	sched, as := mustScheduler(t, w), &autoscaler{w: w, e: e}
 	ctx := context.Background()
 	staleSteps, notReadyObjs := 0, 0
-	prev := time.Duration(0)
 	steps := int(sc.Duration.Duration / sc.Step.Duration)
 	for range steps {
-		w.advance(prev)
+		w.advance()
 		// What the strategy reads now.
 		if staleBudgets(w) > 0 {
 			staleSteps++
@@ -76,7 +75,6 @@ func TestSnapshotFollowsPodReadiness(t *testing.T) {
 		if err := as.run(ctx, sched.unschedulable); err != nil {
 			t.Fatal(err)
 		}
-		prev = w.Elapsed()
 		w.Clock.Step(sc.Step.Duration)
 	}
 	if staleSteps > 0 {
@@ -150,7 +148,7 @@ func TestNoticesEndOnTime(t *testing.T) {
 	}
 	w.notice(fresh, z)
 	w.Clock.Step(time.Hour)
-	w.advance(w.Elapsed())
+	w.advance()
 	if alive(w, fresh) || fresh.Ready() {
 		t.Errorf("the node preempted while provisioning is %v", fresh.state)
 	}
