@@ -294,9 +294,10 @@ func runMatrix(ctx context.Context, o *simulateOptions, cfg *v1alpha1.SpotterCon
 		return fmt.Errorf("--out %s: cannot write the matrix there: %w; choose another folder with --out", o.out, err)
 	}
 	mo.Done = func(c sim.MatrixCell, n, total int) {
-		s, m := c.Rows[sim.StrategySpotter], c.Rows[sim.StrategyMigrator]
-		fmt.Fprintf(errOut, "[%d/%d] %s, %s, seed %d: spotter %.1f%%, migrator model %.1f%% (%s)\n",
-			n, total, c.Scenario, c.Variant, c.Seed, 100*s.Saving, 100*m.Saving, c.Elapsed.Round(100*time.Millisecond))
+		s, m, r := c.Rows[sim.StrategySpotter], c.Rows[sim.StrategyMigrator], c.Rows[sim.StrategyRescheduler]
+		fmt.Fprintf(errOut, "[%d/%d] %s, %s, seed %d: spotter %.1f%%, migrator model %.1f%%; evictions per unit saved %s, rescheduler model %s (%s)\n",
+			n, total, c.Scenario, c.Variant, c.Seed, 100*s.Saving, 100*m.Saving, sim.PerUnit(s.EvictionsPerUSD), sim.PerUnit(r.EvictionsPerUSD),
+			c.Elapsed.Round(100*time.Millisecond))
 	}
 	restoreGC, restoreLimit := lessGC(simulateGCPercent), softMemoryLimit()
 	rep, err := sim.RunMatrix(ctx, mo)

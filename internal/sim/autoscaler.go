@@ -102,7 +102,9 @@ func (a *autoscaler) scaleUp(ctx context.Context, unschedulable []*Pod) error {
 	readyNodes := w.ReadyNodes()
 	var upcoming []*Node
 	for _, n := range w.nodes {
-		if requested, failed := n.Unfulfilled(now); n.state == provisioning || (requested && !failed) {
+		// Nodes still on their way: not those preempted while provisioning,
+		// which the cloud has taken back.
+		if requested, failed := n.Unfulfilled(now); (n.state == provisioning && !n.Noticed()) || (requested && !failed) {
 			upcoming = append(upcoming, n)
 		}
 	}
@@ -170,7 +172,6 @@ func (a *autoscaler) scaleUp(ctx context.Context, unschedulable []*Pod) error {
 	}
 	full := true
 	for range best.nodes {
-		a.lastScaleUp = now
 		n, err := w.Launch(best.g)
 		if err != nil {
 			if !errors.Is(err, ErrNoCapacity) {
@@ -179,6 +180,10 @@ func (a *autoscaler) scaleUp(ctx context.Context, unschedulable []*Pod) error {
 			a.fail(best.g)
 			return nil
 		}
+		// A scale-up the cloud accepted: the scale-down waits after it (a
+		// refused one starts no delay, as in the cluster autoscaler, which
+		// records only a successful scale-up's time).
+		a.lastScaleUp = now
 		if requested, _ := n.Unfulfilled(now); requested {
 			full = false
 		}

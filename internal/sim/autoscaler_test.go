@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -127,5 +128,63 @@ func TestAutoscalerTaintStaysTheAutoscalers(t *testing.T) {
 		if taint.Key == toBeDeletedTaint {
 			t.Errorf("the node keeps %s after the autoscaler gave it up", toBeDeletedTaint)
 		}
+	}
+}
+
+// A scale-up the cloud refused starts no scale-down delay, and nodes
+// preempted while provisioning are no longer counted as on their way: the
+// pods that waited for them get new ones.
+func TestScaleUpAfterRefusalsAndPreemptions(t *testing.T) {
+	body := strings.Replace(tiny, "replicas: 3,", "replicas: 12,", 1)
+	refused := strings.Replace(strings.Replace(body, "{nodes: 3}", "{nodes: 0}", 1), "pricePerHour: 0.1, initial: 1}", "pricePerHour: 0.1, initial: 1, max: 1}", 1)
+	ctx := context.Background()
+	sc, err := parse(t, refused)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sched, as := scheduledOnce(t, sc)
+	if len(sched.unschedulable) == 0 {
+		t.Fatal("no pod waits for a node")
+	}
+	if err := as.scaleUp(ctx, sched.unschedulable); err != nil {
+		t.Fatal(err)
+	}
+	if !as.lastScaleUp.IsZero() {
+		t.Errorf("a refused scale-up started the scale-down delay at %s", as.lastScaleUp)
+	}
+
+	if sc, err = parse(t, body); err != nil {
+		t.Fatal(err)
+	}
+	w, sched, as := scheduledOnce(t, sc)
+	onTheirWay := func() (fresh, noticed int) {
+		for _, n := range w.nodes {
+			if n.state == provisioning {
+				if n.Noticed() {
+					noticed++
+				} else {
+					fresh++
+				}
+			}
+		}
+		return fresh, noticed
+	}
+	if err := as.scaleUp(ctx, sched.unschedulable); err != nil {
+		t.Fatal(err)
+	}
+	launched, _ := onTheirWay()
+	if launched == 0 || as.lastScaleUp.IsZero() {
+		t.Fatalf("%d nodes launched, scale-down delay from %s: want a scale-up", launched, as.lastScaleUp)
+	}
+	for _, n := range slices.Clone(w.nodes) {
+		if n.state == provisioning {
+			w.notice(n, n.Group.zone)
+		}
+	}
+	if err := as.scaleUp(ctx, sched.unschedulable); err != nil {
+		t.Fatal(err)
+	}
+	if fresh, noticed := onTheirWay(); fresh == 0 || noticed != launched {
+		t.Errorf("after the %d provisioning nodes were preempted: %d new nodes on their way; want the pods to get new ones", noticed, fresh)
 	}
 }

@@ -307,7 +307,7 @@ func (m *MatrixReport) WriteTable(out io.Writer) error {
 	}
 	for _, l := range m.Lines {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%d/%d\t%.0f\t%s\t\n", l.Scenario, l.Variant, pct(l.Spotter), pct(l.Migrator),
-			l.AheadOfMigrator, l.Seeds, perUnit(l.SpotterPerUSD), perUnit(l.ReschedulerPerUSD), l.FewerPerUSD, l.Seeds, l.VoluntaryPDBMinutes,
+			l.AheadOfMigrator, l.Seeds, PerUnit(l.SpotterPerUSD), PerUnit(l.ReschedulerPerUSD), l.FewerPerUSD, l.Seeds, l.VoluntaryPDBMinutes,
 			fmt.Sprintf("%.0f%% (%.0f-%.0f)", 100*l.BoundShare.Mean, 100*l.BoundShare.Min, 100*l.BoundShare.Max))
 	}
 	if err := tw.Flush(); err != nil {
@@ -318,8 +318,8 @@ func (m *MatrixReport) WriteTable(out io.Writer) error {
 	return err
 }
 
-// perUnit prints evictions per unit saved; nil is infinite.
-func perUnit(v *float64) string {
+// PerUnit prints evictions per unit saved; nil is infinite.
+func PerUnit(v *float64) string {
 	if v == nil {
 		return "inf"
 	}
