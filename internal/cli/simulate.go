@@ -40,7 +40,7 @@ type simulateOptions struct {
 func newSimulateCommand() *cobra.Command {
 	var o simulateOptions
 	cmd := &cobra.Command{
-		Use: "simulate [--scenario FILE] [--strategies a,b] [--duration 7d] [--seed N] [--out DIR]",
+		Use: "simulate [--scenario FILE] [--strategies a,b] [--duration 7d] [--seed N] [--out DIR] | --matrix",
 		Example: `  spotter simulate                                       # the built-in scenario, report in spotter-report/
   spotter simulate --seed 2 --duration 3d --strategies spotter,migrator
   spotter simulate --from-cluster --config spotter.yaml   # start from a real cluster's nodes and workloads
