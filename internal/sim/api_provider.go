@@ -17,9 +17,9 @@ import (
 // or, where the scenario has the cloud report stock-outs late, accepted: the
 // nodes the market holds launch, and the rest are listed as requests not yet
 // fulfilled (InstanceCreating) which, once the stock-out is reported, carry
-// the capacity error (Instance.Err), as the AWS and GCP providers list a
-// failed scaling activity's or creation's placeholders. Nodes launched wait
-// ProvisioningTime before they register.
+// the capacity error (Instance.Err), as the AWS and GCP providers list the
+// instances a failed scaling activity or creation left unfulfilled. Nodes
+// launched wait ProvisioningTime before they register.
 type provider struct{ w *World }
 
 var _ cloud.Provider = provider{}
@@ -135,7 +135,7 @@ func (g group) DecreaseTargetSize(_ context.Context, delta int) error {
 	}
 	slices.Reverse(waiting)
 	for _, n := range waiting[:delta] {
-		g.w.cancel(n)
+		g.w.DeleteNode(n)
 	}
 	return nil
 }

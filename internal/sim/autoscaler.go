@@ -31,9 +31,10 @@ import (
 //     the next step. Where the cloud reports stock-outs late, the requests
 //     the market could not hold count as nodes on their way until reported
 //     failed; then the autoscaler cancels them and backs the group off, as
-//     the cluster autoscaler does with the placeholders of a failed scaling
-//     activity (its early abort on an out-of-resources error), and the
-//     group's backoff is reset only by a scale-up delivered in full.
+//     the cluster autoscaler does with the instances a failed scaling
+//     activity left unfulfilled (its early abort on an out-of-resources
+//     error), and the group's backoff is reset only by a scale-up delivered
+//     in full.
 //   - scale-down: a node empty for ScaleDownUnneededTime (and Ready that
 //     long) is removed, down to the group's minimum; so is a node under-used
 //     that long whose pods may move and fit elsewhere, drained first
@@ -210,7 +211,7 @@ func (a *autoscaler) cancelFailed() {
 	for _, n := range slices.Clone(w.nodes) {
 		if _, failed := n.Unfulfilled(w.Now()); failed {
 			failedGroups[n.Group] = true
-			w.cancel(n)
+			w.DeleteNode(n)
 		}
 	}
 	for _, g := range w.Groups {

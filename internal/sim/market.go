@@ -137,18 +137,3 @@ func (z *zone) traceDrops(from, to time.Duration) []drop {
 	}
 	return out
 }
-
-// hazard is the preemption trace's rate per node-hour: its drops (the fall
-// from its last tick to its first included, as it repeats) over the
-// instance-hours it measured.
-func (t *Trace) hazard() float64 {
-	drops, ticks := 0, 0
-	for k, cur := range t.Data {
-		drops += max(t.Data[(k+len(t.Data)-1)%len(t.Data)]-cur, 0)
-		ticks += cur
-	}
-	if ticks == 0 {
-		return 0
-	}
-	return float64(drops) / (float64(ticks) * t.Gap.Hours())
-}

@@ -420,10 +420,6 @@ func (w *World) Launch(g *Group) (*Node, error) {
 	return w.addNode(g), nil
 }
 
-// cancel removes a request not yet running (provisioning or unfulfilled)
-// from its group: nothing to drain, nothing billed after now.
-func (w *World) cancel(n *Node) { w.terminate(n) }
-
 // PricePerHour is what a node of g costs per hour now: the group's price,
 // which for a spot group in a zone whose trace has prices follows them (the
 // group's price is then the mean, each tick's price relative to the trace's
