@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"k8s.io/utils/ptr"
+	"spotter.dev/spotter/internal/sim/report"
 )
 
 // A spot group that never gets capacity is backed off (internal/backoff's
@@ -105,8 +106,8 @@ func TestScaleDownOfUnderusedNodes(t *testing.T) {
 		switch {
 		case !guarded && (!gone || !tainted || pod.Node == nil || !pod.Node.Spot()):
 			t.Errorf("under-used node: gone %v, tainted %v, pod on %v; want it tainted, gone, the pod on spot", gone, tainted, pod.Node)
-		case !guarded && (w.m.evictBy[componentAutoscaler] != 1 || w.m.evict != 0):
-			t.Errorf("%d evictions by the autoscaler, %d voluntary; want 1 and 0", w.m.evictBy[componentAutoscaler], w.m.evict)
+		case !guarded && (w.m.evictBy[report.ComponentAutoscaler] != 1 || w.m.evict != 0):
+			t.Errorf("%d evictions by the autoscaler, %d voluntary; want 1 and 0", w.m.evictBy[report.ComponentAutoscaler], w.m.evict)
 		case guarded && (gone || tainted):
 			t.Errorf("a node whose only pod its budget holds was removed (gone %v, tainted %v)", gone, tainted)
 		}

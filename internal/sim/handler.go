@@ -1,9 +1,10 @@
 package sim
 
-import "time"
+import (
+	"time"
 
-// componentHandler names the evictions of the seed rows' termination handler.
-const componentHandler = "termination-handler"
+	"spotter.dev/spotter/internal/sim/report"
+)
 
 // handlerRetry is how long kubectl drain waits before it asks again for an
 // eviction a PodDisruptionBudget refused (k8s.io/kubectl/pkg/drain: "will
@@ -29,7 +30,7 @@ func runTerminationHandler(w *World) {
 			for alive(w, n) {
 				left := 0
 				for _, p := range movable(n) {
-					if w.Evict(p, componentHandler) != nil {
+					if w.Evict(p, report.ComponentHandler) != nil {
 						left++
 					}
 				}
@@ -40,11 +41,4 @@ func runTerminationHandler(w *World) {
 			}
 		})
 	}
-}
-
-// involuntary reports whether a component's evictions are not the
-// strategy's choice: the agent's and the termination handler's (the node is
-// being taken back anyway), and the autoscaler's (every row has it).
-func involuntary(by string) bool {
-	return by == componentAgent || by == componentHandler || by == componentAutoscaler
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"spotter.dev/spotter/internal/sim/report"
 )
 
 // The out-of-sample matrix (`spotter simulate --matrix`): every built-in
@@ -227,7 +229,7 @@ func RunMatrix(ctx context.Context, o MatrixOptions) (*MatrixReport, error) {
 }
 
 // matrixCell reads a report's figures.
-func matrixCell(r *Report, scenario, variant string) MatrixCell {
+func matrixCell(r *report.Report, scenario, variant string) MatrixCell {
 	c := MatrixCell{Scenario: scenario, Variant: variant, Seed: r.Seed, Rows: map[string]MatrixRow{}, Elapsed: r.Elapsed}
 	for _, res := range r.Results {
 		row := MatrixRow{Saving: res.Saving, Evictions: res.Evictions, EvictionsPerPodDay: res.EvictionsPerPodDay,

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"spotter.dev/spotter/internal/sim/report"
 )
 
 // "PDB below budget" counts the pods a budget misses, minute by minute,
@@ -115,7 +116,7 @@ func TestPDBBelowBudgetVoluntaryPodMinutes(t *testing.T) {
 		}
 		return out
 	}
-	if err := w.Evict(healthyPods()[0], componentAgent); err != nil {
+	if err := w.Evict(healthyPods()[0], report.ComponentAgent); err != nil {
 		t.Fatal(err)
 	}
 	if app.evictedStarting != 0 {

@@ -12,12 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-)
-
-// Packing and Bound name the hindsight rows of the report.
-const (
-	Packing = "packing"
-	Bound   = "bound"
+	"spotter.dev/spotter/internal/sim/report"
 )
 
 // The oracle is the yardstick of the report: what the scenario's workloads
@@ -415,11 +410,11 @@ func (o *oracle) at(e time.Duration, desired []int, price []float64, capacity []
 }
 
 // run computes the oracle's row over the scenario, step by step.
-func (o *oracle) run(ctx context.Context, progress *atomic.Int64) (Result, Result, error) {
+func (o *oracle) run(ctx context.Context, progress *atomic.Int64) (report.Result, report.Result, error) {
 	w, sc := o.w, o.w.sc
 	step := sc.Step.Duration
 	steps := int(sc.Duration.Duration / step)
-	res, bnd := Result{Strategy: Packing}, Result{Strategy: Bound}
+	res, bnd := report.Result{Strategy: report.Packing}, report.Result{Strategy: report.Bound}
 	rng := rand.New(rand.NewPCG(uint64(sc.Seed), 0x0ac1e))
 	m := market{capacity: make([]int, len(w.zones)), kept: make([]int, len(o.groups))}
 	desired := make([]int, len(o.apps))
@@ -430,7 +425,7 @@ func (o *oracle) run(ctx context.Context, progress *atomic.Int64) (Result, Resul
 	for i := range steps {
 		if i%256 == 0 {
 			if err := ctx.Err(); err != nil {
-				return Result{}, Result{}, err
+				return report.Result{}, report.Result{}, err
 			}
 			if progress != nil {
 				progress.Store(int64(i))
@@ -443,7 +438,7 @@ func (o *oracle) run(ctx context.Context, progress *atomic.Int64) (Result, Resul
 		}
 		perHour, short, err := lb.at(desired, price, m.capacity)
 		if err != nil {
-			return Result{}, Result{}, fmt.Errorf("the bound at %s: %w", e, err)
+			return report.Result{}, report.Result{}, fmt.Errorf("the bound at %s: %w", e, err)
 		}
 		bnd.Cost += perHour * step.Hours()
 		bnd.PendingPodMinutes += short * step.Minutes()
@@ -482,14 +477,14 @@ func (o *oracle) run(ctx context.Context, progress *atomic.Int64) (Result, Resul
 		spotPodSeconds += float64(onSpot) * sec
 		unplacedSeconds += float64(pk.unplaced) * sec
 		if e >= nextSample {
-			nextSample += sampleEvery
-			s := Sample{Hours: e.Hours(), Cost: res.Cost, Pending: pk.unplaced, SpotNodes: spotNodes, OnDemandNodes: odNodes,
+			nextSample += report.SampleEvery
+			s := report.Sample{Hours: e.Hours(), Cost: res.Cost, Pending: pk.unplaced, SpotNodes: spotNodes, OnDemandNodes: odNodes,
 				Capacity: slices.Clone(m.capacity)}
 			if placed > 0 {
 				s.SpotShare = float64(onSpot) / float64(placed)
 			}
 			res.Series = append(res.Series, s)
-			bnd.Series = append(bnd.Series, Sample{Hours: e.Hours(), Cost: bnd.Cost})
+			bnd.Series = append(bnd.Series, report.Sample{Hours: e.Hours(), Cost: bnd.Cost})
 		}
 	}
 	if podSeconds > 0 {
@@ -545,10 +540,10 @@ func (o *oracle) preempt(zi int, z *zone, from, to time.Duration, kept []int, rn
 
 // runOracle computes the packing's and the bound's rows of a scenario, and
 // what the packing does not honour.
-func runOracle(ctx context.Context, sc *Scenario, opts Options, progress *atomic.Int64) (Result, Result, []string, error) {
+func runOracle(ctx context.Context, sc *Scenario, opts Options, progress *atomic.Int64) (report.Result, report.Result, []string, error) {
 	o, err := newOracle(ctx, sc, opts)
 	if err != nil {
-		return Result{}, Result{}, nil, err
+		return report.Result{}, report.Result{}, nil, err
 	}
 	res, bnd, err := o.run(ctx, progress)
 	return res, bnd, o.notes, err

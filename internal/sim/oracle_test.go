@@ -16,6 +16,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"spotter.dev/spotter/internal/plan"
+	"spotter.dev/spotter/internal/sim/report"
 )
 
 // The oracle packs within what the market allows: new spot nodes only up to
@@ -177,7 +178,7 @@ func TestBoundAndPackingBelowEveryStrategy(t *testing.T) {
 		sc.Seed = seed
 		rep := run(t, sc)
 		o, lb := rep.Packing, rep.Bound
-		if o == nil || o.Strategy != Packing || lb == nil || lb.Strategy != Bound {
+		if o == nil || o.Strategy != report.Packing || lb == nil || lb.Strategy != report.Bound {
 			t.Fatalf("seed %d: no packing or bound row", seed)
 		}
 		if o.Cost <= 0 || o.Saving <= 0 || o.PendingPodMinutes != 0 || lb.Cost <= 0 || lb.PendingPodMinutes != 0 {
@@ -187,7 +188,7 @@ func TestBoundAndPackingBelowEveryStrategy(t *testing.T) {
 		if lb.Cost > o.Cost {
 			t.Errorf("seed %d: the bound costs %.2f, the packing %.2f", seed, lb.Cost, o.Cost)
 		}
-		for _, r := range append([]Result{rep.Baseline}, rep.Results...) {
+		for _, r := range append([]report.Result{rep.Baseline}, rep.Results...) {
 			if o.Cost > r.Cost {
 				t.Errorf("seed %d: the packing costs %.2f, %s %.2f", seed, o.Cost, r.Strategy, r.Cost)
 			}
@@ -224,7 +225,7 @@ func TestBoundAndPackingBelowEveryStrategy(t *testing.T) {
 				t.Errorf("%s row %q lacks its shares %s", r.Strategy, rowOf(table.String(), r.Strategy), want)
 			}
 		}
-		var back Report
+		var back report.Report
 		if err := json.Unmarshal(js.Bytes(), &back); err != nil {
 			t.Fatal(err)
 		}
@@ -267,7 +268,7 @@ func TestBoundByHand(t *testing.T) {
 	if want := 0.205 * 6; math.Abs(rep.Bound.Cost-want) > 1e-9 {
 		t.Errorf("the bound costs %.6f over 6 hours, want %.6f", rep.Bound.Cost, want)
 	}
-	for _, r := range append([]Result{rep.Baseline, *rep.Packing}, rep.Results...) {
+	for _, r := range append([]report.Result{rep.Baseline, *rep.Packing}, rep.Results...) {
 		if r.Cost < rep.Bound.Cost {
 			t.Errorf("%s costs %.4f, below the bound's %.4f", r.Strategy, r.Cost, rep.Bound.Cost)
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"spotter.dev/spotter/internal/plan"
+	"spotter.dev/spotter/internal/sim/report"
 	"spotter.dev/spotter/internal/snapshot"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
@@ -36,51 +37,17 @@ type Options struct {
 	tap func(*World, *api)
 }
 
-// Report is a simulation's outcome: one Result per strategy and the baseline.
-type Report struct {
-	Scenario    string   `json:"scenario"`
-	Description string   `json:"description,omitempty"`
-	Seed        int32    `json:"seed"`
-	Start       string   `json:"start"`
-	Days        float64  `json:"days"`
-	Step        string   `json:"step"`
-	Currency    string   `json:"currency"`
-	Zones       []string `json:"zones"`
-	// Traces names the traces the markets replay.
-	Traces []string `json:"traces,omitempty"`
-	// PricedZones are the zones whose spot price follows the prices of their
-	// trace (docs/simulate.md, Traces).
-	PricedZones []string `json:"pricedZones,omitempty"`
-	// Warnings are what the scenario's input had that the simulator ignored
-	// (Scenario.Warnings).
-	Warnings []string `json:"warnings,omitempty"`
-	// Baseline is the all-on-demand run.
-	Baseline Result   `json:"baseline"`
-	Results  []Result `json:"results"`
-	// Packing is the hindsight packing heuristic (oracle.go): every pod the
-	// workloads want packed on the cheapest capacity of each moment, an
-	// achievable cost.
-	Packing *Result `json:"packing,omitempty"`
-	// Bound is the lower bound (bound.go): the cheapest fractional capacity
-	// that holds those pods at each moment, which no run can pay less than
-	// while it runs them all.
-	Bound *Result `json:"bound,omitempty"`
-	// Elapsed is the wall-clock time the simulation took (not in the golden
-	// summary: it varies).
-	Elapsed time.Duration `json:"elapsedNanoseconds"`
-}
-
 // Run simulates every strategy and the all-on-demand baseline on the scenario,
 // each in its own world with the same seed, in parallel.
-func Run(ctx context.Context, sc *Scenario, opts Options) (*Report, error) {
+func Run(ctx context.Context, sc *Scenario, opts Options) (*report.Report, error) {
 	began := time.Now()
 	names := opts.Strategies
 	if len(names) == 0 {
 		names = Strategies
 	}
-	runs := append([]string{Baseline}, names...)
+	runs := append([]string{report.Baseline}, names...)
 	steps := int(sc.Duration.Duration / sc.Step.Duration)
-	results := make([]Result, len(runs))
+	results := make([]report.Result, len(runs))
 	errs := make([]error, len(runs))
 	progress := make([]atomic.Int64, len(runs))
 	parallel := opts.Parallel
@@ -118,7 +85,7 @@ func Run(ctx context.Context, sc *Scenario, opts Options) (*Report, error) {
 	}
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
-	var oracleRes, boundRes Result
+	var oracleRes, boundRes report.Result
 	var oracleNotes []string
 	var oracleErr error
 	wg.Add(1)
@@ -151,7 +118,7 @@ func Run(ctx context.Context, sc *Scenario, opts Options) (*Report, error) {
 	if oracleErr != nil {
 		return nil, fmt.Errorf("packing and bound: %w", oracleErr)
 	}
-	rep := &Report{Scenario: sc.Name, Description: sc.Description, Seed: sc.Seed, Start: sc.Start, Days: sc.Duration.Hours() / 24,
+	rep := &report.Report{Scenario: sc.Name, Description: sc.Description, Seed: sc.Seed, Start: sc.Start, Days: sc.Duration.Hours() / 24,
 		Step: sc.Step.Duration.String(), Currency: sc.Currency, Baseline: results[0], Results: results[1:], Packing: &oracleRes, Bound: &boundRes,
 		Warnings: append(sc.Warnings(), oracleNotes...)}
 	for _, z := range sc.Zones {
@@ -168,47 +135,47 @@ func Run(ctx context.Context, sc *Scenario, opts Options) (*Report, error) {
 			rep.PricedZones = append(rep.PricedZones, z.Name)
 		}
 	}
-	rep.setSavings()
+	rep.SetSavings()
 	rep.Elapsed = time.Since(began)
 	return rep, nil
 }
 
 // runOne simulates one strategy from the start to the end of the scenario.
-func runOne(ctx context.Context, sc *Scenario, name string, opts Options, progress *atomic.Int64) (Result, error) {
-	w, err := newWorld(sc, int64(sc.Seed), name == Baseline)
+func runOne(ctx context.Context, sc *Scenario, name string, opts Options, progress *atomic.Int64) (report.Result, error) {
+	w, err := newWorld(sc, int64(sc.Seed), name == report.Baseline)
 	if err != nil {
-		return Result{}, err
+		return report.Result{}, err
 	}
 	if opts.initial != nil {
 		opts.initial.apply(w)
 	}
 	e, err := plan.NewEngine(ctx, &snapshot.Snapshot{Namespaces: w.nsObjs})
 	if err != nil {
-		return Result{}, err
+		return report.Result{}, err
 	}
 	strategyImpl, err := newStrategy(name, opts.Config)
 	if err != nil {
-		return Result{}, err
+		return report.Result{}, err
 	}
 	if err := strategyImpl.setup(w, e); err != nil {
-		return Result{}, err
+		return report.Result{}, err
 	}
 	if s, ok := strategyImpl.(*spotter); ok && opts.tap != nil {
 		opts.tap(w, s.api)
 	}
 	sched, err := newScheduler(ctx, w)
 	if err != nil {
-		return Result{}, err
+		return report.Result{}, err
 	}
 	if u, ok := strategyImpl.(interface{ useRun(*scheduler, bool) }); ok {
 		u.useRun(sched, opts.exhaustive) // a seed that waits while pods are unschedulable
 	}
 	as, err := newAutoscaler(ctx, w, opts.exhaustive)
 	if err != nil {
-		return Result{}, err
+		return report.Result{}, err
 	}
 	if err := w.m.watchSpread(ctx, as.static.fits); err != nil {
-		return Result{}, err
+		return report.Result{}, err
 	}
 	// A pod whose gate comes off mid-step is placed at once.
 	var ungatedErr error
@@ -222,22 +189,22 @@ func runOne(ctx context.Context, sc *Scenario, name string, opts Options, progre
 	for i := range steps {
 		if i%64 == 0 {
 			if err := ctx.Err(); err != nil {
-				return Result{}, err
+				return report.Result{}, err
 			}
 			progress.Store(int64(i))
 		}
 		if ungatedErr != nil {
-			return Result{}, ungatedErr
+			return report.Result{}, ungatedErr
 		}
 		w.advance()
 		if err := strategyImpl.step(ctx, w); err != nil {
-			return Result{}, err
+			return report.Result{}, err
 		}
 		if err := sched.run(ctx); err != nil {
-			return Result{}, err
+			return report.Result{}, err
 		}
 		if err := as.run(ctx, sched.unschedulable); err != nil {
-			return Result{}, err
+			return report.Result{}, err
 		}
 		w.m.observe(step)
 		w.Clock.Step(step)

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"spotter.dev/spotter/internal/sim/report"
 	kubescheduler "spotter.dev/spotter/internal/sim/scheduler"
 )
 
@@ -23,8 +24,6 @@ const (
 	// maxGracefulTermination: how long the autoscaler waits for a drained
 	// node's pods before it gives the node up (--max-graceful-termination-sec).
 	maxGracefulTermination = 10 * time.Minute
-	// componentAutoscaler names the autoscaler's evictions.
-	componentAutoscaler = "cluster-autoscaler"
 	// toBeDeletedTaint is the taint the autoscaler puts on a node it removes.
 	toBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"
 )
@@ -67,7 +66,7 @@ func (a *autoscaler) scaleDownUnderused(ctx context.Context) error {
 			w.refresh(n)
 		default:
 			for _, p := range movable(n) {
-				_ = w.Evict(p, componentAutoscaler)
+				_ = w.Evict(p, report.ComponentAutoscaler)
 			}
 		}
 		return nil
@@ -102,7 +101,7 @@ func (a *autoscaler) scaleDownUnderused(ctx context.Context) error {
 		w.refresh(n)
 		a.removing = n
 		for _, p := range movable(n) {
-			_ = w.Evict(p, componentAutoscaler)
+			_ = w.Evict(p, report.ComponentAutoscaler)
 		}
 		return nil
 	}

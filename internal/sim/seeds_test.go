@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"spotter.dev/spotter/internal/sim/report"
 )
 
 // placedApp is a workload of a constructed world and the node its pods are
@@ -224,12 +225,12 @@ func TestSeedRowsRunATerminationHandler(t *testing.T) {
 			t.Errorf("pod %s still runs on the noticed node", p.Obj.Name)
 		}
 	}
-	if got := w.m.evictBy[componentHandler]; got != 2 || w.m.evict != 0 {
+	if got := w.m.evictBy[report.ComponentHandler]; got != 2 || w.m.evict != 0 {
 		t.Errorf("%d evictions by the handler, %d voluntary; want 2 and 0", got, w.m.evict)
 	}
-	before := w.m.refusedBy[componentHandler]
+	before := w.m.refusedBy[report.ComponentHandler]
 	w.Clock.Step(11 * time.Second)
-	if got := w.m.refusedBy[componentHandler] - before; got != 4 {
+	if got := w.m.refusedBy[report.ComponentHandler] - before; got != 4 {
 		t.Errorf("%d refusals of the budget's pods in 11 s, want 4 (two pods, every 5 s)", got)
 	}
 }

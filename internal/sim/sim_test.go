@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"spotter.dev/spotter/internal/agent/interrupt"
 	"spotter.dev/spotter/internal/plan"
+	"spotter.dev/spotter/internal/sim/report"
 	"spotter.dev/spotter/internal/snapshot"
 )
 
@@ -20,7 +22,7 @@ func short(t testing.TB, d time.Duration) *Scenario {
 	return sc
 }
 
-func run(t testing.TB, sc *Scenario, strategies ...string) *Report {
+func run(t testing.TB, sc *Scenario, strategies ...string) *report.Report {
 	t.Helper()
 	rep, err := Run(context.Background(), sc, Options{Strategies: strategies})
 	if err != nil {
@@ -29,7 +31,7 @@ func run(t testing.TB, sc *Scenario, strategies ...string) *Report {
 	return rep
 }
 
-func result(t testing.TB, rep *Report, name string) Result {
+func result(t testing.TB, rep *report.Report, name string) report.Result {
 	t.Helper()
 	for _, r := range rep.Results {
 		if r.Strategy == name {
@@ -37,7 +39,7 @@ func result(t testing.TB, rep *Report, name string) Result {
 		}
 	}
 	t.Fatalf("no result for %s", name)
-	return Result{}
+	return report.Result{}
 }
 
 // The same scenario and seed give the same result: the golden summary of two
@@ -146,7 +148,7 @@ func TestSpotterAgentDrainsOnNotice(t *testing.T) {
 	if none.LostPodMinutes == 0 {
 		t.Errorf("none: no pod-minutes lost despite %d preempted pods", none.PreemptedPods)
 	}
-	if sp.EvictionsBy[componentAgent] == 0 {
+	if sp.EvictionsBy[report.ComponentAgent] == 0 {
 		t.Errorf("spotter: the agent evicted nothing")
 	}
 }
@@ -243,21 +245,10 @@ func mustEngine(t testing.TB, w *World) *plan.Engine {
 	return e
 }
 
-// The evictions-refused cell sets the agent's refusals, made by drains of
-// nodes being taken back, apart from the strategy's voluntary ones.
-func TestRefusedCell(t *testing.T) {
-	for _, c := range []struct {
-		res  Result
-		want string
-	}{
-		{Result{EvictionsRefused: 7, EvictionsRefusedBy: map[string]int{"migrator": 7}}, "7"},
-		{Result{}, "0"},
-		{Result{EvictionsRefused: 30, EvictionsRefusedBy: map[string]int{componentAgent: 25, "spotter-rescheduler": 5}}, "5 (25)"},
-		{Result{EvictionsRefused: 3, EvictionsRefusedBy: map[string]int{"spotter-migrator": 3}, EvictionsBy: map[string]int{componentAgent: 9}}, "3 (0)"},
-		{Result{EvictionsRefused: 9, EvictionsRefusedBy: map[string]int{componentHandler: 4, "migrator": 5}}, "5 (4)"},
-	} {
-		if got := refused(c.res); got != c.want {
-			t.Errorf("refused(%+v) = %q, want %q", c.res, got, c.want)
-		}
+// The report names the agent's evictions without importing the agent: the
+// name must stay the one the agent's drains are labelled with.
+func TestAgentComponentName(t *testing.T) {
+	if want := "spotter-" + interrupt.Component; report.ComponentAgent != want {
+		t.Errorf("report.ComponentAgent = %q, the agent's drains are labelled %q", report.ComponentAgent, want)
 	}
 }

@@ -25,7 +25,6 @@ import (
 const (
 	componentRescheduler = "spotter-" + rescheduler.Component
 	componentMigrator    = "spotter-" + migrator.Component
-	componentAgent       = "spotter-" + interrupt.Component
 )
 
 // NoticeCloud is the cloud the simulator's preemption notices name.

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"spotter.dev/spotter/internal/plan"
+	"spotter.dev/spotter/internal/sim/report"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
 
@@ -16,9 +17,6 @@ const (
 	StrategyRescheduler = "rescheduler"
 	StrategyMigrator    = "migrator"
 	StrategySpotter     = "spotter"
-	// Baseline is the all-on-demand run the savings are measured against: the
-	// scenario without its spot groups, autoscaler only.
-	Baseline = "all-on-demand"
 )
 
 // Strategies are the strategies `spotter simulate` compares by default.
@@ -54,7 +52,7 @@ type strategy interface {
 
 func newStrategy(name string, cfg *v1alpha1.SpotterConfiguration) (strategy, error) {
 	switch name {
-	case StrategyNone, Baseline:
+	case StrategyNone, report.Baseline:
 		return noStrategy{}, nil
 	case StrategyRescheduler:
 		return &reschedulerSeed{}, nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"spotter.dev/spotter/internal/sim/report"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
 
@@ -27,7 +28,7 @@ func config(t *testing.T, body string) *v1alpha1.SpotterConfiguration {
 	return cfg
 }
 
-func runWith(t *testing.T, sc *Scenario, cfg *v1alpha1.SpotterConfiguration, strategies ...string) *Report {
+func runWith(t *testing.T, sc *Scenario, cfg *v1alpha1.SpotterConfiguration, strategies ...string) *report.Report {
 	t.Helper()
 	rep, err := Run(context.Background(), sc, Options{Strategies: strategies, Config: cfg})
 	if err != nil {
@@ -48,7 +49,7 @@ func TestSpotterHonoursTheSwitches(t *testing.T) {
 	on := result(t, runWith(t, sc, config(t, "migrator: {enabled: true}\n"), StrategySpotter), StrategySpotter)
 
 	if !reflect.DeepEqual(byDefault, off) {
-		t.Errorf("without --config the row differs from migrator.enabled: false, the default:\n%+v\n%+v", byDefault.summary(), off.summary())
+		t.Errorf("without --config the row differs from migrator.enabled: false, the default:\n%+v\n%+v", summaryLine(byDefault), summaryLine(off))
 	}
 	if off.EvictionsBy[componentMigrator] != 0 {
 		t.Errorf("migrator disabled, yet it evicted %d pods", off.EvictionsBy[componentMigrator])
@@ -57,15 +58,15 @@ func TestSpotterHonoursTheSwitches(t *testing.T) {
 		t.Errorf("migrator enabled, yet it evicted nothing in %s", sc.Duration.Duration)
 	}
 	if off.Cost == on.Cost || reflect.DeepEqual(off, on) {
-		t.Errorf("the migrator switched on and off gives the same row: %s", on.summary())
+		t.Errorf("the migrator switched on and off gives the same row: %s", summaryLine(on))
 	}
 
 	noResched := result(t, runWith(t, sc, config(t, "rescheduler: {enabled: false}\n"), StrategySpotter), StrategySpotter)
 	if noResched.EvictionsBy[componentRescheduler] != 0 || noResched.Cost == off.Cost {
-		t.Errorf("rescheduler disabled: %s", noResched.summary())
+		t.Errorf("rescheduler disabled: %s", summaryLine(noResched))
 	}
 	if off.EvictionsBy[componentRescheduler] == 0 {
-		t.Errorf("rescheduler enabled, yet it evicted nothing: %s", off.summary())
+		t.Errorf("rescheduler enabled, yet it evicted nothing: %s", summaryLine(off))
 	}
 
 	// Everything in dry run (the migrator switched on too): the spotter row is
@@ -78,13 +79,13 @@ func TestSpotterHonoursTheSwitches(t *testing.T) {
 		none, dry := result(t, rep, StrategyNone), result(t, rep, StrategySpotter)
 		dry.Strategy = none.Strategy
 		if !reflect.DeepEqual(none, dry) {
-			t.Errorf("%severything in dry run, yet the spotter row differs from none:\n%s\n%s", body, dry.summary(), none.summary())
+			t.Errorf("%severything in dry run, yet the spotter row differs from none:\n%s\n%s", body, summaryLine(dry), summaryLine(none))
 		}
 	}
 }
 
-// summary is one result's line of Report.Summary.
-func (r Result) summary() string {
-	_, line, _ := strings.Cut((&Report{Baseline: r}).Summary(), "\n")
+// summaryLine is one result's line of Report.Summary.
+func summaryLine(r report.Result) string {
+	_, line, _ := strings.Cut((&report.Report{Baseline: r}).Summary(), "\n")
 	return line
 }

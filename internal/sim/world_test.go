@@ -9,6 +9,7 @@ import (
 
 	"spotter.dev/spotter/internal/agent/interrupt"
 	"spotter.dev/spotter/internal/drain"
+	"spotter.dev/spotter/internal/sim/report"
 )
 
 // staleBudgets counts the PodDisruptionBudgets whose status in the world's
@@ -104,9 +105,9 @@ func TestTaintsAreTheProducts(t *testing.T) {
 	}
 	n := w.Nodes()[0]
 	w.TaintNotice(n)
-	w.SetDraining(n, componentAgent)
+	w.SetDraining(n, report.ComponentAgent)
 	want := []corev1.Taint{
-		{Key: drain.DrainingTaintKey, Value: componentAgent, Effect: corev1.TaintEffectNoSchedule},
+		{Key: drain.DrainingTaintKey, Value: report.ComponentAgent, Effect: corev1.TaintEffectNoSchedule},
 		{Key: interrupt.TaintKey, Value: "termination", Effect: corev1.TaintEffectNoSchedule},
 	}
 	for _, taint := range want {

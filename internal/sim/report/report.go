@@ -1,4 +1,4 @@
-package sim
+package report
 
 import (
 	"encoding/json"
@@ -11,9 +11,9 @@ import (
 	"time"
 )
 
-// setSavings sets each run's saving against the all-on-demand baseline and
+// SetSavings sets each run's saving against the all-on-demand baseline and
 // each strategy's share of the bound's and of the packing's saving.
-func (r *Report) setSavings() {
+func (r *Report) SetSavings() {
 	saving := func(res *Result) {
 		if r.Baseline.Cost > 0 {
 			res.Saving = 1 - res.Cost/r.Baseline.Cost
@@ -122,12 +122,12 @@ func (r *Report) cells(res *Result) []string {
 // parentheses; the autoscaler's (every row has it) are left out.
 func refused(res Result) string {
 	ran, theirs := false, 0
-	for _, by := range []string{componentAgent, componentHandler} {
+	for _, by := range []string{ComponentAgent, ComponentHandler} {
 		n, refused := res.EvictionsRefusedBy[by]
 		_, evicted := res.EvictionsBy[by]
 		ran, theirs = ran || refused || evicted, theirs+n
 	}
-	own := res.EvictionsRefused - theirs - res.EvictionsRefusedBy[componentAutoscaler]
+	own := res.EvictionsRefused - theirs - res.EvictionsRefusedBy[ComponentAutoscaler]
 	if !ran {
 		return fmt.Sprint(own)
 	}
