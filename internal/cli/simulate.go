@@ -20,6 +20,7 @@ import (
 
 	"spotter.dev/spotter/internal/classify"
 	"spotter.dev/spotter/internal/sim"
+	"spotter.dev/spotter/internal/sim/scenario"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
 
@@ -85,7 +86,7 @@ docs/simulate.md.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.scenario, "scenario", "", fmt.Sprintf("scenario file, at most %s (default: the built-in scenario)", v1alpha1.FormatBytes(sim.MaxScenarioBytes)))
+	f.StringVar(&o.scenario, "scenario", "", fmt.Sprintf("scenario file, at most %s (default: the built-in scenario)", v1alpha1.FormatBytes(scenario.MaxScenarioBytes)))
 	f.StringVar(&o.strategies, "strategies", strings.Join(sim.Strategies, ","), "strategies to compare, comma-separated")
 	f.StringVar(&o.duration, "duration", "", "simulated time, such as 7d, 36h or 90m, at most 30d (default: the scenario's)")
 	f.Int32Var(&o.seed, "seed", 0, "random seed (default: the scenario's)")
@@ -185,7 +186,7 @@ func runSimulate(ctx context.Context, o *simulateOptions, out, errOut io.Writer)
 	if o.matrix || len(o.matrixOnly) > 0 {
 		return runMatrix(ctx, o, cfg, out, errOut)
 	}
-	var sc *sim.Scenario
+	var sc *scenario.Scenario
 	var opts sim.Options
 	switch {
 	case o.fromCluster:
@@ -208,11 +209,11 @@ func runSimulate(ctx context.Context, o *simulateOptions, out, errOut io.Writer)
 		}
 		fmt.Fprintf(errOut, "read %s; simulating them with the built-in spot markets\n", snap.Counts())
 	case o.scenario != "":
-		if sc, err = sim.LoadScenario(o.scenario); err != nil {
+		if sc, err = scenario.LoadScenario(o.scenario); err != nil {
 			return err
 		}
 	default:
-		sc = sim.DefaultScenario()
+		sc = scenario.DefaultScenario()
 	}
 	if o.duration != "" {
 		d, err := parseDays(o.duration)
@@ -224,11 +225,11 @@ func runSimulate(ctx context.Context, o *simulateOptions, out, errOut io.Writer)
 	if o.seed != 0 {
 		sc.Seed = o.seed
 	}
-	if errs := sim.ValidateScenario(sc, ""); len(errs) > 0 && (o.duration != "" || o.seed != 0) {
-		return &sim.InvalidScenarioError{Path: "(flags)", Errors: errs}
+	if errs := scenario.ValidateScenario(sc, ""); len(errs) > 0 && (o.duration != "" || o.seed != 0) {
+		return &scenario.InvalidScenarioError{Path: "(flags)", Errors: errs}
 	}
 	if o.printScenario {
-		data, err := sim.MarshalScenario(sc)
+		data, err := scenario.MarshalScenario(sc)
 		if err != nil {
 			return err
 		}

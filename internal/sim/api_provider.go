@@ -99,7 +99,7 @@ func (g group) IncreaseSize(_ context.Context, delta int) error {
 	if g.g.count+delta > int(g.g.Max) {
 		return fmt.Errorf("node group %s: %d more nodes: %w", g.g.Name, delta, cloud.ErrAboveMaxSize)
 	}
-	if g.g.Spot && g.g.zone.stockOutDelay == 0 && g.w.spotNodes(g.g.zone)+delta > g.g.zone.capacity(g.w.Elapsed()) {
+	if g.g.Spot && g.g.zone.StockOutDelay == 0 && g.w.spotNodes(g.g.zone)+delta > g.g.zone.Capacity(g.w.Elapsed()) {
 		return cloud.NewCapacityUnavailableError(g.g.Name, ErrNoCapacity)
 	}
 	for range delta {

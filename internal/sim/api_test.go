@@ -238,11 +238,11 @@ func TestProviderCapacity(t *testing.T) {
 				wg = x
 			}
 		}
-		room := wg.zone.capacity(w.Elapsed()) - w.spotNodes(wg.zone)
+		room := wg.zone.Capacity(w.Elapsed()) - w.spotNodes(wg.zone)
 		if room < 0 || wg.count+room+1 > int(wg.Max) {
 			continue
 		}
-		wg.zone.stockOutDelay = 0 // a cloud that refuses at once (TestLateStockOut: one that reports late)
+		wg.zone.StockOutDelay = 0 // a cloud that refuses at once (TestLateStockOut: one that reports late)
 		before := wg.count
 		err := g.IncreaseSize(ctx, room+1)
 		if !cloud.IsCapacityUnavailable(err) || wg.count != before {

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"k8s.io/utils/ptr"
+
 	"spotter.dev/spotter/internal/sim/report"
+	"spotter.dev/spotter/internal/sim/scenario"
 )
 
 // A spot group that never gets capacity is backed off (internal/backoff's
@@ -17,7 +19,7 @@ import (
 // overflow and end it in the past.
 // scheduledOnce builds the world of sc (seed 1) with its scheduler and
 // autoscaler, and runs the scheduler once at the start.
-func scheduledOnce(t *testing.T, sc *Scenario) (*World, *scheduler, *autoscaler) {
+func scheduledOnce(t *testing.T, sc *scenario.Scenario) (*World, *scheduler, *autoscaler) {
 	t.Helper()
 	w, err := newWorld(sc, 1, false)
 	if err != nil {
@@ -79,7 +81,7 @@ func TestScaleDownOfUnderusedNodes(t *testing.T) {
 	for _, guarded := range []bool{false, true} {
 		small := app("small", 1, "500m", "od-0001")
 		if guarded {
-			small.PDB = &PDBSpec{MinAvailable: ptr.To[int32](1)}
+			small.PDB = &scenario.PDBSpec{MinAvailable: ptr.To[int32](1)}
 		}
 		// spot-0002 is used enough to stay; the other spot nodes, empty, go.
 		w := constructedWorld(t, small, app("busy", 1, "2500m", "spot-0002"))

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"spotter.dev/spotter/internal/sim/scenario"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
 
@@ -26,9 +27,9 @@ workloads:
 - {name: web, replicas: 3, cpu: 500m, memory: 1Gi, pdb: {maxUnavailable: 1}}
 `
 
-func parse(t *testing.T, body string) (*Scenario, error) {
+func parse(t *testing.T, body string) (*scenario.Scenario, error) {
 	t.Helper()
-	return ParseScenario([]byte(body), t.TempDir())
+	return scenario.ParseScenario([]byte(body), t.TempDir())
 }
 
 // Scenario and trace files that never end are refused at their limit.
@@ -36,7 +37,7 @@ func TestScenarioAndTraceFilesAreBounded(t *testing.T) {
 	if _, err := os.Stat("/dev/zero"); err != nil {
 		t.Skip("no /dev/zero")
 	}
-	_, err := LoadScenario("/dev/zero")
+	_, err := scenario.LoadScenario("/dev/zero")
 	var tl *v1alpha1.TooLargeError
 	if !errors.As(err, &tl) || !strings.Contains(err.Error(), "the scenario file is larger than 1 MiB, the limit") {
 		t.Errorf("LoadScenario(/dev/zero) = %v", err)
@@ -83,7 +84,7 @@ func TestOffsetsAndDurationsInRange(t *testing.T) {
 
 // Trace positions wrap for any elapsed time, negative or huge.
 func TestTraceIndexNeverOutOfRange(t *testing.T) {
-	tr := &Trace{Gap: time.Minute, Data: []int{1, 2, 3}}
+	tr := &scenario.Trace{Gap: time.Minute, Data: []int{1, 2, 3}}
 	for _, d := range []time.Duration{0, -1, -time.Minute, math.MinInt64, math.MaxInt64, 3 * time.Minute, 4*time.Minute - 1} {
 		if i := tr.Index(d); i < 0 || i >= len(tr.Data) {
 			t.Errorf("Index(%d) = %d", d, i)
@@ -110,7 +111,7 @@ func TestExplicitZeroIsNotADefault(t *testing.T) {
 		t.Errorf("unset fields not defaulted: %+v", sc)
 	}
 	// A printed scenario reads back the same, zeros included.
-	data, err := MarshalScenario(sc)
+	data, err := scenario.MarshalScenario(sc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"spotter.dev/spotter/internal/classify"
 	"spotter.dev/spotter/internal/plan"
+	"spotter.dev/spotter/internal/sim/scenario"
 	"spotter.dev/spotter/internal/snapshot"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
@@ -66,9 +67,9 @@ func (c ClusterPrices) price(node *corev1.Node, spot bool) (float64, bool) {
 //     PodDisruptionBudget that selects it; its pods start Pending and the
 //     first step schedules them. Pods without a controller, DaemonSet and
 //     static pods are left out. There is no load cycle.
-func FromCluster(s *snapshot.Snapshot, prices ClusterPrices) (*Scenario, Options, error) {
-	def := DefaultScenario()
-	sc := &Scenario{Name: "from-cluster", Description: "Nodes and workloads read from a cluster; spot markets of the built-in scenario.",
+func FromCluster(s *snapshot.Snapshot, prices ClusterPrices) (*scenario.Scenario, Options, error) {
+	def := scenario.DefaultScenario()
+	sc := &scenario.Scenario{Name: "from-cluster", Description: "Nodes and workloads read from a cluster; spot markets of the built-in scenario.",
 		Seed: def.Seed, Start: def.Start, Duration: def.Duration, Step: def.Step, Currency: prices.Pricing.Currency, Cluster: def.Cluster, Load: def.Load}
 	classifier := prices.Classifier
 	if classifier == nil {
@@ -161,16 +162,16 @@ func FromCluster(s *snapshot.Snapshot, prices ClusterPrices) (*Scenario, Options
 	})
 	for i, k := range keys {
 		rl := alloc[k]
-		g := NodeGroup{Name: fmt.Sprintf("group-%d", i+1), Zone: k.zone, CapacityType: k.class, InstanceType: k.it,
+		g := scenario.NodeGroup{Name: fmt.Sprintf("group-%d", i+1), Zone: k.zone, CapacityType: k.class, InstanceType: k.it,
 			CPU: rl.Cpu().DeepCopy(), Memory: rl.Memory().DeepCopy(), Pods: int32(rl.Pods().Value()),
 			PricePerHour: price[k], Max: max(counts[k]*3, 10)}
 		initial := counts[k]
 		g.Initial = &initial
 		sc.NodeGroups = append(sc.NodeGroups, g)
 	}
-	SetScenarioDefaults(sc)
-	if errs := ValidateScenario(sc, ""); len(errs) > 0 {
-		return nil, Options{}, &InvalidScenarioError{Path: "(from the cluster)", Errors: errs}
+	scenario.SetScenarioDefaults(sc)
+	if errs := scenario.ValidateScenario(sc, ""); len(errs) > 0 {
+		return nil, Options{}, &scenario.InvalidScenarioError{Path: "(from the cluster)", Errors: errs}
 	}
 
 	apps := appsFromPods(s)
@@ -209,10 +210,10 @@ func appsFromPods(s *snapshot.Snapshot) []*App {
 		if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
 			continue
 		}
-		name, kind := ref.Name, Deployment
+		name, kind := ref.Name, scenario.Deployment
 		switch ref.Kind {
 		case "StatefulSet":
-			kind = StatefulSet
+			kind = scenario.StatefulSet
 		case "ReplicaSet":
 			// A Deployment's ReplicaSet is <deployment>-<hash>.
 			if i := strings.LastIndex(name, "-"); i > 0 {
@@ -232,7 +233,7 @@ func appsFromPods(s *snapshot.Snapshot) []*App {
 		tmpl.Name, tmpl.Spec.NodeName, tmpl.Status = "", "", corev1.PodStatus{}
 		tmpl.OwnerReferences, tmpl.UID, tmpl.ResourceVersion = nil, "", ""
 		req := resourcehelper.PodRequests(tmpl, resourcehelper.PodResourcesOptions{})
-		onDemandOnly := tmpl.Spec.NodeSelector[classify.KarpenterCapacityLabel] == OnDemand
+		onDemandOnly := tmpl.Spec.NodeSelector[classify.KarpenterCapacityLabel] == scenario.OnDemand
 		a := &App{Name: o.name, Namespace: o.ns, Kind: o.kind, Template: tmpl, Low: int32(len(pods)), Peak: int32(len(pods)),
 			SpotEligible: !onDemandOnly, uid: types.UID(o.ns + "/" + o.kind + "/" + o.name),
 			cpu: req.Cpu().MilliValue(), mem: req.Memory().Value()}

@@ -4,6 +4,9 @@ import (
 	"math"
 	"sort"
 	"time"
+
+	"spotter.dev/spotter/internal/sim/market"
+	"spotter.dev/spotter/internal/sim/scenario"
 )
 
 // advance runs the world's own processes at the end of a step: nodes become
@@ -48,7 +51,7 @@ func (w *World) advance() {
 // trace's tick, or a time drawn for a synthetic rate), not at the step's end:
 // a 30 s notice is then 30 s long wherever in the step it falls. The victims
 // of a trace's drop are chosen when it comes, among the zone's spot nodes
-// then. A trace read as a hazard is a synthetic rate (zone.preRate).
+// then. A trace read as a hazard is a synthetic rate (zone.PreRate).
 func (w *World) preemptions(next time.Duration) {
 	e := max(w.Elapsed(), w.preemptionsUntil)
 	if next <= e {
@@ -57,15 +60,15 @@ func (w *World) preemptions(next time.Duration) {
 	w.preemptionsUntil = next
 	for _, z := range w.zones {
 		switch {
-		case z.preTrace != nil:
-			for _, d := range z.traceDrops(e, next) {
-				w.Clock.AfterFunc(d.at-w.Elapsed(), func() { w.preemptDrop(z, d) })
+		case z.HasDropTrace():
+			for _, d := range z.Drops(e, next) {
+				w.Clock.AfterFunc(d.At-w.Elapsed(), func() { w.preemptDrop(z, d) })
 			}
-		case z.preRate > 0:
+		case z.PreRate > 0:
 			// Each node's chance to be taken back within the step, at a
 			// time drawn uniformly within it.
 			step := next - e
-			p := 1 - math.Exp(-z.preRate*step.Hours())
+			p := 1 - math.Exp(-z.PreRate*step.Hours())
 			for _, n := range w.preemptible(z) {
 				if w.rng.Float64() < p {
 					at := e - w.Elapsed() + time.Duration(w.rng.Int64N(int64(step)))
@@ -82,7 +85,7 @@ func (w *World) preemptions(next time.Duration) {
 
 // preemptible are the zone's spot nodes a preemption may take now: running
 // or provisioning, not noticed yet.
-func (w *World) preemptible(z *zone) []*Node {
+func (w *World) preemptible(z *market.Zone) []*Node {
 	var out []*Node
 	for _, n := range w.nodes {
 		if n.Group.Spot && n.Group.zone == z && (n.Ready() || n.state == provisioning) && !n.Noticed() {
@@ -93,7 +96,7 @@ func (w *World) preemptible(z *zone) []*Node {
 }
 
 // preemptDrop takes back as many of the zone's nodes as a trace's drop lost.
-func (w *World) preemptDrop(z *zone, d drop) {
+func (w *World) preemptDrop(z *market.Zone, d market.Drop) {
 	victims := w.preemptible(z)
 	if len(victims) == 0 {
 		// Draw nothing: the random sequence then depends only on what
@@ -101,7 +104,7 @@ func (w *World) preemptDrop(z *zone, d drop) {
 		return
 	}
 	perm := w.rng.Perm(len(victims))
-	for _, i := range perm[:min(d.lost, len(victims))] {
+	for _, i := range perm[:min(d.Lost, len(victims))] {
 		w.notice(victims[i], z)
 	}
 }
@@ -109,12 +112,12 @@ func (w *World) preemptDrop(z *zone, d drop) {
 // notice gives a node its preemption notice; the node terminates when the
 // notice ends, on the clock, not at the next step. A node still provisioning
 // is taken back before it registers: no handler hears of it.
-func (w *World) notice(n *Node, z *zone) {
+func (w *World) notice(n *Node, z *market.Zone) {
 	n.NoticeAt = w.Now()
-	n.TerminateAt = w.Now().Add(z.notice)
+	n.TerminateAt = w.Now().Add(z.Notice)
 	w.m.preempted(n)
 	w.changed()
-	w.Clock.AfterFunc(z.notice, func() {
+	w.Clock.AfterFunc(z.Notice, func() {
 		if alive(w, n) {
 			w.terminate(n)
 		}
@@ -141,7 +144,7 @@ func (w *World) desiredReplicas(a *App) int {
 // recreates an ordinal only when its pod is gone.
 func (w *World) reconcile(a *App) {
 	a.desired = w.desiredReplicas(a)
-	if a.Kind == StatefulSet {
+	if a.Kind == scenario.StatefulSet {
 		have := map[int]bool{}
 		for _, p := range a.pods {
 			have[p.ordinal] = true

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"spotter.dev/spotter/internal/cloud"
+	"spotter.dev/spotter/internal/sim/scenario"
 )
 
 // A cloud that reports stock-outs late accepts a request the market cannot
@@ -132,7 +133,7 @@ nodeGroups:
 workloads:
 - {name: web, replicas: 1, cpu: 500m, memory: 1Gi}
 `
-	sc, err := ParseScenario([]byte(body), dir)
+	sc, err := scenario.ParseScenario([]byte(body), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +186,7 @@ func TestPreemptionsWithinTheStepAndAsAHazard(t *testing.T) {
 	}
 	t.Run("hazard", func(t *testing.T) {
 		w := marketScenario(t, "{trace: drop.json, hazard: true}")
-		if r := w.zones[0].preRate; r < 1.5999 || r > 1.6001 {
+		if r := w.zones[0].PreRate; r < 1.5999 || r > 1.6001 {
 			t.Fatalf("hazard %.4f per node-hour, want 1.6", r)
 		}
 		withinSteps(t, run(w, 10), 4, 20)

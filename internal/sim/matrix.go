@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"spotter.dev/spotter/internal/sim/report"
+	"spotter.dev/spotter/internal/sim/scenario"
 )
 
 // The out-of-sample matrix (`spotter simulate --matrix`): every built-in
@@ -25,13 +26,13 @@ type Variant struct {
 	Description string
 	// apply changes the scenario, and reports whether the variant applies
 	// to it (a scenario without minDomains has no variant without them).
-	apply func(*Scenario) bool
+	apply func(*scenario.Scenario) bool
 }
 
 // Variants are the matrix's changes of each scenario, in order.
 var Variants = []Variant{
-	{Name: "as-built", Description: "the scenario as it is", apply: func(*Scenario) bool { return true }},
-	{Name: "no-minDomains", Description: "the zone spread of the workloads without minDomains", apply: func(sc *Scenario) bool {
+	{Name: "as-built", Description: "the scenario as it is", apply: func(*scenario.Scenario) bool { return true }},
+	{Name: "no-minDomains", Description: "the zone spread of the workloads without minDomains", apply: func(sc *scenario.Scenario) bool {
 		changed := false
 		for i := range sc.Workloads {
 			if sc.Workloads[i].MinDomains != 0 {
@@ -40,7 +41,7 @@ var Variants = []Variant{
 		}
 		return changed
 	}},
-	{Name: "slow", Description: "pods start in 3m, nodes provision in 5m, node loss is detected in 5m, stock-outs are reported after 10m", apply: func(sc *Scenario) bool {
+	{Name: "slow", Description: "pods start in 3m, nodes provision in 5m, node loss is detected in 5m, stock-outs are reported after 10m", apply: func(sc *scenario.Scenario) bool {
 		sc.Cluster.PodStartup.Duration = 3 * time.Minute
 		sc.Cluster.NodeLossDetection.Duration = 5 * time.Minute
 		for i := range sc.NodeGroups {
@@ -51,7 +52,7 @@ var Variants = []Variant{
 		}
 		return true
 	}},
-	{Name: "hazard", Description: "the preemption traces read as per-node hazards, scaled with the fleet", apply: func(sc *Scenario) bool {
+	{Name: "hazard", Description: "the preemption traces read as per-node hazards, scaled with the fleet", apply: func(sc *scenario.Scenario) bool {
 		changed := false
 		for i := range sc.Zones {
 			if sc.Zones[i].Preemptions.Trace != "" {
@@ -171,20 +172,20 @@ func spread(v []float64) Spread {
 func RunMatrix(ctx context.Context, o MatrixOptions) (*MatrixReport, error) {
 	names := o.Scenarios
 	if len(names) == 0 {
-		for _, s := range BuiltinScenarios() {
-			names = append(names, strings.TrimPrefix(s, BuiltinPrefix))
+		for _, s := range scenario.BuiltinScenarios() {
+			names = append(names, strings.TrimPrefix(s, scenario.BuiltinPrefix))
 		}
 	}
 	type job struct {
 		scenario, variant string
-		sc                *Scenario
+		sc                *scenario.Scenario
 	}
 	var jobs []job
 	for _, name := range names {
 		for _, v := range Variants {
-			sc, err := builtinScenario(name)
+			sc, err := scenario.Builtin(name)
 			if err != nil {
-				return nil, fmt.Errorf("scenario %q: %w; built-in scenarios: %s", name, err, strings.Join(BuiltinScenarios(), ", "))
+				return nil, fmt.Errorf("scenario %q: %w; built-in scenarios: %s", name, err, strings.Join(scenario.BuiltinScenarios(), ", "))
 			}
 			if !v.apply(sc) {
 				continue
@@ -192,8 +193,8 @@ func RunMatrix(ctx context.Context, o MatrixOptions) (*MatrixReport, error) {
 			if o.Duration > 0 {
 				sc.Duration.Duration = o.Duration
 			}
-			if errs := ValidateScenario(sc, ""); len(errs) > 0 {
-				return nil, &InvalidScenarioError{Path: BuiltinPrefix + name + " (" + v.Name + ")", Errors: errs}
+			if errs := scenario.ValidateScenario(sc, ""); len(errs) > 0 {
+				return nil, &scenario.InvalidScenarioError{Path: scenario.BuiltinPrefix + name + " (" + v.Name + ")", Errors: errs}
 			}
 			jobs = append(jobs, job{name, v.Name, sc})
 		}
@@ -229,8 +230,8 @@ func RunMatrix(ctx context.Context, o MatrixOptions) (*MatrixReport, error) {
 }
 
 // matrixCell reads a report's figures.
-func matrixCell(r *report.Report, scenario, variant string) MatrixCell {
-	c := MatrixCell{Scenario: scenario, Variant: variant, Seed: r.Seed, Rows: map[string]MatrixRow{}, Elapsed: r.Elapsed}
+func matrixCell(r *report.Report, name, variant string) MatrixCell {
+	c := MatrixCell{Scenario: name, Variant: variant, Seed: r.Seed, Rows: map[string]MatrixRow{}, Elapsed: r.Elapsed}
 	for _, res := range r.Results {
 		row := MatrixRow{Saving: res.Saving, Evictions: res.Evictions, EvictionsPerPodDay: res.EvictionsPerPodDay,
 			VoluntaryPDBMinutes: res.PDBBelowBudgetVoluntaryPodMinutes, BoundShare: res.BoundShare}

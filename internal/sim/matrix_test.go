@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"spotter.dev/spotter/internal/sim/scenario"
 )
 
 // Each variant changes what it says, and only applies where it changes
@@ -16,7 +18,7 @@ func TestMatrixVariants(t *testing.T) {
 	for _, v := range Variants {
 		byName[v.Name] = v
 	}
-	sc := DefaultScenario()
+	sc := scenario.DefaultScenario()
 	if !byName["no-minDomains"].apply(sc) {
 		t.Fatal("the default scenario has minDomains: the variant applies")
 	}
@@ -28,13 +30,13 @@ func TestMatrixVariants(t *testing.T) {
 	if byName["no-minDomains"].apply(sc) {
 		t.Error("applied to a scenario without minDomains")
 	}
-	sc = DefaultScenario()
+	sc = scenario.DefaultScenario()
 	byName["slow"].apply(sc)
 	if sc.Cluster.PodStartup.Duration != 3*time.Minute || sc.Cluster.NodeLossDetection.Duration != 5*time.Minute ||
 		sc.NodeGroups[0].ProvisioningTime.Duration != 5*time.Minute || sc.Zones[0].SpotCapacity.StockOutDelay.Duration != 10*time.Minute {
 		t.Errorf("slow: %+v, provisioning %s, stock-outs after %s", sc.Cluster, sc.NodeGroups[0].ProvisioningTime.Duration, sc.Zones[0].SpotCapacity.StockOutDelay.Duration)
 	}
-	sc = DefaultScenario()
+	sc = scenario.DefaultScenario()
 	if !byName["hazard"].apply(sc) || !sc.Zones[0].Preemptions.Hazard {
 		t.Error("hazard: the preemption traces are not read as hazards")
 	}

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"spotter.dev/spotter/internal/sim/market"
 	"spotter.dev/spotter/internal/sim/report"
 )
 
@@ -41,7 +42,7 @@ type recorder struct {
 // takes its pods.
 type spreadApp struct {
 	a     *App
-	zones map[*zone]bool
+	zones map[*market.Zone]bool
 }
 
 // watchSpread finds the workloads that must spread over zones and, with fits
@@ -53,7 +54,7 @@ func (m *recorder) watchSpread(ctx context.Context, fits func(context.Context, *
 		if zoneSpread, _ := spreadOf(a.Template); !zoneSpread {
 			continue
 		}
-		zones := map[*zone]bool{}
+		zones := map[*market.Zone]bool{}
 		for _, g := range m.w.Groups {
 			if zones[g.zone] {
 				continue
@@ -77,7 +78,7 @@ func (m *recorder) watchSpread(ctx context.Context, fits func(context.Context, *
 // they may run in (or as many as they are, when fewer) less the zones they
 // are in.
 func (s spreadApp) missing() int {
-	var in []*zone
+	var in []*market.Zone
 	running := 0
 	for _, p := range s.a.pods {
 		if p.Node == nil || p.Terminating || p.lost {
@@ -161,7 +162,7 @@ func (m *recorder) observe(step time.Duration) {
 	sec := step.Seconds()
 	var cost float64
 	spotNodes, odNodes := 0, 0
-	spotByZone := map[*zone]int{}
+	spotByZone := map[*market.Zone]int{}
 	for _, n := range w.nodes {
 		if n.state == unfulfilled {
 			continue // no instance, no bill
@@ -176,7 +177,7 @@ func (m *recorder) observe(step time.Duration) {
 	}
 	m.r.Cost += cost
 	running, onSpot, pending := 0, 0, 0
-	misplaced := map[*zone]int{}
+	misplaced := map[*market.Zone]int{}
 	for _, p := range w.pods {
 		switch {
 		case p.lost:
@@ -220,7 +221,7 @@ func (m *recorder) observe(step time.Duration) {
 		if !w.hasSpot {
 			break // the baseline: no spot to go back to
 		}
-		if misplaced[z] > 0 && z.capacity(w.Elapsed()) > spotByZone[z] {
+		if misplaced[z] > 0 && z.Capacity(w.Elapsed()) > spotByZone[z] {
 			open = true
 		}
 	}
@@ -240,7 +241,7 @@ func (m *recorder) observe(step time.Duration) {
 			s.SpotShare = float64(onSpot) / float64(running)
 		}
 		for _, z := range w.zones {
-			s.Capacity = append(s.Capacity, z.capacity(e))
+			s.Capacity = append(s.Capacity, z.Capacity(e))
 		}
 		m.r.Series = append(m.r.Series, s)
 	}

@@ -8,7 +8,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
 	"spotter.dev/spotter/internal/sim/report"
+	"spotter.dev/spotter/internal/sim/scenario"
 )
 
 // "PDB below budget" counts the pods a budget misses, minute by minute,
@@ -167,7 +169,7 @@ func TestPDBBelowBudgetVoluntaryEndsWithAScaleDown(t *testing.T) {
 	w, _ := startedWorld(t, 10)
 	var app *App
 	for _, a := range w.Apps {
-		if a.PDB != nil && a.Kind != StatefulSet {
+		if a.PDB != nil && a.Kind != scenario.StatefulSet {
 			if healthy, desired := w.pdbHealth(a); desired >= 1 && healthy == desired+1 && healthy == a.desired {
 				app = a
 				break
@@ -217,7 +219,7 @@ func TestPDBBelowBudgetVoluntaryEndsWithAScaleDown(t *testing.T) {
 // scheduler (no autoscaler, no strategy), with that scheduler.
 func startedWorld(t *testing.T, minutes int) (*World, *scheduler) {
 	t.Helper()
-	w, err := newWorld(DefaultScenario(), 1, false)
+	w, err := newWorld(scenario.DefaultScenario(), 1, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,20 +246,20 @@ func runMinutes(t *testing.T, w *World, sched *scheduler, minutes int) {
 // a node group takes them, or as many as its pods when fewer. A workload
 // without the constraint is not measured.
 func TestZoneSpreadShortZoneMinutes(t *testing.T) {
-	sc := &Scenario{Name: "zones", Duration: metav1.Duration{Duration: time.Hour}}
+	sc := &scenario.Scenario{Name: "zones", Duration: metav1.Duration{Duration: time.Hour}}
 	for _, z := range []string{"a", "b", "c"} {
-		sc.Zones = append(sc.Zones, Zone{Name: z, SpotCapacity: CapacitySource{Nodes: ptr.To[int32](0)}})
-		sc.NodeGroups = append(sc.NodeGroups, NodeGroup{Name: "od-" + z, Zone: z, CapacityType: OnDemand,
+		sc.Zones = append(sc.Zones, scenario.Zone{Name: z, SpotCapacity: scenario.CapacitySource{Nodes: ptr.To[int32](0)}})
+		sc.NodeGroups = append(sc.NodeGroups, scenario.NodeGroup{Name: "od-" + z, Zone: z, CapacityType: scenario.OnDemand,
 			CPU: resource.MustParse("4"), Memory: resource.MustParse("16Gi"), PricePerHour: 0.2, Max: 5, Initial: ptr.To[int32](1)})
 	}
-	sc.NodeGroups = append(sc.NodeGroups, NodeGroup{Name: "pinned", Zone: "a", CapacityType: OnDemand,
+	sc.NodeGroups = append(sc.NodeGroups, scenario.NodeGroup{Name: "pinned", Zone: "a", CapacityType: scenario.OnDemand,
 		CPU: resource.MustParse("4"), Memory: resource.MustParse("16Gi"), PricePerHour: 0.2, Max: 5, Initial: ptr.To[int32](1)})
-	sc.Workloads = []Workload{
+	sc.Workloads = []scenario.Workload{
 		{Name: "spread", Replicas: 3, CPU: resource.MustParse("100m"), Memory: resource.MustParse("64Mi"), ZoneSpread: true},
 		{Name: "plain", Replicas: 3, CPU: resource.MustParse("100m"), Memory: resource.MustParse("64Mi")},
 	}
-	SetScenarioDefaults(sc)
-	if errs := ValidateScenario(sc, ""); len(errs) > 0 {
+	scenario.SetScenarioDefaults(sc)
+	if errs := scenario.ValidateScenario(sc, ""); len(errs) > 0 {
 		t.Fatal(errs)
 	}
 	w, err := newWorld(sc, 1, false)

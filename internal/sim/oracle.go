@@ -12,7 +12,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"spotter.dev/spotter/internal/sim/market"
 	"spotter.dev/spotter/internal/sim/report"
+	"spotter.dev/spotter/internal/sim/scenario"
 )
 
 // The oracle is the yardstick of the report: what the scenario's workloads
@@ -90,7 +93,7 @@ type packing struct {
 // newOracle builds the oracle of a scenario: its groups and workloads as
 // newWorld makes them (with --from-cluster's initial state), and for each
 // workload the groups its pod may run on.
-func newOracle(ctx context.Context, sc *Scenario, opts Options) (*oracle, error) {
+func newOracle(ctx context.Context, sc *scenario.Scenario, opts Options) (*oracle, error) {
 	w, err := newWorld(sc, int64(sc.Seed), false)
 	if err != nil {
 		return nil, err
@@ -232,16 +235,16 @@ func (o *oracle) packingOrders() [][]int {
 	return orders
 }
 
-// market is what the spot markets allow at one step: each zone's capacity
+// limits are what the spot markets allow at one step: each zone's capacity
 // and each group's spot nodes kept from the step before.
-type market struct {
+type limits struct {
 	capacity []int // by zone
 	kept     []int // by group
 }
 
 // pack places every wanted pod (desired, by app) at prices price (by group)
 // in each of the packing orders, and returns the cheapest packing.
-func (o *oracle) pack(desired []int, m market, price []float64) packing {
+func (o *oracle) pack(desired []int, m limits, price []float64) packing {
 	var best packing
 	bestCost := math.Inf(1)
 	for _, order := range o.orders {
@@ -259,7 +262,7 @@ func (o *oracle) pack(desired []int, m market, price []float64) packing {
 }
 
 // packIn places every wanted pod, apps in the order given.
-func (o *oracle) packIn(order, desired []int, m market, price []float64) packing {
+func (o *oracle) packIn(order, desired []int, m limits, price []float64) packing {
 	// What a zone's spot nodes are: kept ones (K) and new ones (N).
 	zoneKept, zoneNew := make([]int, len(m.capacity)), make([]int, len(m.capacity))
 	pk := packing{opened: make([]int, len(o.groups))}
@@ -405,7 +408,7 @@ func (o *oracle) at(e time.Duration, desired []int, price []float64, capacity []
 		price[gi] = w.PricePerHour(og.g)
 	}
 	for zi, z := range w.zones {
-		capacity[zi] = z.capacity(e)
+		capacity[zi] = z.Capacity(e)
 	}
 }
 
@@ -416,7 +419,7 @@ func (o *oracle) run(ctx context.Context, progress *atomic.Int64) (report.Result
 	steps := int(sc.Duration.Duration / step)
 	res, bnd := report.Result{Strategy: report.Packing}, report.Result{Strategy: report.Bound}
 	rng := rand.New(rand.NewPCG(uint64(sc.Seed), 0x0ac1e))
-	m := market{capacity: make([]int, len(w.zones)), kept: make([]int, len(o.groups))}
+	m := limits{capacity: make([]int, len(w.zones)), kept: make([]int, len(o.groups))}
 	desired := make([]int, len(o.apps))
 	price := make([]float64, len(o.groups))
 	lb := o.newBound()
@@ -501,7 +504,7 @@ func (o *oracle) run(ctx context.Context, progress *atomic.Int64) (report.Result
 // elapsed times from and to: the preemption trace's drops, or each node with
 // the synthetic rate's probability (a trace read as a hazard is one); from
 // the zone's spot groups in order.
-func (o *oracle) preempt(zi int, z *zone, from, to time.Duration, kept []int, rng *rand.Rand) {
+func (o *oracle) preempt(zi int, z *market.Zone, from, to time.Duration, kept []int, rng *rand.Rand) {
 	held := 0
 	for gi, og := range o.groups {
 		if og.spot && og.zone == zi {
@@ -513,13 +516,13 @@ func (o *oracle) preempt(zi int, z *zone, from, to time.Duration, kept []int, rn
 	}
 	take := 0
 	switch {
-	case z.preTrace != nil:
-		for _, d := range z.traceDrops(from, to) {
-			take += d.lost
+	case z.HasDropTrace():
+		for _, d := range z.Drops(from, to) {
+			take += d.Lost
 		}
 		take = min(take, held)
-	case z.preRate > 0:
-		p := 1 - math.Exp(-z.preRate*(to-from).Hours())
+	case z.PreRate > 0:
+		p := 1 - math.Exp(-z.PreRate*(to-from).Hours())
 		for range held {
 			if rng.Float64() < p {
 				take++
@@ -540,7 +543,7 @@ func (o *oracle) preempt(zi int, z *zone, from, to time.Duration, kept []int, rn
 
 // runOracle computes the packing's and the bound's rows of a scenario, and
 // what the packing does not honour.
-func runOracle(ctx context.Context, sc *Scenario, opts Options, progress *atomic.Int64) (report.Result, report.Result, []string, error) {
+func runOracle(ctx context.Context, sc *scenario.Scenario, opts Options, progress *atomic.Int64) (report.Result, report.Result, []string, error) {
 	o, err := newOracle(ctx, sc, opts)
 	if err != nil {
 		return report.Result{}, report.Result{}, nil, err

@@ -17,6 +17,7 @@ import (
 
 	"spotter.dev/spotter/internal/plan"
 	"spotter.dev/spotter/internal/sim/report"
+	"spotter.dev/spotter/internal/sim/scenario"
 )
 
 // The oracle packs within what the market allows: new spot nodes only up to
@@ -26,7 +27,7 @@ import (
 func TestOracleSpotLimits(t *testing.T) {
 	sc := constructedScenario(t,
 		app("free", 16, "1", ""), // four nodes' worth
-		placedApp{Workload: Workload{Name: "pinned", Replicas: 2, CPU: resource.MustParse("1"), OnDemandOnly: true}},
+		placedApp{Workload: scenario.Workload{Name: "pinned", Replicas: 2, CPU: resource.MustParse("1"), OnDemandOnly: true}},
 	)
 	sc.NodeGroups[1].Min = 0
 	o, err := newOracle(context.Background(), sc, Options{})
@@ -52,7 +53,7 @@ func TestOracleSpotLimits(t *testing.T) {
 		{"capacity five, four kept, group max five", 5, 4, 4, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			pk := o.pack([]int{16, 2}, market{capacity: []int{c.capacity}, kept: []int{0, c.kept}}, price)
+			pk := o.pack([]int{16, 2}, limits{capacity: []int{c.capacity}, kept: []int{0, c.kept}}, price)
 			if pk.opened[1] != c.spot || pk.opened[0] != c.od || pk.unplaced != 0 {
 				t.Errorf("spot %d, on-demand %d, unplaced %d; want %d, %d, 0", pk.opened[1], pk.opened[0], pk.unplaced, c.spot, c.od)
 			}
@@ -80,7 +81,7 @@ func TestOraclePackingsPassTheFilterPlugins(t *testing.T) {
 	}
 	e := mustEngine(t, o.w)
 	desired, price, capacity := make([]int, len(o.apps)), make([]float64, len(o.groups)), make([]int, len(o.w.zones))
-	m := market{capacity: capacity, kept: make([]int, len(o.groups))}
+	m := limits{capacity: capacity, kept: make([]int, len(o.groups))}
 	checked := 0
 	for i := 0; i < int(sc.Duration.Duration/sc.Step.Duration); i += 37 {
 		o.at(time.Duration(i)*sc.Step.Duration, desired, price, capacity)

@@ -10,6 +10,7 @@ import (
 
 	"spotter.dev/spotter/internal/plan"
 	"spotter.dev/spotter/internal/sim/report"
+	"spotter.dev/spotter/internal/sim/scenario"
 	"spotter.dev/spotter/internal/snapshot"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
@@ -39,7 +40,7 @@ type Options struct {
 
 // Run simulates every strategy and the all-on-demand baseline on the scenario,
 // each in its own world with the same seed, in parallel.
-func Run(ctx context.Context, sc *Scenario, opts Options) (*report.Report, error) {
+func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*report.Report, error) {
 	began := time.Now()
 	names := opts.Strategies
 	if len(names) == 0 {
@@ -127,7 +128,7 @@ func Run(ctx context.Context, sc *Scenario, opts Options) (*report.Report, error
 		for _, t := range []string{z.SpotCapacity.Trace, z.Preemptions.Trace} {
 			if t != "" {
 				rep.Traces = append(rep.Traces, t)
-				tr, err := LoadTrace(t, sc.dir)
+				tr, err := scenario.LoadTrace(t, sc.Dir())
 				priced = priced || (err == nil && tr.Prices != nil)
 			}
 		}
@@ -141,7 +142,7 @@ func Run(ctx context.Context, sc *Scenario, opts Options) (*report.Report, error
 }
 
 // runOne simulates one strategy from the start to the end of the scenario.
-func runOne(ctx context.Context, sc *Scenario, name string, opts Options, progress *atomic.Int64) (report.Result, error) {
+func runOne(ctx context.Context, sc *scenario.Scenario, name string, opts Options, progress *atomic.Int64) (report.Result, error) {
 	w, err := newWorld(sc, int64(sc.Seed), name == report.Baseline)
 	if err != nil {
 		return report.Result{}, err

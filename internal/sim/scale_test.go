@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"spotter.dev/spotter/internal/sim/scenario"
 )
 
 // The shortcuts of the seeds and the autoscaler (staticFit, the rescheduler
@@ -13,14 +15,14 @@ import (
 // default scenario and on the first eight hours of the 200-node week (the
 // rescheduler seed drains from the sixth or so).
 func TestShortcutsChangeNoAnswer(t *testing.T) {
-	week, err := LoadScenario(BuiltinPrefix + "week-200")
+	week, err := scenario.LoadScenario(scenario.BuiltinPrefix + "week-200")
 	if err != nil {
 		t.Fatal(err)
 	}
 	week.Duration.Duration = 8 * time.Hour
 	for _, c := range []struct {
 		name       string
-		sc         *Scenario
+		sc         *scenario.Scenario
 		strategies []string
 	}{
 		{"default, a day", short(t, 24*time.Hour), []string{StrategyNone, StrategyRescheduler, StrategyMigrator}},
@@ -46,19 +48,19 @@ func TestShortcutsChangeNoAnswer(t *testing.T) {
 // its peak and 2,240 at night, and needs about 200 nodes at the peak: the
 // oracle, which packs tightly, uses 190 to 210.
 func TestBuiltinScenarios(t *testing.T) {
-	names := BuiltinScenarios()
+	names := scenario.BuiltinScenarios()
 	if len(names) < 2 {
 		t.Fatalf("built-in scenarios %v", names)
 	}
 	for _, name := range names {
-		if _, err := LoadScenario(name); err != nil {
+		if _, err := scenario.LoadScenario(name); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	if _, err := LoadScenario(BuiltinPrefix + "nope"); err == nil || !strings.Contains(err.Error(), BuiltinPrefix+"week-200") {
+	if _, err := scenario.LoadScenario(scenario.BuiltinPrefix + "nope"); err == nil || !strings.Contains(err.Error(), scenario.BuiltinPrefix+"week-200") {
 		t.Errorf("unknown built-in scenario: %v", err)
 	}
-	sc, err := LoadScenario(BuiltinPrefix + "week-200")
+	sc, err := scenario.LoadScenario(scenario.BuiltinPrefix + "week-200")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +90,7 @@ func TestBuiltinScenarios(t *testing.T) {
 //
 //	go test ./internal/sim -run '^$' -bench SimulateWeek200 -benchtime 1x
 func BenchmarkSimulateWeek200(b *testing.B) {
-	sc, err := LoadScenario(BuiltinPrefix + "week-200")
+	sc, err := scenario.LoadScenario(scenario.BuiltinPrefix + "week-200")
 	if err != nil {
 		b.Fatal(err)
 	}

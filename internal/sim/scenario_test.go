@@ -6,10 +6,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"spotter.dev/spotter/internal/sim/scenario"
 )
 
 func TestDefaultScenarioIsValid(t *testing.T) {
-	sc := DefaultScenario()
+	sc := scenario.DefaultScenario()
 	if len(sc.Zones) != 3 || len(sc.NodeGroups) != 6 {
 		t.Errorf("zones %d, groups %d", len(sc.Zones), len(sc.NodeGroups))
 	}
@@ -21,18 +23,18 @@ func TestDefaultScenarioIsValid(t *testing.T) {
 		t.Errorf("%d workloads, want about 40", apps)
 	}
 	// Printing and reading back gives the same scenario.
-	data, err := MarshalScenario(sc)
+	data, err := scenario.MarshalScenario(sc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ParseScenario(data, ""); err != nil {
+	if _, err := scenario.ParseScenario(data, ""); err != nil {
 		t.Errorf("the printed default does not parse: %v", err)
 	}
 }
 
 // A bad scenario file gets every problem with its field path.
 func TestBadScenarios(t *testing.T) {
-	base := string(DefaultScenarioYAML())
+	base := string(scenario.DefaultScenarioYAML())
 	cases := []struct {
 		name string
 		edit func(string) string
@@ -70,8 +72,8 @@ func TestBadScenarios(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseScenario([]byte(tc.edit(base)), t.TempDir())
-			var ie *InvalidScenarioError
+			_, err := scenario.ParseScenario([]byte(tc.edit(base)), t.TempDir())
+			var ie *scenario.InvalidScenarioError
 			if !errors.As(err, &ie) {
 				t.Fatalf("got %v, want an *InvalidScenarioError", err)
 			}
@@ -106,11 +108,11 @@ workloads:
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sc, err := LoadScenario(file)
+	sc, err := scenario.LoadScenario(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sc.Step.Duration.String() != "1m0s" || sc.Zones[0].Cloud != "aws" || Notice(sc.Zones[1].Cloud).String() != "30s" {
+	if sc.Step.Duration.String() != "1m0s" || sc.Zones[0].Cloud != "aws" || scenario.Notice(sc.Zones[1].Cloud).String() != "30s" {
 		t.Errorf("defaults: %+v", sc)
 	}
 	if r := run(t, sc); len(r.Results) != 4 {
@@ -123,7 +125,7 @@ func FuzzParseTrace(f *testing.F) {
 	f.Add([]byte(`{"metadata": {}, "data": []}`))
 	f.Add([]byte(`[]`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		tr, err := ParseTrace(data)
+		tr, err := scenario.ParseTrace(data)
 		if err != nil {
 			return
 		}

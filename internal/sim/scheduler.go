@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"spotter.dev/spotter/internal/sim/scenario"
 	kubescheduler "spotter.dev/spotter/internal/sim/scheduler"
 )
 
@@ -40,7 +41,7 @@ func newScheduler(ctx context.Context, w *World) (*scheduler, error) {
 	for _, a := range w.Apps {
 		meta := metav1.ObjectMeta{Namespace: a.Namespace, Name: a.Name, UID: a.uid}
 		selector := &metav1.LabelSelector{MatchLabels: map[string]string{AppLabel: a.Name}}
-		if a.Kind == StatefulSet {
+		if a.Kind == scenario.StatefulSet {
 			err = k.Inform(&appsv1.StatefulSet{ObjectMeta: meta, Spec: appsv1.StatefulSetSpec{Selector: selector}})
 		} else {
 			err = k.Inform(&appsv1.ReplicaSet{ObjectMeta: meta, Spec: appsv1.ReplicaSetSpec{Selector: selector}})

@@ -8,13 +8,15 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
 	"spotter.dev/spotter/internal/sim/report"
+	"spotter.dev/spotter/internal/sim/scenario"
 )
 
 // placedApp is a workload of a constructed world and the node its pods are
 // bound to ("" leaves them Pending).
 type placedApp struct {
-	Workload
+	scenario.Workload
 	node string
 }
 
@@ -22,14 +24,14 @@ type placedApp struct {
 // start, od-0001) and a spot group (three nodes, spot-0002 to spot-0004) of
 // 4 CPUs and 16Gi, at most 5 nodes each, the zone's spot capacity 10, and the
 // given workloads (256Mi pods).
-func constructedScenario(t *testing.T, apps ...placedApp) *Scenario {
+func constructedScenario(t *testing.T, apps ...placedApp) *scenario.Scenario {
 	t.Helper()
-	sc := &Scenario{Name: "constructed", Duration: metav1.Duration{Duration: time.Hour},
-		Zones: []Zone{{Name: "z", SpotCapacity: CapacitySource{Nodes: ptr.To[int32](10)}}},
-		NodeGroups: []NodeGroup{
-			{Name: "od", Zone: "z", CapacityType: OnDemand, CPU: resource.MustParse("4"), Memory: resource.MustParse("16Gi"),
+	sc := &scenario.Scenario{Name: "constructed", Duration: metav1.Duration{Duration: time.Hour},
+		Zones: []scenario.Zone{{Name: "z", SpotCapacity: scenario.CapacitySource{Nodes: ptr.To[int32](10)}}},
+		NodeGroups: []scenario.NodeGroup{
+			{Name: "od", Zone: "z", CapacityType: scenario.OnDemand, CPU: resource.MustParse("4"), Memory: resource.MustParse("16Gi"),
 				PricePerHour: 0.2, Max: 5, Initial: ptr.To[int32](1)},
-			{Name: "spot", Zone: "z", CapacityType: Spot, CPU: resource.MustParse("4"), Memory: resource.MustParse("16Gi"),
+			{Name: "spot", Zone: "z", CapacityType: scenario.Spot, CPU: resource.MustParse("4"), Memory: resource.MustParse("16Gi"),
 				PricePerHour: 0.07, Max: 5, Initial: ptr.To[int32](3)},
 		}}
 	for _, a := range apps {
@@ -38,8 +40,8 @@ func constructedScenario(t *testing.T, apps ...placedApp) *Scenario {
 		}
 		sc.Workloads = append(sc.Workloads, a.Workload)
 	}
-	SetScenarioDefaults(sc)
-	if errs := ValidateScenario(sc, ""); len(errs) > 0 {
+	scenario.SetScenarioDefaults(sc)
+	if errs := scenario.ValidateScenario(sc, ""); len(errs) > 0 {
 		t.Fatal(errs)
 	}
 	return sc
@@ -68,7 +70,7 @@ func constructedWorld(t *testing.T, apps ...placedApp) *World {
 }
 
 func app(name string, replicas int32, cpu string, node string) placedApp {
-	return placedApp{Workload: Workload{Name: name, Replicas: replicas, CPU: resource.MustParse(cpu)}, node: node}
+	return placedApp{Workload: scenario.Workload{Name: name, Replicas: replicas, CPU: resource.MustParse(cpu)}, node: node}
 }
 
 // k8s-spot-rescheduler fits pods onto the fullest spot node first (its code
@@ -170,7 +172,7 @@ func TestReschedulerSeedWaitsWhilePodsAreUnschedulable(t *testing.T) {
 // later.
 func TestReschedulerSeedKeepsItsTenSecondLoop(t *testing.T) {
 	guarded := app("guarded", 2, "500m", "od-0001")
-	guarded.PDB = &PDBSpec{MinAvailable: ptr.To[int32](2)} // no disruption allowed
+	guarded.PDB = &scenario.PDBSpec{MinAvailable: ptr.To[int32](2)} // no disruption allowed
 	w := constructedWorld(t, guarded)
 	ctx := context.Background()
 	s := &reschedulerSeed{}
@@ -208,7 +210,7 @@ func TestReschedulerSeedKeepsItsTenSecondLoop(t *testing.T) {
 // evictions; a refusal is asked again 5 s later.
 func TestSeedRowsRunATerminationHandler(t *testing.T) {
 	guarded := app("guarded", 2, "500m", "spot-0002")
-	guarded.PDB = &PDBSpec{MinAvailable: ptr.To[int32](2)}
+	guarded.PDB = &scenario.PDBSpec{MinAvailable: ptr.To[int32](2)}
 	w := constructedWorld(t, app("web", 2, "500m", "spot-0002"), guarded)
 	s := &migratorSeed{}
 	if err := s.setup(w, nil); err != nil {

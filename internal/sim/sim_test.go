@@ -11,18 +11,19 @@ import (
 	"spotter.dev/spotter/internal/agent/interrupt"
 	"spotter.dev/spotter/internal/plan"
 	"spotter.dev/spotter/internal/sim/report"
+	"spotter.dev/spotter/internal/sim/scenario"
 	"spotter.dev/spotter/internal/snapshot"
 )
 
 // short returns the default scenario cut to d, for tests.
-func short(t testing.TB, d time.Duration) *Scenario {
+func short(t testing.TB, d time.Duration) *scenario.Scenario {
 	t.Helper()
-	sc := DefaultScenario()
+	sc := scenario.DefaultScenario()
 	sc.Duration.Duration = d
 	return sc
 }
 
-func run(t testing.TB, sc *Scenario, strategies ...string) *report.Report {
+func run(t testing.TB, sc *scenario.Scenario, strategies ...string) *report.Report {
 	t.Helper()
 	rep, err := Run(context.Background(), sc, Options{Strategies: strategies})
 	if err != nil {
@@ -217,7 +218,7 @@ func TestParseStrategies(t *testing.T) {
 }
 
 func BenchmarkSimulateDefault(b *testing.B) {
-	sc := DefaultScenario()
+	sc := scenario.DefaultScenario()
 	// As `spotter simulate` runs it: the recommended configuration.
 	for b.Loop() {
 		if _, err := Run(context.Background(), sc, Options{Config: RecommendedConfig()}); err != nil {

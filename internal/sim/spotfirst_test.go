@@ -10,6 +10,7 @@ import (
 
 	"spotter.dev/spotter/internal/classify"
 	"spotter.dev/spotter/internal/controller/spotfirst"
+	"spotter.dev/spotter/internal/sim/scenario"
 )
 
 // With spotFirst, the world gates every new pod as the chart's admission
@@ -39,7 +40,7 @@ func TestSpotFirstInTheWorld(t *testing.T) {
 				continue
 			}
 			steered++
-			if p.Obj.Spec.NodeSelector[classify.KarpenterCapacityLabel] != Spot {
+			if p.Obj.Spec.NodeSelector[classify.KarpenterCapacityLabel] != scenario.Spot {
 				t.Errorf("pod %s steered without the spot label: node selector %v", p.Obj.Name, p.Obj.Spec.NodeSelector)
 			}
 			if p.Node != nil && !p.Node.Spot() {
@@ -84,17 +85,17 @@ func TestPodUpdatesAsTheAPIAllows(t *testing.T) {
 	if _, err := pods.Update(ctx, changed, metav1.UpdateOptions{}); err == nil {
 		t.Error("an update of the containers was accepted")
 	}
-	stale := spotfirst.Steer(p.Obj, classify.KarpenterCapacityLabel, Spot, "now")
+	stale := spotfirst.Steer(p.Obj, classify.KarpenterCapacityLabel, scenario.Spot, "now")
 	stale.ResourceVersion = "0"
 	if _, err := pods.Update(ctx, stale, metav1.UpdateOptions{}); err == nil {
 		t.Error("an update with a stale resourceVersion was accepted")
 	}
 	var steered *corev1.Pod
-	steered, err = pods.Update(ctx, spotfirst.Steer(p.Obj, classify.KarpenterCapacityLabel, Spot, "now"), metav1.UpdateOptions{})
+	steered, err = pods.Update(ctx, spotfirst.Steer(p.Obj, classify.KarpenterCapacityLabel, scenario.Spot, "now"), metav1.UpdateOptions{})
 	if err != nil {
 		t.Fatalf("steering a gated pod: %v", err)
 	}
-	if spotfirst.Gated(p.Obj) || p.Obj.Spec.NodeSelector[classify.KarpenterCapacityLabel] != Spot || steered.ResourceVersion != p.Obj.ResourceVersion {
+	if spotfirst.Gated(p.Obj) || p.Obj.Spec.NodeSelector[classify.KarpenterCapacityLabel] != scenario.Spot || steered.ResourceVersion != p.Obj.ResourceVersion {
 		t.Errorf("the world's pod after the update: gates %v, node selector %v", p.Obj.Spec.SchedulingGates, p.Obj.Spec.NodeSelector)
 	}
 	// No longer gated: its node selector is fixed.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"spotter.dev/spotter/internal/sim/scenario"
 )
 
 // BenchmarkSpotterDefault2d runs the spotter strategy (the real controllers
@@ -11,7 +13,7 @@ import (
 //
 //	go test ./internal/sim -run '^$' -bench SpotterDefault2d -benchtime 1x
 func BenchmarkSpotterDefault2d(b *testing.B) {
-	sc := DefaultScenario()
+	sc := scenario.DefaultScenario()
 	sc.Duration.Duration = 48 * time.Hour
 	for b.Loop() {
 		if _, err := Run(context.Background(), sc, Options{Strategies: []string{StrategySpotter}}); err != nil {

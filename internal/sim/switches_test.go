@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"spotter.dev/spotter/internal/sim/report"
+	"spotter.dev/spotter/internal/sim/scenario"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
 
@@ -28,7 +29,7 @@ func config(t *testing.T, body string) *v1alpha1.SpotterConfiguration {
 	return cfg
 }
 
-func runWith(t *testing.T, sc *Scenario, cfg *v1alpha1.SpotterConfiguration, strategies ...string) *report.Report {
+func runWith(t *testing.T, sc *scenario.Scenario, cfg *v1alpha1.SpotterConfiguration, strategies ...string) *report.Report {
 	t.Helper()
 	rep, err := Run(context.Background(), sc, Options{Strategies: strategies, Config: cfg})
 	if err != nil {

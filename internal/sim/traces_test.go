@@ -9,13 +9,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"spotter.dev/spotter/internal/sim/scenario"
 )
 
 // A trace may carry the spot price at each tick ("prices", as the AWS 1-node
 // preemption traces of spot-traces do); fields the simulator does not read
 // are warnings, not errors: the format grows.
 func TestTraceWithPricesAndUnknownFields(t *testing.T) {
-	tr, err := ParseTrace([]byte(`{"metadata": {"gap_seconds": 60, "instance_type": "r5.16xlarge"},
+	tr, err := scenario.ParseTrace([]byte(`{"metadata": {"gap_seconds": 60, "instance_type": "r5.16xlarge"},
 		"data": [1, 1, 0, 1], "prices": [1.0, 3.0, 2.0, 2.0], "source": "aws"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -27,7 +29,7 @@ func TestTraceWithPricesAndUnknownFields(t *testing.T) {
 	if !slices.Equal(tr.Warnings, want) {
 		t.Errorf("warnings %q, want %q", tr.Warnings, want)
 	}
-	plain, err := ParseTrace([]byte(`{"metadata": {"gap_seconds": 60}, "data": [1]}`))
+	plain, err := scenario.ParseTrace([]byte(`{"metadata": {"gap_seconds": 60}, "data": [1]}`))
 	if err != nil || plain.Prices != nil || plain.Warnings != nil || plain.PriceFactor(0) != 1 {
 		t.Errorf("a trace without prices: %+v, %v", plain, err)
 	}
@@ -40,7 +42,7 @@ func TestTraceWithPricesAndUnknownFields(t *testing.T) {
 		{`{"metadata": {"gap_seconds": 60}, "data": [1]} trailing`, "not a trace file"},
 		{`{"metadata": {"gap": 60}, "data": [1]}`, "metadata.gap_seconds must be"},
 	} {
-		if _, err := ParseTrace([]byte(tc.body)); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := scenario.ParseTrace([]byte(tc.body)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want %q", tc.body, err, tc.want)
 		}
 	}
@@ -51,7 +53,7 @@ func TestTraceWithPricesAndUnknownFields(t *testing.T) {
 func TestTracePricesSetTheSpotPrice(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "priced.json"), `{"metadata": {"gap_seconds": 3600}, "data": [5, 5], "prices": [1, 3]}`)
-	sc, err := ParseScenario([]byte(`apiVersion: spotter.dev/v1alpha1
+	sc, err := scenario.ParseScenario([]byte(`apiVersion: spotter.dev/v1alpha1
 kind: SimulationScenario
 duration: 2h
 zones:
@@ -124,13 +126,13 @@ workloads:
 `)
 	// Loaded through a relative path, from the scenario's folder.
 	t.Chdir(dir)
-	sc, err := LoadScenario("s.yaml")
+	sc, err := scenario.LoadScenario("s.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Chdir(t.TempDir())
 	sc.Duration.Duration, sc.Seed = 3*time.Hour, 7
-	if errs := ValidateScenario(sc, ""); len(errs) > 0 {
+	if errs := scenario.ValidateScenario(sc, ""); len(errs) > 0 {
 		t.Fatalf("validated again after --duration and --seed: %v", errs)
 	}
 	rep := run(t, sc, StrategyNone)
@@ -151,7 +153,7 @@ workloads:
 // traceDir is the folder of the embedded traces (traces/README.md): the
 // spot capacity traces of AWS p3.2xlarge in three zones and the preemption
 // traces of AWS and GCP, as files.
-const traceDir = "traces"
+const traceDir = "scenario/traces"
 
 // Every trace of the folder loads as a file, by a path relative to a scenario
 // there (as a trace of the user's own would), and a simulation replays it:
@@ -170,15 +172,15 @@ func TestTraceFilesLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	var builtin []string
-	for _, b := range BuiltinTraces() {
-		builtin = append(builtin, strings.TrimPrefix(b, BuiltinPrefix))
+	for _, b := range scenario.BuiltinTraces() {
+		builtin = append(builtin, strings.TrimPrefix(b, scenario.BuiltinPrefix))
 	}
 	if len(files) == 0 || !slices.Equal(files, builtin) {
 		t.Fatalf("trace files %v, want the built-in traces %v", files, builtin)
 	}
 	for _, rel := range files {
 		t.Run(rel, func(t *testing.T) {
-			tr, err := LoadTrace(rel, traceDir)
+			tr, err := scenario.LoadTrace(rel, traceDir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -192,7 +194,7 @@ func TestTraceFilesLoad(t *testing.T) {
 			if strings.HasPrefix(rel, "availability/") {
 				market = "spotCapacity: {trace: " + rel + "}"
 			}
-			sc, err := ParseScenario([]byte(strings.Replace(tiny, "{name: b, spotCapacity: {nodes: 3}}", "{name: b, "+market+"}", 1)), traceDir)
+			sc, err := scenario.ParseScenario([]byte(strings.Replace(tiny, "{name: b, spotCapacity: {nodes: 3}}", "{name: b, "+market+"}", 1)), traceDir)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -27,6 +27,8 @@ import (
 	"spotter.dev/spotter/internal/coop"
 	"spotter.dev/spotter/internal/drain"
 	"spotter.dev/spotter/internal/plan"
+	"spotter.dev/spotter/internal/sim/market"
+	"spotter.dev/spotter/internal/sim/scenario"
 	"spotter.dev/spotter/internal/snapshot"
 )
 
@@ -60,9 +62,9 @@ const (
 
 // Group is a node group of the world.
 type Group struct {
-	NodeGroup
+	scenario.NodeGroup
 	Spot  bool
-	zone  *zone
+	zone  *market.Zone
 	cpu   int64 // millicores
 	mem   int64 // bytes
 	count int   // nodes not terminated
@@ -195,14 +197,14 @@ func (w *App) Pods() []*Pod { return w.pods }
 
 // World is the simulated cluster of one strategy's run.
 type World struct {
-	sc *Scenario
+	sc *scenario.Scenario
 	// Clock is the one clock of the world and of the controllers that run
 	// in it: a coop.Sim, on which the controllers' goroutines run between
 	// the steps.
 	Clock   *coop.Sim
 	start   time.Time
 	rng     *rand.Rand
-	zones   []*zone
+	zones   []*market.Zone
 	Groups  []*Group
 	nodes   []*Node // not terminated, by creation
 	nodeSeq int
@@ -258,7 +260,7 @@ type World struct {
 
 // newWorld builds the world of a scenario at its start: the initial nodes
 // Ready, no pods yet (the first step creates them).
-func newWorld(sc *Scenario, seed int64, onlyOnDemand bool) (*World, error) {
+func newWorld(sc *scenario.Scenario, seed int64, onlyOnDemand bool) (*World, error) {
 	start, err := time.Parse(time.RFC3339, sc.Start)
 	if err != nil {
 		return nil, err
@@ -266,7 +268,7 @@ func newWorld(sc *Scenario, seed int64, onlyOnDemand bool) (*World, error) {
 	w := &World{sc: sc, Clock: coop.NewSim(start), start: start, podByName: map[types.NamespacedName]*Pod{},
 		rng: rand.New(rand.NewPCG(uint64(seed), 0x5107)), classifier: &classify.Classifier{}}
 	for i := range sc.Zones {
-		z, err := newZone(&sc.Zones[i], sc, seed+int64(i)*7919, start)
+		z, err := market.New(&sc.Zones[i], sc, seed+int64(i)*7919)
 		if err != nil {
 			return nil, err
 		}
@@ -274,7 +276,7 @@ func newWorld(sc *Scenario, seed int64, onlyOnDemand bool) (*World, error) {
 	}
 	w.m = newRecorder(w)
 	for i := range sc.NodeGroups {
-		g := &Group{NodeGroup: sc.NodeGroups[i], Spot: sc.NodeGroups[i].CapacityType == Spot,
+		g := &Group{NodeGroup: sc.NodeGroups[i], Spot: sc.NodeGroups[i].CapacityType == scenario.Spot,
 			cpu: sc.NodeGroups[i].CPU.MilliValue(), mem: sc.NodeGroups[i].Memory.Value()}
 		if g.Spot && onlyOnDemand {
 			continue
@@ -314,7 +316,7 @@ func newWorld(sc *Scenario, seed int64, onlyOnDemand bool) (*World, error) {
 }
 
 // newApp builds an app and its pod template from a scenario entry.
-func newApp(spec *Workload, name string) *App {
+func newApp(spec *scenario.Workload, name string) *App {
 	uid := types.UID(spec.Namespace + "/" + name)
 	tmpl := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: spec.Namespace, Labels: map[string]string{AppLabel: name}},
@@ -322,7 +324,7 @@ func newApp(spec *Workload, name string) *App {
 			Requests: corev1.ResourceList{corev1.ResourceCPU: spec.CPU.DeepCopy(), corev1.ResourceMemory: spec.Memory.DeepCopy()}}}}},
 	}
 	if spec.OnDemandOnly {
-		tmpl.Spec.NodeSelector = map[string]string{classify.KarpenterCapacityLabel: OnDemand}
+		tmpl.Spec.NodeSelector = map[string]string{classify.KarpenterCapacityLabel: scenario.OnDemand}
 	}
 	if spec.ZoneSpread {
 		tmpl.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
@@ -404,16 +406,16 @@ func (w *World) Launch(g *Group) (*Node, error) {
 	if g.count >= int(g.Max) {
 		return nil, fmt.Errorf("node group %s is at its maximum size %d", g.Name, g.Max)
 	}
-	if g.Spot && w.spotNodes(g.zone) >= g.zone.capacity(w.Elapsed()) {
-		if g.zone.stockOutDelay == 0 {
+	if g.Spot && w.spotNodes(g.zone) >= g.zone.Capacity(w.Elapsed()) {
+		if g.zone.StockOutDelay == 0 {
 			return nil, ErrNoCapacity
 		}
 		n := w.addNode(g)
-		n.state, n.FailAt = unfulfilled, w.Now().Add(g.zone.stockOutDelay)
+		n.state, n.FailAt = unfulfilled, w.Now().Add(g.zone.StockOutDelay)
 		w.m.stockOuts++
 		// The failure is news: the migrator reads it, and the
 		// autoscaler's options change.
-		w.Clock.AfterFunc(g.zone.stockOutDelay, w.changed)
+		w.Clock.AfterFunc(g.zone.StockOutDelay, w.changed)
 		return n, nil
 	}
 	w.m.launched++
@@ -428,12 +430,12 @@ func (w *World) PricePerHour(g *Group) float64 {
 	if !g.Spot || g.zone == nil {
 		return g.PricePerHour
 	}
-	return g.PricePerHour * g.zone.priceFactor(w.Elapsed())
+	return g.PricePerHour * g.zone.PriceFactor(w.Elapsed())
 }
 
 // spotNodes counts the zone's spot nodes not terminated, requests the
 // market could not hold left out.
-func (w *World) spotNodes(z *zone) int {
+func (w *World) spotNodes(z *market.Zone) int {
 	count := 0
 	for _, n := range w.nodes {
 		if n.Group.Spot && n.Group.zone == z && n.state != unfulfilled {
@@ -567,9 +569,9 @@ func (w *World) nodeObject(n *Node) *corev1.Node {
 
 // ownLabels are the labels the world gives n's object.
 func (w *World) ownLabels(n *Node) map[string]string {
-	capType := OnDemand
+	capType := scenario.OnDemand
 	if n.Group.Spot {
-		capType = Spot
+		capType = scenario.Spot
 	}
 	return map[string]string{HostnameLabel: n.Name, ZoneLabel: n.Group.Zone, plan.InstanceTypeLabel: n.Group.InstanceType,
 		classify.KarpenterCapacityLabel: capType, NodeGroupLabel: n.Group.Name}
@@ -589,7 +591,7 @@ func (w *World) setOnDemandTaint(t *corev1.Taint) {
 // createPod creates a pending pod of wl.
 func (w *World) createPod(wl *App, ordinal int) *Pod {
 	name := wl.Name + "-" + strconv.Itoa(ordinal)
-	if wl.Kind == Deployment {
+	if wl.Kind == scenario.Deployment {
 		wl.seq++
 		name = fmt.Sprintf("%s-%05d", wl.Name, wl.seq)
 	}
@@ -597,8 +599,8 @@ func (w *World) createPod(wl *App, ordinal int) *Pod {
 	obj.Name = name
 	obj.UID = types.UID(wl.Namespace + "/" + name + "/" + strconv.Itoa(int(w.version)))
 	owner := "ReplicaSet"
-	if wl.Kind == StatefulSet {
-		owner = StatefulSet
+	if wl.Kind == scenario.StatefulSet {
+		owner = scenario.StatefulSet
 	}
 	obj.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: owner, Name: wl.Name, UID: wl.uid, Controller: ptrTrue()}}
 	obj.CreationTimestamp = metav1.NewTime(w.Now())

@@ -10,6 +10,7 @@ import (
 	"spotter.dev/spotter/internal/agent/interrupt"
 	"spotter.dev/spotter/internal/drain"
 	"spotter.dev/spotter/internal/sim/report"
+	"spotter.dev/spotter/internal/sim/scenario"
 )
 
 // staleBudgets counts the PodDisruptionBudgets whose status in the world's
@@ -99,7 +100,7 @@ func podReady(p *corev1.Pod) bool {
 // notice (interrupt.TaintKey, the notice's kind, NoSchedule), the drain
 // engine's while draining (drain.DrainingTaintKey, the component).
 func TestTaintsAreTheProducts(t *testing.T) {
-	w, err := newWorld(DefaultScenario(), 1, false)
+	w, err := newWorld(scenario.DefaultScenario(), 1, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +132,7 @@ func TestNoticesEndOnTime(t *testing.T) {
 	w := constructedWorld(t, app("web", 2, "500m", "spot-0002"))
 	n := w.NodeByName("spot-0002")
 	z := n.Group.zone
-	z.notice = 30 * time.Second
+	z.Notice = 30 * time.Second
 	var heard []string
 	w.onNotice = func(n *Node) { heard = append(heard, n.Name) }
 	w.notice(n, z)

@@ -16,7 +16,7 @@ import (
 	"spotter.dev/spotter/internal/emulator/azureapi"
 	"spotter.dev/spotter/internal/emulator/gcpapi"
 	"spotter.dev/spotter/internal/lab"
-	"spotter.dev/spotter/internal/sim"
+	"spotter.dev/spotter/internal/sim/scenario"
 	"spotter.dev/spotter/internal/testenv"
 	tu "spotter.dev/spotter/internal/testutil"
 )
@@ -30,7 +30,7 @@ func simulatedPrices(t *testing.T, kubeconfig, config string) (map[string]float6
 	if code != 0 {
 		return nil, code, errOut
 	}
-	var sc sim.Scenario
+	var sc scenario.Scenario
 	if err := yaml.Unmarshal([]byte(out), &sc); err != nil {
 		t.Fatalf("the printed scenario: %v\n%s", err, out)
 	}

@@ -1,4 +1,4 @@
-package sim
+package scenario
 
 import (
 	"embed"
@@ -19,7 +19,7 @@ import (
 )
 
 // BuiltinPrefix names an embedded trace in a scenario: "builtin:<path>", the
-// path below internal/sim/traces.
+// path below internal/sim/scenario/traces.
 const BuiltinPrefix = "builtin:"
 
 // The embedded traces, with their attribution (traces/README.md).
@@ -186,9 +186,9 @@ func (t *Trace) Index(d time.Duration) int {
 	return i
 }
 
-// period is the length of the trace, or 0 when it does not fit a
+// Period is the length of the trace, or 0 when it does not fit a
 // time.Duration.
-func (t *Trace) period() time.Duration {
+func (t *Trace) Period() time.Duration {
 	if int64(len(t.Data)) > math.MaxInt64/int64(t.Gap) {
 		return 0
 	}
@@ -207,10 +207,10 @@ func (t *Trace) PriceFactor(d time.Duration) float64 {
 	return t.Prices[t.Index(d)] / t.meanPrice
 }
 
-// hazard is the preemption trace's rate per node-hour: its drops (the fall
+// Hazard is the preemption trace's rate per node-hour: its drops (the fall
 // from its last tick to its first included, as it repeats) over the
 // instance-hours it measured.
-func (t *Trace) hazard() float64 {
+func (t *Trace) Hazard() float64 {
 	drops, ticks := 0, 0
 	for k, cur := range t.Data {
 		drops += max(t.Data[(k+len(t.Data)-1)%len(t.Data)]-cur, 0)

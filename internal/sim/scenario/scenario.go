@@ -1,10 +1,8 @@
-// Package sim is Spotter's simulator (`spotter simulate`): a simulated
-// Kubernetes cluster (nodes, pods, a scheduler on the planner's fit engine, a
-// node-group autoscaler, spot capacity and preemptions replayed from real
-// traces), driven through simulated time by a clock, in which several
-// strategies for keeping workloads on spot run side by side, with the same
-// world and the same seed. See docs/simulate.md.
-package sim
+// Package scenario is what `spotter simulate` runs: the simulated cluster,
+// its workloads and its spot market as a file (SimulationScenario), its
+// defaults and validation, the built-in scenarios, and the spot capacity and
+// preemption traces the markets replay.
+package scenario
 
 import (
 	"embed"
@@ -68,6 +66,10 @@ type Scenario struct {
 	// dir is the folder trace paths are relative to: the scenario file's.
 	dir string
 }
+
+// Dir is the folder the scenario's relative trace paths are read from: the
+// scenario file's, or "" for a scenario built in Go.
+func (sc *Scenario) Dir() string { return sc.dir }
 
 // Warnings lists what the scenario's traces had that the simulator does not
 // read (unknown fields of a trace file, ignored), each with the field path of
@@ -281,8 +283,8 @@ func BuiltinScenarios() []string {
 	return out
 }
 
-// builtinScenario reads a built-in scenario by name (without the prefix).
-func builtinScenario(name string) (*Scenario, error) {
+// Builtin reads a built-in scenario by name (without the prefix).
+func Builtin(name string) (*Scenario, error) {
 	data, err := fs.ReadFile(scenarioFS, path.Join("scenarios", name+".yaml"))
 	if err != nil || strings.ContainsAny(name, "/\\") {
 		return nil, fmt.Errorf("no such built-in scenario %q; built-in scenarios: %s", BuiltinPrefix+name, strings.Join(BuiltinScenarios(), ", "))
@@ -340,7 +342,7 @@ const MaxScenarioBytes = 1 << 20
 // folder. The error is an *InvalidScenarioError or a read error.
 func LoadScenario(path string) (*Scenario, error) {
 	if name, ok := strings.CutPrefix(path, BuiltinPrefix); ok {
-		return builtinScenario(name)
+		return Builtin(name)
 	}
 	f, err := os.Open(path)
 	if err != nil {
