@@ -21,6 +21,7 @@ import (
 	"spotter.dev/spotter/internal/classify"
 	"spotter.dev/spotter/internal/sim"
 	"spotter.dev/spotter/internal/sim/scenario"
+	"spotter.dev/spotter/internal/sim/strategy"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
 
@@ -87,7 +88,7 @@ docs/simulate.md.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.scenario, "scenario", "", fmt.Sprintf("scenario file, at most %s (default: the built-in scenario)", v1alpha1.FormatBytes(scenario.MaxScenarioBytes)))
-	f.StringVar(&o.strategies, "strategies", strings.Join(sim.Strategies, ","), "strategies to compare, comma-separated")
+	f.StringVar(&o.strategies, "strategies", strings.Join(strategy.Names, ","), "strategies to compare, comma-separated")
 	f.StringVar(&o.duration, "duration", "", "simulated time, such as 7d, 36h or 90m, at most 30d (default: the scenario's)")
 	f.Int32Var(&o.seed, "seed", 0, "random seed (default: the scenario's)")
 	f.StringVar(&o.out, "out", "spotter-report", "folder for report.json and report.html (made if needed; checked before the run)")
@@ -173,11 +174,11 @@ func memTotal(r io.Reader) (int64, bool) {
 }
 
 func runSimulate(ctx context.Context, o *simulateOptions, out, errOut io.Writer) error {
-	strategies, err := sim.ParseStrategies(o.strategies)
+	strategies, err := strategy.Parse(o.strategies)
 	if err != nil {
 		return err
 	}
-	cfg := sim.RecommendedConfig()
+	cfg := strategy.RecommendedConfig()
 	if o.configFile != "" {
 		if cfg, err = v1alpha1.Load(o.configFile); err != nil {
 			return err
@@ -280,7 +281,7 @@ func runMatrix(ctx context.Context, o *simulateOptions, cfg *v1alpha1.SpotterCon
 		return errors.New("--matrix-scenarios chooses the scenarios of --matrix: add --matrix")
 	case o.scenario != "" || o.fromCluster || o.seed != 0 || o.printScenario:
 		return errors.New("--matrix runs built-in scenarios over seeds 1-4: leave out --scenario, --from-cluster, --seed and --print-scenario (choose scenarios with --matrix-scenarios)")
-	case o.strategies != strings.Join(sim.Strategies, ","):
+	case o.strategies != strings.Join(strategy.Names, ","):
 		return errors.New("--matrix runs the rescheduler and migrator models and spotter: leave out --strategies")
 	}
 	mo := sim.MatrixOptions{Scenarios: o.matrixOnly, Run: sim.Options{Config: cfg}}
@@ -295,7 +296,7 @@ func runMatrix(ctx context.Context, o *simulateOptions, cfg *v1alpha1.SpotterCon
 		return fmt.Errorf("--out %s: cannot write the matrix there: %w; choose another folder with --out", o.out, err)
 	}
 	mo.Done = func(c sim.MatrixCell, n, total int) {
-		s, m, r := c.Rows[sim.StrategySpotter], c.Rows[sim.StrategyMigrator], c.Rows[sim.StrategyRescheduler]
+		s, m, r := c.Rows[strategy.Spotter], c.Rows[strategy.Migrator], c.Rows[strategy.Rescheduler]
 		fmt.Fprintf(errOut, "[%d/%d] %s, %s, seed %d: spotter %.1f%%, migrator model %.1f%%; evictions per unit saved %s, rescheduler model %s (%s)\n",
 			n, total, c.Scenario, c.Variant, c.Seed, 100*s.Saving, 100*m.Saving, sim.PerUnit(s.EvictionsPerUSD), sim.PerUnit(r.EvictionsPerUSD),
 			c.Elapsed.Round(100*time.Millisecond))

@@ -6,15 +6,11 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
-	resourcehelper "k8s.io/component-helpers/resource"
 
 	"spotter.dev/spotter/internal/classify"
 	"spotter.dev/spotter/internal/plan"
 	"spotter.dev/spotter/internal/sim/scenario"
+	"spotter.dev/spotter/internal/sim/world"
 	"spotter.dev/spotter/internal/snapshot"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
@@ -86,7 +82,7 @@ func FromCluster(s *snapshot.Snapshot, prices ClusterPrices) (*scenario.Scenario
 		if c != classify.Spot && c != classify.OnDemand {
 			continue
 		}
-		z := n.Labels[ZoneLabel]
+		z := n.Labels[world.ZoneLabel]
 		if z == "" {
 			z = "default"
 		}
@@ -174,14 +170,8 @@ func FromCluster(s *snapshot.Snapshot, prices ClusterPrices) (*scenario.Scenario
 		return nil, Options{}, &scenario.InvalidScenarioError{Path: "(from the cluster)", Errors: errs}
 	}
 
-	apps := appsFromPods(s)
-	opts := Options{initial: &initialState{apply: func(w *World) {
-		w.Apps = nil
-		for _, a := range apps {
-			w.Apps = append(w.Apps, a.copy())
-		}
-		w.nsObjs = s.Namespaces
-	}}}
+	apps := world.AppsFromPods(s)
+	opts := Options{initial: func(w *world.World) { w.StartFrom(apps, s.Namespaces) }}
 	if len(apps) == 0 {
 		return nil, Options{}, fmt.Errorf("the cluster has no Deployment or StatefulSet pods to simulate")
 	}
@@ -195,67 +185,4 @@ func containsString(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// appsFromPods groups the pods by controller into apps.
-func appsFromPods(s *snapshot.Snapshot) []*App {
-	type owner struct{ ns, kind, name string }
-	byOwner := map[owner][]*corev1.Pod{}
-	var order []owner
-	for _, p := range s.Pods {
-		ref := metav1.GetControllerOf(p)
-		if ref == nil || ref.Kind == "DaemonSet" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
-			continue
-		}
-		name, kind := ref.Name, scenario.Deployment
-		switch ref.Kind {
-		case "StatefulSet":
-			kind = scenario.StatefulSet
-		case "ReplicaSet":
-			// A Deployment's ReplicaSet is <deployment>-<hash>.
-			if i := strings.LastIndex(name, "-"); i > 0 {
-				name = name[:i]
-			}
-		}
-		o := owner{p.Namespace, kind, name}
-		if _, ok := byOwner[o]; !ok {
-			order = append(order, o)
-		}
-		byOwner[o] = append(byOwner[o], p)
-	}
-	var apps []*App
-	for _, o := range order {
-		pods := byOwner[o]
-		tmpl := pods[0].DeepCopy()
-		tmpl.Name, tmpl.Spec.NodeName, tmpl.Status = "", "", corev1.PodStatus{}
-		tmpl.OwnerReferences, tmpl.UID, tmpl.ResourceVersion = nil, "", ""
-		req := resourcehelper.PodRequests(tmpl, resourcehelper.PodResourcesOptions{})
-		onDemandOnly := tmpl.Spec.NodeSelector[classify.KarpenterCapacityLabel] == scenario.OnDemand
-		a := &App{Name: o.name, Namespace: o.ns, Kind: o.kind, Template: tmpl, Low: int32(len(pods)), Peak: int32(len(pods)),
-			SpotEligible: !onDemandOnly, uid: types.UID(o.ns + "/" + o.kind + "/" + o.name),
-			cpu: req.Cpu().MilliValue(), mem: req.Memory().Value()}
-		for _, pdb := range s.PDBs {
-			if pdb.Namespace != o.ns {
-				continue
-			}
-			sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
-			if err == nil && !sel.Empty() && sel.Matches(labels.Set(tmpl.Labels)) {
-				c := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: pdb.Name, Namespace: pdb.Namespace, Generation: 1}, Spec: *pdb.Spec.DeepCopy()}
-				a.PDB = c
-				break
-			}
-		}
-		apps = append(apps, a)
-	}
-	return apps
-}
-
-// copy returns a fresh app with the same definition (each run has its own).
-func (a *App) copy() *App {
-	c := *a
-	c.pods, c.desired, c.seq = nil, 0, 0
-	return &c
 }

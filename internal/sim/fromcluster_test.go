@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 
+	"spotter.dev/spotter/internal/sim/strategy"
 	"spotter.dev/spotter/internal/snapshot"
 	tu "spotter.dev/spotter/internal/testutil"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
@@ -40,7 +41,7 @@ func TestFromCluster(t *testing.T) {
 		t.Errorf("zones %d, groups %d (want 2 on-demand groups and their spot twins)", len(sc.Zones), len(sc.NodeGroups))
 	}
 	sc.Duration.Duration = 6 * time.Hour
-	opts.Strategies = []string{StrategySpotter}
+	opts.Strategies = []string{strategy.Spotter}
 	rep, err := Run(context.Background(), sc, opts)
 	if err != nil {
 		t.Fatal(err)

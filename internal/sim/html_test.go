@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"spotter.dev/spotter/internal/sim/simtest"
 )
 
 // chromium finds the browser hack/chromium.sh installs.
@@ -51,7 +53,7 @@ func TestReportRendersInChromium(t *testing.T) {
 		t.Skip("opens a browser; skipped with -short")
 	}
 	bin := chromium(t)
-	rep := run(t, short(t, 12*time.Hour))
+	rep := run(t, simtest.Short(t, 12*time.Hour))
 	dir := t.TempDir()
 	if _, err := rep.WriteFiles(dir); err != nil {
 		t.Fatal(err)

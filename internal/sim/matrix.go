@@ -13,6 +13,7 @@ import (
 
 	"spotter.dev/spotter/internal/sim/report"
 	"spotter.dev/spotter/internal/sim/scenario"
+	"spotter.dev/spotter/internal/sim/strategy"
 )
 
 // The out-of-sample matrix (`spotter simulate --matrix`): every built-in
@@ -82,7 +83,7 @@ type MatrixOptions struct {
 }
 
 // Matrix strategies: the spotter row and the two models it is held to.
-var matrixStrategies = []string{StrategyRescheduler, StrategyMigrator, StrategySpotter}
+var matrixStrategies = []string{strategy.Rescheduler, strategy.Migrator, strategy.Spotter}
 
 // MatrixCell is one simulation of the matrix: a scenario, a variant, a seed.
 type MatrixCell struct {
@@ -279,7 +280,7 @@ func matrixLines(cells []MatrixCell) []MatrixLine {
 			if c.Scenario != l.Scenario || c.Variant != l.Variant {
 				continue
 			}
-			s, m, r := c.Rows[StrategySpotter], c.Rows[StrategyMigrator], c.Rows[StrategyRescheduler]
+			s, m, r := c.Rows[strategy.Spotter], c.Rows[strategy.Migrator], c.Rows[strategy.Rescheduler]
 			l.Seeds++
 			sp, mg = append(sp, s.Saving), append(mg, m.Saving)
 			if s.Saving >= m.Saving {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"spotter.dev/spotter/internal/sim/scenario"
+	"spotter.dev/spotter/internal/sim/strategy"
 )
 
 // Each variant changes what it says, and only applies where it changes
@@ -49,9 +50,9 @@ func TestMatrixLines(t *testing.T) {
 	f := func(v float64) *float64 { return &v }
 	cell := func(seed int32, spotter, migrator float64, spotterPerUSD, reschedulerPerUSD *float64) MatrixCell {
 		return MatrixCell{Scenario: "s", Variant: "v", Seed: seed, Rows: map[string]MatrixRow{
-			StrategySpotter:     {Saving: spotter, EvictionsPerUSD: spotterPerUSD, BoundShare: f(spotter / 0.6), VoluntaryPDBMinutes: 2},
-			StrategyMigrator:    {Saving: migrator},
-			StrategyRescheduler: {EvictionsPerUSD: reschedulerPerUSD},
+			strategy.Spotter:     {Saving: spotter, EvictionsPerUSD: spotterPerUSD, BoundShare: f(spotter / 0.6), VoluntaryPDBMinutes: 2},
+			strategy.Migrator:    {Saving: migrator},
+			strategy.Rescheduler: {EvictionsPerUSD: reschedulerPerUSD},
 		}}
 	}
 	lines := matrixLines([]MatrixCell{

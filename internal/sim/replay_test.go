@@ -19,6 +19,9 @@ import (
 
 	"spotter.dev/spotter/internal/controller/rescheduler"
 	"spotter.dev/spotter/internal/drain"
+	"spotter.dev/spotter/internal/sim/simtest"
+	"spotter.dev/spotter/internal/sim/strategy"
+	"spotter.dev/spotter/internal/sim/world"
 	"spotter.dev/spotter/internal/snapshot"
 	"spotter.dev/spotter/internal/testenv"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
@@ -40,21 +43,21 @@ type decision struct {
 // its read and its write on the world's clock), and the evictions of its
 // drain at the same instant (the node's pods, and those its consolidation
 // displaces from other nodes).
-func recordDecisions(n int, out *[]decision) func(*World, *api) {
-	return func(w *World, a *api) {
-		a.kube.PrependReactor("*", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
+func recordDecisions(n int, out *[]decision) func(*world.World, *world.API) {
+	return func(w *world.World, a *world.API) {
+		a.Kube.PrependReactor("*", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
 			res, verb := action.GetResource().Resource, action.GetVerb()
 			var before *snapshot.Snapshot
 			if res == "nodes" && (verb == "update" || verb == "patch") && action.GetSubresource() == "" && len(*out) < n {
 				before = w.Snapshot().DeepCopy()
 			}
-			var evicted *Pod
+			var evicted *world.Pod
 			if ev, ok := action.(k8stesting.CreateActionImpl); ok && action.GetSubresource() == "eviction" {
 				if e, ok := ev.GetObject().(*policyv1.Eviction); ok && e.Labels[drain.EvictedByLabel] == rescheduler.Component {
-					evicted = a.pod(e.Namespace, e.Name)
+					evicted = a.Pod(e.Namespace, e.Name)
 				}
 			}
-			handled, obj, err := a.react(action)
+			handled, obj, err := a.React(action)
 			if err != nil {
 				return handled, obj, err
 			}
@@ -105,9 +108,9 @@ func TestSimulatedDecisionsReplayInTheAPIServer(t *testing.T) {
 		t.Skip("needs a real kube-apiserver; skipped with -short")
 	}
 	const drains = 3
-	sc := short(t, 36*time.Hour)
+	sc := simtest.Short(t, 36*time.Hour)
 	var got []decision
-	_, err := Run(context.Background(), sc, Options{Strategies: []string{StrategySpotter}, tap: recordDecisions(drains, &got)})
+	_, err := Run(context.Background(), sc, Options{Strategies: []string{strategy.Spotter}, tap: recordDecisions(drains, &got)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +119,7 @@ func TestSimulatedDecisionsReplayInTheAPIServer(t *testing.T) {
 	}
 	// The configuration the simulated controllers ran with: the defaults,
 	// and the scenario's list prices as the pricing section.
-	data, err := v1alpha1.Marshal(withScenarioPrices(v1alpha1.NewDefaults(), sc))
+	data, err := v1alpha1.Marshal(strategy.WithScenarioPrices(v1alpha1.NewDefaults(), sc))
 	if err != nil {
 		t.Fatal(err)
 	}

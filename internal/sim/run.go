@@ -9,8 +9,11 @@ import (
 	"time"
 
 	"spotter.dev/spotter/internal/plan"
+	"spotter.dev/spotter/internal/sim/hindsight"
 	"spotter.dev/spotter/internal/sim/report"
 	"spotter.dev/spotter/internal/sim/scenario"
+	"spotter.dev/spotter/internal/sim/strategy"
+	"spotter.dev/spotter/internal/sim/world"
 	"spotter.dev/spotter/internal/snapshot"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
@@ -26,8 +29,9 @@ type Options struct {
 	Progress func(done float64, what string)
 	// Parallel bounds the runs at once; default GOMAXPROCS.
 	Parallel int
-	// initial, when set, seeds the world (--from-cluster).
-	initial *initialState
+	// initial, when set, changes each world before its first step: the
+	// cluster --from-cluster starts from.
+	initial func(*world.World)
 	// exhaustive turns off the shortcuts of the seeds and the autoscaler
 	// that spare scheduling questions whose answer is known: for the test
 	// that they change no answer.
@@ -35,7 +39,7 @@ type Options struct {
 	// tap, when set, is handed the world and the API of the spotter
 	// strategy once its controllers are built: for the test that replays
 	// their decisions in a real apiserver.
-	tap func(*World, *api)
+	tap func(*world.World, *world.API)
 }
 
 // Run simulates every strategy and the all-on-demand baseline on the scenario,
@@ -44,7 +48,7 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*report.Repo
 	began := time.Now()
 	names := opts.Strategies
 	if len(names) == 0 {
-		names = Strategies
+		names = strategy.Names
 	}
 	runs := append([]string{report.Baseline}, names...)
 	steps := int(sc.Duration.Duration / sc.Step.Duration)
@@ -94,7 +98,7 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*report.Repo
 		defer wg.Done()
 		sem <- struct{}{}
 		defer func() { <-sem }()
-		oracleRes, boundRes, oracleNotes, oracleErr = runOracle(ctx, sc, opts, nil)
+		oracleRes, boundRes, oracleNotes, oracleErr = hindsight.Run(ctx, sc, opts.initial, nil)
 	}()
 	for i, name := range runs {
 		wg.Add(1)
@@ -143,45 +147,45 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*report.Repo
 
 // runOne simulates one strategy from the start to the end of the scenario.
 func runOne(ctx context.Context, sc *scenario.Scenario, name string, opts Options, progress *atomic.Int64) (report.Result, error) {
-	w, err := newWorld(sc, int64(sc.Seed), name == report.Baseline)
+	w, err := world.New(sc, int64(sc.Seed), name == report.Baseline)
 	if err != nil {
 		return report.Result{}, err
 	}
 	if opts.initial != nil {
-		opts.initial.apply(w)
+		opts.initial(w)
 	}
-	e, err := plan.NewEngine(ctx, &snapshot.Snapshot{Namespaces: w.nsObjs})
+	e, err := plan.NewEngine(ctx, &snapshot.Snapshot{Namespaces: w.Namespaces()})
 	if err != nil {
 		return report.Result{}, err
 	}
-	strategyImpl, err := newStrategy(name, opts.Config)
+	strategyImpl, err := strategy.New(name, opts.Config)
 	if err != nil {
 		return report.Result{}, err
 	}
-	if err := strategyImpl.setup(w, e); err != nil {
+	if err := strategyImpl.Setup(w, e); err != nil {
 		return report.Result{}, err
 	}
-	if s, ok := strategyImpl.(*spotter); ok && opts.tap != nil {
-		opts.tap(w, s.api)
+	if s, ok := strategyImpl.(interface{ API() *world.API }); ok && opts.tap != nil {
+		opts.tap(w, s.API())
 	}
-	sched, err := newScheduler(ctx, w)
+	sched, err := world.NewScheduler(ctx, w)
 	if err != nil {
 		return report.Result{}, err
 	}
-	if u, ok := strategyImpl.(interface{ useRun(*scheduler, bool) }); ok {
-		u.useRun(sched, opts.exhaustive) // a seed that waits while pods are unschedulable
+	if u, ok := strategyImpl.(interface{ UseScheduler(*world.Scheduler, bool) }); ok {
+		u.UseScheduler(sched, opts.exhaustive) // a seed that waits while pods are unschedulable
 	}
-	as, err := newAutoscaler(ctx, w, opts.exhaustive)
+	as, err := world.NewAutoscaler(ctx, w, opts.exhaustive)
 	if err != nil {
 		return report.Result{}, err
 	}
-	if err := w.m.watchSpread(ctx, as.static.fits); err != nil {
+	if err := w.WatchSpread(ctx, as.StaticFit().Fits); err != nil {
 		return report.Result{}, err
 	}
 	// A pod whose gate comes off mid-step is placed at once.
 	var ungatedErr error
-	w.onUngated = func() {
-		if err := sched.run(ctx); err != nil && ungatedErr == nil {
+	w.OnUngated = func() {
+		if err := sched.Run(ctx); err != nil && ungatedErr == nil {
 			ungatedErr = err
 		}
 	}
@@ -197,30 +201,24 @@ func runOne(ctx context.Context, sc *scenario.Scenario, name string, opts Option
 		if ungatedErr != nil {
 			return report.Result{}, ungatedErr
 		}
-		w.advance()
-		if err := strategyImpl.step(ctx, w); err != nil {
+		w.Advance()
+		if err := strategyImpl.Step(ctx, w); err != nil {
 			return report.Result{}, err
 		}
-		if err := sched.run(ctx); err != nil {
+		if err := sched.Run(ctx); err != nil {
 			return report.Result{}, err
 		}
-		if err := as.run(ctx, sched.unschedulable); err != nil {
+		if err := as.Run(ctx, sched.Unschedulable); err != nil {
 			return report.Result{}, err
 		}
-		w.m.observe(step)
+		w.Observe(step)
 		w.Clock.Step(step)
 	}
 	progress.Store(int64(steps))
-	res := w.m.result(name, sc.Duration.Hours()/24)
+	res := w.Result(name, sc.Duration.Hours()/24)
 	// Controllers running on the world's clock stop after the measurement.
-	if s, ok := strategyImpl.(interface{ stop() }); ok {
-		s.stop()
+	if s, ok := strategyImpl.(interface{ Stop() }); ok {
+		s.Stop()
 	}
 	return res, nil
-}
-
-// initialState is a cluster to start from instead of the scenario's initial
-// nodes (see FromCluster).
-type initialState struct {
-	apply func(*World)
 }

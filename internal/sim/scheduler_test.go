@@ -10,6 +10,9 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"spotter.dev/spotter/internal/plan"
+	"spotter.dev/spotter/internal/sim/simtest"
+	"spotter.dev/spotter/internal/sim/strategy"
+	"spotter.dev/spotter/internal/sim/worldtest"
 )
 
 // The world's scheduler is the kube-scheduler's default profile, not the
@@ -23,15 +26,15 @@ import (
 // world as it is: the pod's replacement lands where the kube-scheduler put it,
 // the drain ends, and the on-demand node is left empty.
 func TestWorldSchedulerIsNotThePlanner(t *testing.T) {
-	mem := func(a placedApp, m string) placedApp { a.Memory = resource.MustParse(m); return a }
-	w := constructedWorld(t,
-		mem(app("memory-heavy", 1, "100m", "spot-0002"), "12Gi"), // CPU 15 %, memory 77 % with the pod
-		mem(app("balanced", 1, "3100m", "spot-0003"), "14200Mi"), // 90 % of both with the pod
-		app("full", 1, "4", "spot-0004"),                         // no room
-		app("mover", 1, "500m", "od-0001"),                       // 256Mi
+	mem := func(a simtest.PlacedApp, m string) simtest.PlacedApp { a.Memory = resource.MustParse(m); return a }
+	w := worldtest.ConstructedWorld(t,
+		mem(simtest.App("memory-heavy", 1, "100m", "spot-0002"), "12Gi"), // CPU 15 %, memory 77 % with the pod
+		mem(simtest.App("balanced", 1, "3100m", "spot-0003"), "14200Mi"), // 90 % of both with the pod
+		simtest.App("full", 1, "4", "spot-0004"),                         // no room
+		simtest.App("mover", 1, "500m", "od-0001"),                       // 256Mi
 	)
 	ctx := context.Background()
-	mover := w.Apps[3].pods[0]
+	mover := w.Apps[3].Pods()[0]
 
 	planner := plan.New(plan.Options{})
 	p, err := planner.Plan(ctx, w.Snapshot())
@@ -54,7 +57,7 @@ func TestWorldSchedulerIsNotThePlanner(t *testing.T) {
 		n := w.NodeByName(name)
 		ni := framework.NewNodeInfo()
 		ni.SetNode(n.Obj)
-		for _, pod := range n.pods {
+		for _, pod := range n.Pods() {
 			ni.AddPod(pod.Obj)
 		}
 		feasible = append(feasible, ni)
@@ -65,21 +68,21 @@ func TestWorldSchedulerIsNotThePlanner(t *testing.T) {
 
 	// Spotter's rescheduler drains the on-demand node; the world binds the
 	// replacement.
-	e := mustEngine(t, w)
-	s, err := newStrategy(StrategySpotter, nil)
+	e := worldtest.MustEngine(t, w)
+	s, err := strategy.New(strategy.Spotter, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.setup(w, e); err != nil {
+	if err := s.Setup(w, e); err != nil {
 		t.Fatal(err)
 	}
-	defer s.(*spotter).stop()
-	sched, as := mustScheduler(t, w), &autoscaler{w: w, e: e}
+	defer s.(interface{ Stop() }).Stop()
+	sched, as := worldtest.MustScheduler(t, w), worldtest.MustAutoscaler(t, w)
 	for range 15 {
-		w.advance()
+		w.Advance()
 		for _, step := range []func(context.Context) error{
-			func(ctx context.Context) error { return s.step(ctx, w) }, sched.run,
-			func(ctx context.Context) error { return as.run(ctx, sched.unschedulable) },
+			func(ctx context.Context) error { return s.Step(ctx, w) }, sched.Run,
+			func(ctx context.Context) error { return as.Run(ctx, sched.Unschedulable) },
 		} {
 			if err := step(ctx); err != nil {
 				t.Fatal(err)
@@ -88,46 +91,16 @@ func TestWorldSchedulerIsNotThePlanner(t *testing.T) {
 		w.Clock.Step(time.Minute)
 	}
 	app := w.Apps[3]
-	if len(app.pods) != 1 || app.pods[0] == mover || app.pods[0].Node == nil {
-		t.Fatalf("the pod was not moved: %d pods, first on %v", len(app.pods), app.pods[0].Node)
+	if len(app.Pods()) != 1 || app.Pods()[0] == mover || app.Pods()[0].Node == nil {
+		t.Fatalf("the pod was not moved: %d pods, first on %v", len(app.Pods()), app.Pods()[0].Node)
 	}
-	if got := app.pods[0].Node.Name; got != "spot-0002" {
+	if got := app.Pods()[0].Node.Name; got != "spot-0002" {
 		t.Errorf("the replacement runs on %s; the kube-scheduler's default profile puts it on spot-0002", got)
 	}
-	if od := w.NodeByName("od-0001"); od != nil && len(od.pods) > 0 {
-		t.Errorf("the drained on-demand node still holds %d pods", len(od.pods))
+	if od := w.NodeByName("od-0001"); od != nil && len(od.Pods()) > 0 {
+		t.Errorf("the drained on-demand node still holds %d pods", len(od.Pods()))
 	}
-	if r := w.m.result(StrategySpotter, 1); r.Evictions != 1 || r.WastedEvictions != 0 || r.LostPodMinutes != 0 {
+	if r := w.Result(strategy.Spotter, 1); r.Evictions != 1 || r.WastedEvictions != 0 || r.LostPodMinutes != 0 {
 		t.Errorf("%d voluntary evictions, %d wasted, %.0f lost pod-minutes; want 1, 0 and 0", r.Evictions, r.WastedEvictions, r.LostPodMinutes)
-	}
-}
-
-// A pod the scheduler rejected is tried again as soon as something happened
-// that may let it fit (here a bound pod went, freeing room), not only after
-// the queue's 5 minutes.
-func TestRejectedPodTriedOnNews(t *testing.T) {
-	w := constructedWorld(t,
-		app("od-filler", 1, "2", "od-0001"),
-		app("filler-a", 1, "2", "spot-0002"),
-		app("filler-b", 1, "2", "spot-0003"),
-		app("filler-c", 1, "2", "spot-0004"),
-		app("big", 1, "3", ""),
-	)
-	ctx := context.Background()
-	sched := mustScheduler(t, w)
-	if err := sched.run(ctx); err != nil {
-		t.Fatal(err)
-	}
-	big := w.Apps[4].pods[0]
-	if big.Node != nil || len(sched.unschedulable) != 1 {
-		t.Fatalf("the 3-CPU pod was placed on %v with 2 CPUs free at most", big.Node)
-	}
-	w.Clock.Step(time.Minute)
-	w.removePod(w.Apps[1].pods[0]) // spot-0002 empties
-	if err := sched.run(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if big.Node == nil || big.Node.Name != "spot-0002" {
-		t.Errorf("a minute after room was freed on spot-0002, the pod is on %v", big.Node)
 	}
 }

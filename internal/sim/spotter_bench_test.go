@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"spotter.dev/spotter/internal/sim/scenario"
+	"spotter.dev/spotter/internal/sim/strategy"
 )
 
 // BenchmarkSpotterDefault2d runs the spotter strategy (the real controllers
@@ -16,7 +17,7 @@ func BenchmarkSpotterDefault2d(b *testing.B) {
 	sc := scenario.DefaultScenario()
 	sc.Duration.Duration = 48 * time.Hour
 	for b.Loop() {
-		if _, err := Run(context.Background(), sc, Options{Strategies: []string{StrategySpotter}}); err != nil {
+		if _, err := Run(context.Background(), sc, Options{Strategies: []string{strategy.Spotter}}); err != nil {
 			b.Fatal(err)
 		}
 	}

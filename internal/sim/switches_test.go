@@ -11,6 +11,8 @@ import (
 
 	"spotter.dev/spotter/internal/sim/report"
 	"spotter.dev/spotter/internal/sim/scenario"
+	"spotter.dev/spotter/internal/sim/simtest"
+	"spotter.dev/spotter/internal/sim/strategy"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
 
@@ -44,29 +46,29 @@ func runWith(t *testing.T, sc *scenario.Scenario, cfg *v1alpha1.SpotterConfigura
 // labeler's taint only with the labeler, and nothing that changes the cluster
 // in dry run.
 func TestSpotterHonoursTheSwitches(t *testing.T) {
-	sc := short(t, 36*time.Hour)
-	byDefault := result(t, runWith(t, sc, nil, StrategySpotter), StrategySpotter)
-	off := result(t, runWith(t, sc, config(t, "migrator: {enabled: false}\n"), StrategySpotter), StrategySpotter)
-	on := result(t, runWith(t, sc, config(t, "migrator: {enabled: true}\n"), StrategySpotter), StrategySpotter)
+	sc := simtest.Short(t, 36*time.Hour)
+	byDefault := result(t, runWith(t, sc, nil, strategy.Spotter), strategy.Spotter)
+	off := result(t, runWith(t, sc, config(t, "migrator: {enabled: false}\n"), strategy.Spotter), strategy.Spotter)
+	on := result(t, runWith(t, sc, config(t, "migrator: {enabled: true}\n"), strategy.Spotter), strategy.Spotter)
 
 	if !reflect.DeepEqual(byDefault, off) {
 		t.Errorf("without --config the row differs from migrator.enabled: false, the default:\n%+v\n%+v", summaryLine(byDefault), summaryLine(off))
 	}
-	if off.EvictionsBy[componentMigrator] != 0 {
-		t.Errorf("migrator disabled, yet it evicted %d pods", off.EvictionsBy[componentMigrator])
+	if off.EvictionsBy[strategy.ComponentMigrator] != 0 {
+		t.Errorf("migrator disabled, yet it evicted %d pods", off.EvictionsBy[strategy.ComponentMigrator])
 	}
-	if on.EvictionsBy[componentMigrator] == 0 {
+	if on.EvictionsBy[strategy.ComponentMigrator] == 0 {
 		t.Errorf("migrator enabled, yet it evicted nothing in %s", sc.Duration.Duration)
 	}
 	if off.Cost == on.Cost || reflect.DeepEqual(off, on) {
 		t.Errorf("the migrator switched on and off gives the same row: %s", summaryLine(on))
 	}
 
-	noResched := result(t, runWith(t, sc, config(t, "rescheduler: {enabled: false}\n"), StrategySpotter), StrategySpotter)
-	if noResched.EvictionsBy[componentRescheduler] != 0 || noResched.Cost == off.Cost {
+	noResched := result(t, runWith(t, sc, config(t, "rescheduler: {enabled: false}\n"), strategy.Spotter), strategy.Spotter)
+	if noResched.EvictionsBy[strategy.ComponentRescheduler] != 0 || noResched.Cost == off.Cost {
 		t.Errorf("rescheduler disabled: %s", summaryLine(noResched))
 	}
-	if off.EvictionsBy[componentRescheduler] == 0 {
+	if off.EvictionsBy[strategy.ComponentRescheduler] == 0 {
 		t.Errorf("rescheduler enabled, yet it evicted nothing: %s", summaryLine(off))
 	}
 
@@ -76,8 +78,8 @@ func TestSpotterHonoursTheSwitches(t *testing.T) {
 		"dryRun: true\nmigrator: {enabled: true}\n",
 		"migrator: {enabled: true, dryRun: true}\nrescheduler: {dryRun: true}\nlabeler: {dryRun: true}\nagent: {dryRun: true}\n",
 	} {
-		rep := runWith(t, sc, config(t, body), StrategyNone, StrategySpotter)
-		none, dry := result(t, rep, StrategyNone), result(t, rep, StrategySpotter)
+		rep := runWith(t, sc, config(t, body), strategy.None, strategy.Spotter)
+		none, dry := result(t, rep, strategy.None), result(t, rep, strategy.Spotter)
 		dry.Strategy = none.Strategy
 		if !reflect.DeepEqual(none, dry) {
 			t.Errorf("%severything in dry run, yet the spotter row differs from none:\n%s\n%s", body, summaryLine(dry), summaryLine(none))

@@ -11,42 +11,10 @@ import (
 	"time"
 
 	"spotter.dev/spotter/internal/sim/scenario"
+	"spotter.dev/spotter/internal/sim/simtest"
+	"spotter.dev/spotter/internal/sim/strategy"
+	"spotter.dev/spotter/internal/sim/world"
 )
-
-// A trace may carry the spot price at each tick ("prices", as the AWS 1-node
-// preemption traces of spot-traces do); fields the simulator does not read
-// are warnings, not errors: the format grows.
-func TestTraceWithPricesAndUnknownFields(t *testing.T) {
-	tr, err := scenario.ParseTrace([]byte(`{"metadata": {"gap_seconds": 60, "instance_type": "r5.16xlarge"},
-		"data": [1, 1, 0, 1], "prices": [1.0, 3.0, 2.0, 2.0], "source": "aws"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(tr.Prices) != 4 || tr.PriceFactor(0) != 0.5 || tr.PriceFactor(time.Minute) != 1.5 || tr.PriceFactor(5*time.Minute) != 1.5 {
-		t.Errorf("prices %v, factors %v %v", tr.Prices, tr.PriceFactor(0), tr.PriceFactor(time.Minute))
-	}
-	want := []string{`unknown field "source" ignored`, `unknown field "metadata.instance_type" ignored`}
-	if !slices.Equal(tr.Warnings, want) {
-		t.Errorf("warnings %q, want %q", tr.Warnings, want)
-	}
-	plain, err := scenario.ParseTrace([]byte(`{"metadata": {"gap_seconds": 60}, "data": [1]}`))
-	if err != nil || plain.Prices != nil || plain.Warnings != nil || plain.PriceFactor(0) != 1 {
-		t.Errorf("a trace without prices: %+v, %v", plain, err)
-	}
-
-	for _, tc := range []struct{ body, want string }{
-		{`{"metadata": {"gap_seconds": 60}, "data": [1, 2], "prices": [1]}`, "prices has 1 entries, data 2"},
-		{`{"metadata": {"gap_seconds": 60}, "data": [1, 2], "prices": [1, 0]}`, "prices[1] is 0: must be a price above 0"},
-		{`{"metadata": {"gap_seconds": 60}, "data": [1], "prices": [-2]}`, "prices[0] is -2"},
-		{`{"metadata": {"gap_seconds": 60}, "data": [1], "prices": ["1"]}`, "not a trace file"},
-		{`{"metadata": {"gap_seconds": 60}, "data": [1]} trailing`, "not a trace file"},
-		{`{"metadata": {"gap": 60}, "data": [1]}`, "metadata.gap_seconds must be"},
-	} {
-		if _, err := scenario.ParseTrace([]byte(tc.body)); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: got %v, want %q", tc.body, err, tc.want)
-		}
-	}
-}
 
 // A zone whose trace has prices bills its spot nodes at the group's price
 // times the trace's price relative to its mean; on-demand nodes keep theirs.
@@ -67,11 +35,11 @@ workloads:
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := newWorld(sc, 1, false)
+	w, err := world.New(sc, 1, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var od, sp *Group
+	var od, sp *world.Group
 	for _, g := range w.Groups {
 		if g.Spot {
 			sp = g
@@ -83,7 +51,7 @@ workloads:
 		at          time.Duration
 		spot, onDem float64
 	}{{0, 0.1, 0.5}, {59 * time.Minute, 0.1, 0.5}, {time.Hour, 0.3, 0.5}, {2 * time.Hour, 0.1, 0.5}} {
-		w.Clock.SetTime(w.start.Add(tc.at))
+		w.Clock.SetTime(w.Start().Add(tc.at))
 		if got := w.PricePerHour(sp); math.Abs(got-tc.spot) > 1e-12 {
 			t.Errorf("spot at %s: %v, want %v", tc.at, got, tc.spot)
 		}
@@ -91,14 +59,14 @@ workloads:
 			t.Errorf("on-demand at %s: %v, want %v", tc.at, got, tc.onDem)
 		}
 	}
-	w.Clock.SetTime(w.start)
-	w.m.observe(time.Hour)
-	w.Clock.SetTime(w.start.Add(time.Hour))
-	w.m.observe(time.Hour)
-	if want := 0.5 + 0.1 + 0.5 + 0.3; math.Abs(w.m.r.Cost-want) > 1e-9 {
-		t.Errorf("cost of two hours %.4f, want %.4f", w.m.r.Cost, want)
+	w.Clock.SetTime(w.Start())
+	w.Observe(time.Hour)
+	w.Clock.SetTime(w.Start().Add(time.Hour))
+	w.Observe(time.Hour)
+	if want := 0.5 + 0.1 + 0.5 + 0.3; math.Abs(w.Result("test", 1).Cost-want) > 1e-9 {
+		t.Errorf("cost of two hours %.4f, want %.4f", w.Result("test", 1).Cost, want)
 	}
-	rep := run(t, sc, StrategyNone)
+	rep := run(t, sc, strategy.None)
 	if !slices.Equal(rep.PricedZones, []string{"a"}) {
 		t.Errorf("priced zones %v", rep.PricedZones)
 	}
@@ -135,7 +103,7 @@ workloads:
 	if errs := scenario.ValidateScenario(sc, ""); len(errs) > 0 {
 		t.Fatalf("validated again after --duration and --seed: %v", errs)
 	}
-	rep := run(t, sc, StrategyNone)
+	rep := run(t, sc, strategy.None)
 	want := []string{`zones[0].spotCapacity.trace: traces/cap.json: unknown field "metadata.note" ignored`,
 		`zones[0].preemptions.trace: traces/cap.json: unknown field "metadata.note" ignored`}
 	if !slices.Equal(rep.Warnings, want) {
@@ -194,11 +162,11 @@ func TestTraceFilesLoad(t *testing.T) {
 			if strings.HasPrefix(rel, "availability/") {
 				market = "spotCapacity: {trace: " + rel + "}"
 			}
-			sc, err := scenario.ParseScenario([]byte(strings.Replace(tiny, "{name: b, spotCapacity: {nodes: 3}}", "{name: b, "+market+"}", 1)), traceDir)
+			sc, err := scenario.ParseScenario([]byte(strings.Replace(simtest.Tiny, "{name: b, spotCapacity: {nodes: 3}}", "{name: b, "+market+"}", 1)), traceDir)
 			if err != nil {
 				t.Fatal(err)
 			}
-			rep := run(t, sc, StrategySpotter)
+			rep := run(t, sc, strategy.Spotter)
 			if (tr.Prices != nil) != slices.Contains(rep.PricedZones, "b") {
 				t.Errorf("priced zones %v", rep.PricedZones)
 			}

@@ -1,4 +1,4 @@
-package sim
+package world
 
 import (
 	"context"
@@ -51,7 +51,7 @@ type spreadApp struct {
 // (ZoneSpreadShortZoneMinutes).
 func (m *recorder) watchSpread(ctx context.Context, fits func(context.Context, *App, *Group) (bool, error)) error {
 	for _, a := range m.w.Apps {
-		if zoneSpread, _ := spreadOf(a.Template); !zoneSpread {
+		if zoneSpread, _ := SpreadOf(a.Template); !zoneSpread {
 			continue
 		}
 		zones := map[*market.Zone]bool{}
@@ -195,7 +195,7 @@ func (m *recorder) observe(step time.Duration) {
 	}
 	for _, a := range w.Apps {
 		if a.PDB != nil {
-			healthy, desired := w.pdbHealth(a)
+			healthy, desired := w.PDBHealth(a)
 			// A replacement is on the way only while the workload has fewer
 			// healthy pods than its scale: when a scale-down took an evicted
 			// pod's place, none comes, and a later shortfall (a preemption)

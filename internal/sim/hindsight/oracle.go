@@ -1,4 +1,8 @@
-package sim
+// Package hindsight computes the report's rows no strategy could run: the
+// packing heuristic (every pod the workloads want, packed at each step on
+// the cheapest capacity that exists then) and the lower bound no run can pay
+// less than, from the scenario and its market alone.
+package hindsight
 
 import (
 	"context"
@@ -16,6 +20,7 @@ import (
 	"spotter.dev/spotter/internal/sim/market"
 	"spotter.dev/spotter/internal/sim/report"
 	"spotter.dev/spotter/internal/sim/scenario"
+	"spotter.dev/spotter/internal/sim/world"
 )
 
 // The oracle is the yardstick of the report: what the scenario's workloads
@@ -49,7 +54,7 @@ import (
 // kube-scheduler's filter plugins), so its cost is an achievable upper bound
 // on the true hindsight optimum, which can be lower.
 type oracle struct {
-	w      *World
+	w      *world.World
 	groups []oracleGroup
 	apps   []oracleApp
 	// orders are the packing orders of apps tried at each step.
@@ -59,13 +64,13 @@ type oracle struct {
 }
 
 type oracleGroup struct {
-	g    *Group
+	g    *world.Group
 	zone int // index in w.zones, -1 when none
 	spot bool
 }
 
 type oracleApp struct {
-	a        *App
+	a        *world.App
 	cpu, mem int64
 	// eligible[g] reports whether the app's pod fits an empty node of group
 	// g (the filter plugins).
@@ -91,20 +96,20 @@ type packing struct {
 }
 
 // newOracle builds the oracle of a scenario: its groups and workloads as
-// newWorld makes them (with --from-cluster's initial state), and for each
-// workload the groups its pod may run on.
-func newOracle(ctx context.Context, sc *scenario.Scenario, opts Options) (*oracle, error) {
-	w, err := newWorld(sc, int64(sc.Seed), false)
+// world.New makes them (then changed by initial, when set: --from-cluster's
+// initial state), and for each workload the groups its pod may run on.
+func newOracle(ctx context.Context, sc *scenario.Scenario, initial func(*world.World)) (*oracle, error) {
+	w, err := world.New(sc, int64(sc.Seed), false)
 	if err != nil {
 		return nil, err
 	}
-	if opts.initial != nil {
-		opts.initial.apply(w)
+	if initial != nil {
+		initial(w)
 	}
 	// Which groups each workload's pod may run on is the kube-scheduler's
 	// answer (its filter plugins on an empty node of each group), not the
 	// planner's.
-	k, err := newScheduler(ctx, w)
+	k, err := world.NewScheduler(ctx, w)
 	if err != nil {
 		return nil, err
 	}
@@ -113,36 +118,36 @@ func newOracle(ctx context.Context, sc *scenario.Scenario, opts Options) (*oracl
 	index := map[string]int{}
 	for i, g := range w.Groups {
 		og := oracleGroup{g: g, zone: -1, spot: g.Spot}
-		for zi, z := range w.zones {
+		for zi, z := range w.Zones() {
 			if z.Name == g.Zone {
 				og.zone = zi
 			}
 		}
 		o.groups = append(o.groups, og)
-		templates[i] = w.template(g, i)
+		templates[i] = w.Template(g, i)
 		index[templates[i].Name] = i
 	}
-	if err := k.k.Sync(templates, nil); err != nil {
+	if err := k.Kube().Sync(templates, nil); err != nil {
 		return nil, err
 	}
 	var unhonoured []string
 	for _, a := range w.Apps {
-		oa := oracleApp{a: a, cpu: a.cpu, mem: a.mem, eligible: make([]bool, len(w.Groups))}
+		oa := oracleApp{a: a, cpu: a.MilliCPU(), mem: a.MemoryBytes(), eligible: make([]bool, len(w.Groups))}
 		probe := a.Template.DeepCopy()
 		probe.Name, probe.Spec.NodeName = a.Name+"-oracle-probe", ""
-		feasible, err := k.k.Feasible(ctx, probe)
+		feasible, err := k.Kube().Feasible(ctx, probe)
 		if err != nil {
 			return nil, err
 		}
 		for _, name := range feasible {
 			oa.eligible[index[name]] = true
 		}
-		zoneSpread, other := spreadOf(a.Template)
+		zoneSpread, other := world.SpreadOf(a.Template)
 		if other {
 			unhonoured = append(unhonoured, a.Namespace+"/"+a.Name)
 		}
 		if zoneSpread {
-			for zi := range w.zones {
+			for zi := range w.Zones() {
 				for gi, og := range o.groups {
 					if og.zone == zi && oa.eligible[gi] {
 						oa.spreadZones = append(oa.spreadZones, zi)
@@ -161,30 +166,6 @@ func newOracle(ctx context.Context, sc *scenario.Scenario, opts Options) (*oracl
 	return o, nil
 }
 
-// spreadOf reads a pod template's hard constraints: whether it spreads over
-// zones, and whether it has inter-pod constraints the oracle does not honour.
-func spreadOf(p *corev1.Pod) (zoneSpread, other bool) {
-	for _, c := range p.Spec.TopologySpreadConstraints {
-		if c.WhenUnsatisfiable != corev1.DoNotSchedule {
-			continue // a preference: the oracle may ignore it
-		}
-		if c.TopologyKey == ZoneLabel {
-			zoneSpread = true
-		} else {
-			other = true
-		}
-	}
-	if a := p.Spec.Affinity; a != nil {
-		if a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
-			other = true
-		}
-		if a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
-			other = true
-		}
-	}
-	return zoneSpread, other
-}
-
 // packingOrders are the orders the apps are packed in, the most constrained
 // first: those that may not run on spot and those spread over zones (in one
 // order, then in the other: the on-demand nodes of the first can hold some of
@@ -193,7 +174,7 @@ func spreadOf(p *corev1.Pod) (zoneSpread, other bool) {
 func (o *oracle) packingOrders() [][]int {
 	var refCPU, refMem int64 = 1, 1
 	for _, og := range o.groups {
-		refCPU, refMem = max(refCPU, og.g.cpu), max(refMem, og.g.mem)
+		refCPU, refMem = max(refCPU, og.g.MilliCPU()), max(refMem, og.g.MemoryBytes())
 	}
 	class := func(a *oracleApp, spreadFirst bool) int {
 		spot := false
@@ -283,7 +264,7 @@ func (o *oracle) packIn(order, desired []int, m limits, price []float64) packing
 	}
 	open := func(gi int, kept, minimum bool) int {
 		g := o.groups[gi].g
-		pk.nodes = append(pk.nodes, oracleNode{group: gi, cpu: g.cpu, mem: g.mem, slots: int(g.Pods), kept: kept, minimum: minimum})
+		pk.nodes = append(pk.nodes, oracleNode{group: gi, cpu: g.MilliCPU(), mem: g.MemoryBytes(), slots: int(g.Pods), kept: kept, minimum: minimum})
 		pk.opened[gi]++
 		if z := o.groups[gi].zone; o.groups[gi].spot && z >= 0 {
 			if kept {
@@ -365,7 +346,7 @@ func (o *oracle) place(pk *packing, ai, z, count int, price []float64, canOpen f
 			if !ok {
 				continue
 			}
-			per := min(count, fits(og.g.cpu, og.g.mem, int(og.g.Pods), a))
+			per := min(count, fits(og.g.MilliCPU(), og.g.MemoryBytes(), int(og.g.Pods), a))
 			if per == 0 {
 				continue
 			}
@@ -400,26 +381,26 @@ func fits(cpu, mem int64, slots int, a *oracleApp) int {
 // prices and the capacity of that moment into desired, price and capacity.
 func (o *oracle) at(e time.Duration, desired []int, price []float64, capacity []int) {
 	w := o.w
-	w.Clock.SetTime(w.start.Add(e))
+	w.Clock.SetTime(w.Start().Add(e))
 	for ai := range o.apps {
-		desired[ai] = w.desiredReplicas(o.apps[ai].a)
+		desired[ai] = w.DesiredReplicas(o.apps[ai].a)
 	}
 	for gi, og := range o.groups {
 		price[gi] = w.PricePerHour(og.g)
 	}
-	for zi, z := range w.zones {
+	for zi, z := range w.Zones() {
 		capacity[zi] = z.Capacity(e)
 	}
 }
 
 // run computes the oracle's row over the scenario, step by step.
 func (o *oracle) run(ctx context.Context, progress *atomic.Int64) (report.Result, report.Result, error) {
-	w, sc := o.w, o.w.sc
+	w, sc := o.w, o.w.Scenario()
 	step := sc.Step.Duration
 	steps := int(sc.Duration.Duration / step)
 	res, bnd := report.Result{Strategy: report.Packing}, report.Result{Strategy: report.Bound}
 	rng := rand.New(rand.NewPCG(uint64(sc.Seed), 0x0ac1e))
-	m := limits{capacity: make([]int, len(w.zones)), kept: make([]int, len(o.groups))}
+	m := limits{capacity: make([]int, len(w.Zones())), kept: make([]int, len(o.groups))}
 	desired := make([]int, len(o.apps))
 	price := make([]float64, len(o.groups))
 	lb := o.newBound()
@@ -436,7 +417,7 @@ func (o *oracle) run(ctx context.Context, progress *atomic.Int64) (report.Result
 		}
 		e := time.Duration(i) * step
 		o.at(e, desired, price, m.capacity)
-		for zi, z := range w.zones {
+		for zi, z := range w.Zones() {
 			o.preempt(zi, z, e-step, e, m.kept, rng)
 		}
 		perHour, short, err := lb.at(desired, price, m.capacity)
@@ -541,10 +522,11 @@ func (o *oracle) preempt(zi int, z *market.Zone, from, to time.Duration, kept []
 	}
 }
 
-// runOracle computes the packing's and the bound's rows of a scenario, and
-// what the packing does not honour.
-func runOracle(ctx context.Context, sc *scenario.Scenario, opts Options, progress *atomic.Int64) (report.Result, report.Result, []string, error) {
-	o, err := newOracle(ctx, sc, opts)
+// Run computes the packing's and the bound's rows of a scenario, and what
+// the packing does not honour. initial, when set, changes the world the
+// workloads are read from, as it changes the strategies' worlds.
+func Run(ctx context.Context, sc *scenario.Scenario, initial func(*world.World), progress *atomic.Int64) (report.Result, report.Result, []string, error) {
+	o, err := newOracle(ctx, sc, initial)
 	if err != nil {
 		return report.Result{}, report.Result{}, nil, err
 	}

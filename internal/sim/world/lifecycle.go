@@ -1,4 +1,4 @@
-package sim
+package world
 
 import (
 	"math"
@@ -9,19 +9,19 @@ import (
 	"spotter.dev/spotter/internal/sim/scenario"
 )
 
-// advance runs the world's own processes at the end of a step: nodes become
+// Advance runs the world's own processes at the end of a step: nodes become
 // Ready, noticed nodes terminate, the market's notices of the next step are
 // scheduled, terminating and lost pods go, pods become Ready, and the
 // workload controllers create and delete pods for the load.
-func (w *World) advance() {
+func (w *World) Advance() {
 	now, e := w.Now(), w.Elapsed()
 	for _, n := range w.nodes {
 		if n.state == provisioning && !n.Noticed() && !now.Before(n.ReadyAt) {
 			n.state = ready
 			w.schedEvents++ // registered
 			w.refresh(n)
-			if w.onReady != nil {
-				w.onReady(n)
+			if w.OnReady != nil {
+				w.OnReady(n)
 			}
 		}
 	}
@@ -73,7 +73,7 @@ func (w *World) preemptions(next time.Duration) {
 				if w.rng.Float64() < p {
 					at := e - w.Elapsed() + time.Duration(w.rng.Int64N(int64(step)))
 					w.Clock.AfterFunc(at, func() {
-						if alive(w, n) && !n.Noticed() {
+						if Alive(w, n) && !n.Noticed() {
 							w.notice(n, z)
 						}
 					})
@@ -118,18 +118,18 @@ func (w *World) notice(n *Node, z *market.Zone) {
 	w.m.preempted(n)
 	w.changed()
 	w.Clock.AfterFunc(z.Notice, func() {
-		if alive(w, n) {
+		if Alive(w, n) {
 			w.terminate(n)
 		}
 	})
-	if w.onNotice != nil && n.Ready() {
-		w.onNotice(n)
+	if w.OnNotice != nil && n.Ready() {
+		w.OnNotice(n)
 	}
 }
 
-// desiredReplicas follows the daily cycle: Low at the trough, Peak at the
+// DesiredReplicas follows the daily cycle: Low at the trough, Peak at the
 // peak hour, a cosine in between.
-func (w *World) desiredReplicas(a *App) int {
+func (w *World) DesiredReplicas(a *App) int {
 	if a.Peak == a.Low {
 		return int(a.Low)
 	}
@@ -143,7 +143,7 @@ func (w *World) desiredReplicas(a *App) int {
 // soon as a pod is terminating; a StatefulSet (Parallel pod management)
 // recreates an ordinal only when its pod is gone.
 func (w *World) reconcile(a *App) {
-	a.desired = w.desiredReplicas(a)
+	a.desired = w.DesiredReplicas(a)
 	if a.Kind == scenario.StatefulSet {
 		have := map[int]bool{}
 		for _, p := range a.pods {

@@ -1,16 +1,16 @@
-package sim
+package strategy
 
 import (
 	"spotter.dev/spotter/internal/sim/scenario"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
 
-// withScenarioPrices returns cfg with the scenario's list prices as its
+// WithScenarioPrices returns cfg with the scenario's list prices as its
 // pricing section, when cfg names no instance type's price: what an operator
 // writes there for the planner (consolidations need the price of the node
 // they empty). A configuration with prices of its own is used as it is, and
 // cfg itself is never changed.
-func withScenarioPrices(cfg *v1alpha1.SpotterConfiguration, sc *scenario.Scenario) *v1alpha1.SpotterConfiguration {
+func WithScenarioPrices(cfg *v1alpha1.SpotterConfiguration, sc *scenario.Scenario) *v1alpha1.SpotterConfiguration {
 	if len(cfg.Pricing.InstanceTypes) > 0 {
 		return cfg
 	}

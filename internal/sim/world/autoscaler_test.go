@@ -1,4 +1,4 @@
-package sim
+package world
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"spotter.dev/spotter/internal/sim/report"
 	"spotter.dev/spotter/internal/sim/scenario"
+	"spotter.dev/spotter/internal/sim/simtest"
 )
 
 // A spot group that never gets capacity is backed off (internal/backoff's
@@ -19,25 +20,25 @@ import (
 // overflow and end it in the past.
 // scheduledOnce builds the world of sc (seed 1) with its scheduler and
 // autoscaler, and runs the scheduler once at the start.
-func scheduledOnce(t *testing.T, sc *scenario.Scenario) (*World, *scheduler, *autoscaler) {
+func scheduledOnce(t *testing.T, sc *scenario.Scenario) (*World, *Scheduler, *Autoscaler) {
 	t.Helper()
-	w, err := newWorld(sc, 1, false)
+	w, err := New(sc, 1, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := mustEngine(t, w)
-	sched, as := mustScheduler(t, w), &autoscaler{w: w, e: e}
-	w.advance()
-	if err := sched.run(context.Background()); err != nil {
+	sched, as := mustScheduler(t, w), &Autoscaler{w: w, e: e}
+	w.Advance()
+	if err := sched.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	return w, sched, as
 }
 
 func TestAutoscalerBackoffNeverEndsInThePast(t *testing.T) {
-	body := strings.Replace(tiny, "{name: b, spotCapacity: {nodes: 3}}", "{name: b, spotCapacity: {nodes: 0}}", 1)
+	body := strings.Replace(simtest.Tiny, "{name: b, spotCapacity: {nodes: 3}}", "{name: b, spotCapacity: {nodes: 0}}", 1)
 	body = strings.Replace(body, "pricePerHour: 0.1, initial: 1}", "pricePerHour: 0.1, initial: 0, max: 0}", 1)
-	sc, err := parse(t, body)
+	sc, err := simtest.Parse(t, body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func TestAutoscalerBackoffNeverEndsInThePast(t *testing.T) {
 	sc.Cluster.ScaleUpBackoff.Duration, sc.Cluster.MaxScaleUpBackoff.Duration = 24*time.Hour, 0
 	w, sched, as := scheduledOnce(t, sc)
 	ctx := context.Background()
-	if len(sched.unschedulable) == 0 {
+	if len(sched.Unschedulable) == 0 {
 		t.Fatal("no pod waits for a node")
 	}
 	var spot *Group
@@ -56,7 +57,7 @@ func TestAutoscalerBackoffNeverEndsInThePast(t *testing.T) {
 	}
 	rest := time.Duration(0)
 	for failures := 1; failures <= 40; failures++ {
-		if err := as.scaleUp(ctx, sched.unschedulable); err != nil {
+		if err := as.scaleUp(ctx, sched.Unschedulable); err != nil {
 			t.Fatal(err)
 		}
 		now := w.Now()
@@ -79,23 +80,23 @@ func TestAutoscalerBackoffNeverEndsInThePast(t *testing.T) {
 // whose pods a PodDisruptionBudget holds stays.
 func TestScaleDownOfUnderusedNodes(t *testing.T) {
 	for _, guarded := range []bool{false, true} {
-		small := app("small", 1, "500m", "od-0001")
+		small := simtest.App("small", 1, "500m", "od-0001")
 		if guarded {
 			small.PDB = &scenario.PDBSpec{MinAvailable: ptr.To[int32](1)}
 		}
 		// spot-0002 is used enough to stay; the other spot nodes, empty, go.
-		w := constructedWorld(t, small, app("busy", 1, "2500m", "spot-0002"))
+		w := constructedWorld(t, small, simtest.App("busy", 1, "2500m", "spot-0002"))
 		ctx := context.Background()
 		e := mustEngine(t, w)
-		sched, as := mustScheduler(t, w), &autoscaler{w: w, e: e}
+		sched, as := mustScheduler(t, w), &Autoscaler{w: w, e: e}
 		od := w.NodeByName("od-0001")
 		tainted := false
 		for range 20 {
-			w.advance()
-			if err := sched.run(ctx); err != nil {
+			w.Advance()
+			if err := sched.Run(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if err := as.run(ctx, sched.unschedulable); err != nil {
+			if err := as.Run(ctx, sched.Unschedulable); err != nil {
 				t.Fatal(err)
 			}
 			for _, taint := range od.Obj.Spec.Taints {
@@ -124,7 +125,7 @@ func TestAutoscalerTaintStaysTheAutoscalers(t *testing.T) {
 	n := w.NodeByName("od-0001")
 	n.toBeDeleted = w.Now()
 	w.refresh(n)
-	newAPI(w).writeNode(n, n.Obj.DeepCopy())
+	NewAPI(w).writeNode(n, n.Obj.DeepCopy())
 	n.toBeDeleted = time.Time{}
 	w.refresh(n)
 	for _, taint := range n.Obj.Spec.Taints {
@@ -138,25 +139,25 @@ func TestAutoscalerTaintStaysTheAutoscalers(t *testing.T) {
 // preempted while provisioning are no longer counted as on their way: the
 // pods that waited for them get new ones.
 func TestScaleUpAfterRefusalsAndPreemptions(t *testing.T) {
-	body := strings.Replace(tiny, "replicas: 3,", "replicas: 12,", 1)
+	body := strings.Replace(simtest.Tiny, "replicas: 3,", "replicas: 12,", 1)
 	refused := strings.Replace(strings.Replace(body, "{nodes: 3}", "{nodes: 0}", 1), "pricePerHour: 0.1, initial: 1}", "pricePerHour: 0.1, initial: 1, max: 1}", 1)
 	ctx := context.Background()
-	sc, err := parse(t, refused)
+	sc, err := simtest.Parse(t, refused)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, sched, as := scheduledOnce(t, sc)
-	if len(sched.unschedulable) == 0 {
+	if len(sched.Unschedulable) == 0 {
 		t.Fatal("no pod waits for a node")
 	}
-	if err := as.scaleUp(ctx, sched.unschedulable); err != nil {
+	if err := as.scaleUp(ctx, sched.Unschedulable); err != nil {
 		t.Fatal(err)
 	}
 	if !as.lastScaleUp.IsZero() {
 		t.Errorf("a refused scale-up started the scale-down delay at %s", as.lastScaleUp)
 	}
 
-	if sc, err = parse(t, body); err != nil {
+	if sc, err = simtest.Parse(t, body); err != nil {
 		t.Fatal(err)
 	}
 	w, sched, as := scheduledOnce(t, sc)
@@ -172,7 +173,7 @@ func TestScaleUpAfterRefusalsAndPreemptions(t *testing.T) {
 		}
 		return fresh, noticed
 	}
-	if err := as.scaleUp(ctx, sched.unschedulable); err != nil {
+	if err := as.scaleUp(ctx, sched.Unschedulable); err != nil {
 		t.Fatal(err)
 	}
 	launched, _ := onTheirWay()
@@ -184,7 +185,7 @@ func TestScaleUpAfterRefusalsAndPreemptions(t *testing.T) {
 			w.notice(n, n.Group.zone)
 		}
 	}
-	if err := as.scaleUp(ctx, sched.unschedulable); err != nil {
+	if err := as.scaleUp(ctx, sched.Unschedulable); err != nil {
 		t.Fatal(err)
 	}
 	if fresh, noticed := onTheirWay(); fresh == 0 || noticed != launched {

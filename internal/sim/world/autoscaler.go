@@ -1,4 +1,4 @@
-package sim
+package world
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"spotter.dev/spotter/internal/snapshot"
 )
 
-// autoscaler is a node-group autoscaler modelled on the cluster autoscaler
+// Autoscaler is a node-group autoscaler modelled on the cluster autoscaler
 // with the price expander:
 //
 //   - scale-up: pods the scheduler could not place first go to nodes already
@@ -40,14 +40,14 @@ import (
 //     that long whose pods may move and fit elsewhere, drained first
 //     (scaleDownUnderused). Nodes a strategy drains or a preemption notice
 //     covers are left alone.
-type autoscaler struct {
+type Autoscaler struct {
 	w           *World
 	e           *plan.Engine
 	lastVersion uint64
 	lastRun     time.Time
 	// static and lazy templates (scaleUp) spare scheduling questions whose
 	// answer is known, unless exhaustive (Options.exhaustive).
-	static     *staticFit
+	static     *StaticFit
 	exhaustive bool
 	// lastScaleUp is when the autoscaler last added a node; removing is the
 	// node it is removing with pods on it; k places their pods in its check
@@ -57,20 +57,22 @@ type autoscaler struct {
 	k           *kubescheduler.Scheduler
 }
 
-// newAutoscaler makes the autoscaler of a world. It asks its scheduling
+// NewAutoscaler makes the autoscaler of a world. It asks its scheduling
 // questions of an engine of its own: an engine keeps the pods' computed
 // requests only for the pods of its last question, and the autoscaler's
 // questions (few bound pods) would make the scheduler's (all of them) compute
 // them afresh.
-func newAutoscaler(ctx context.Context, w *World, exhaustive bool) (*autoscaler, error) {
+func NewAutoscaler(ctx context.Context, w *World, exhaustive bool) (*Autoscaler, error) {
 	e, err := plan.NewEngine(ctx, &snapshot.Snapshot{Namespaces: w.nsObjs})
 	if err != nil {
 		return nil, err
 	}
-	return &autoscaler{w: w, e: e, static: newStaticFit(w, e), exhaustive: exhaustive}, nil
+	return &Autoscaler{w: w, e: e, static: NewStaticFit(w, e), exhaustive: exhaustive}, nil
 }
 
-func (a *autoscaler) run(ctx context.Context, unschedulable []*Pod) error {
+// Run is one pass of the autoscaler at the end of a step: scale-up for the
+// pods the scheduler could not place (unschedulable), then scale-down.
+func (a *Autoscaler) Run(ctx context.Context, unschedulable []*Pod) error {
 	a.cancelFailed()
 	if err := a.scaleUp(ctx, unschedulable); err != nil {
 		return err
@@ -79,7 +81,7 @@ func (a *autoscaler) run(ctx context.Context, unschedulable []*Pod) error {
 	return a.scaleDownUnderused(ctx)
 }
 
-func (a *autoscaler) scaleUp(ctx context.Context, unschedulable []*Pod) error {
+func (a *Autoscaler) scaleUp(ctx context.Context, unschedulable []*Pod) error {
 	w := a.w
 	var waiting []*Pod
 	for _, p := range unschedulable {
@@ -113,7 +115,7 @@ func (a *autoscaler) scaleUp(ctx context.Context, unschedulable []*Pod) error {
 	if !a.exhaustive {
 		// Every destination below is a node without pods: the bound pods
 		// count only for spread and affinity.
-		bound = constraining(bound, waiting)
+		bound = Constraining(bound, waiting)
 	}
 	// Largest first, as the cluster autoscaler's binpacking estimator.
 	sort.SliceStable(waiting, func(i, j int) bool {
@@ -134,7 +136,7 @@ func (a *autoscaler) scaleUp(ctx context.Context, unschedulable []*Pod) error {
 		for _, n := range upcoming {
 			isUpcoming[n.Name] = true
 		}
-		placed, err := a.e.Schedule(ctx, plan.ScheduleRequest{Nodes: nodeObjs(append(readyNodes, upcoming...)), Pods: bound,
+		placed, err := a.e.Schedule(ctx, plan.ScheduleRequest{Nodes: NodeObjs(append(readyNodes, upcoming...)), Pods: bound,
 			Pending: objs(waiting), Eligible: func(n *corev1.Node) bool { return isUpcoming[n.Name] }})
 		if err != nil {
 			return err
@@ -151,7 +153,7 @@ func (a *autoscaler) scaleUp(ctx context.Context, unschedulable []*Pod) error {
 		return nil
 	}
 	var best *option
-	existing := nodeObjs(append(readyNodes, upcoming...))
+	existing := NodeObjs(append(readyNodes, upcoming...))
 	for _, g := range w.Groups {
 		room := int(g.Max) - g.count
 		if room <= 0 || g.backoff.Active(now) {
@@ -197,7 +199,7 @@ func (a *autoscaler) scaleUp(ctx context.Context, unschedulable []*Pod) error {
 
 // fail backs a group off after a failed scale-up: the options changed, so
 // the autoscaler looks again on the next step.
-func (a *autoscaler) fail(g *Group) {
+func (a *Autoscaler) fail(g *Group) {
 	g.backoff.Fail(a.w.Now(), a.w.sc.Cluster.ScaleUpBackoff.Duration, a.w.sc.Cluster.MaxScaleUpBackoff.Duration)
 	a.w.changed()
 }
@@ -205,7 +207,7 @@ func (a *autoscaler) fail(g *Group) {
 // cancelFailed cancels the requests the cloud reported failed for want of
 // spot capacity, in every group, whoever asked for them, and backs their
 // groups off.
-func (a *autoscaler) cancelFailed() {
+func (a *Autoscaler) cancelFailed() {
 	w := a.w
 	failedGroups := map[*Group]bool{}
 	for _, n := range slices.Clone(w.nodes) {
@@ -237,10 +239,10 @@ type option struct {
 // doubled while every one of them was used. Once a template is left empty,
 // more of them would change nothing: a pod that fitted none of the templates
 // did not fit that empty one, and would not fit another empty one.
-func (a *autoscaler) tryGroup(ctx context.Context, g *Group, room int, waiting []*Pod, existing []*corev1.Node, bound []*corev1.Pod) (*option, error) {
+func (a *Autoscaler) tryGroup(ctx context.Context, g *Group, room int, waiting []*Pod, existing []*corev1.Node, bound []*corev1.Pod) (*option, error) {
 	w := a.w
 	if a.static == nil {
-		a.static = newStaticFit(w, a.e)
+		a.static = NewStaticFit(w, a.e)
 	}
 	o := &option{g: g}
 	pods := waiting
@@ -249,7 +251,7 @@ func (a *autoscaler) tryGroup(ctx context.Context, g *Group, room int, waiting [
 		pods = nil
 		var cpu, mem int64
 		for _, p := range waiting {
-			ok, err := a.static.fits(ctx, p.App, g)
+			ok, err := a.static.Fits(ctx, p.App, g)
 			if err != nil {
 				return nil, err
 			}
@@ -273,7 +275,7 @@ func (a *autoscaler) tryGroup(ctx context.Context, g *Group, room int, waiting [
 		templates := make([]*corev1.Node, k)
 		isTemplate := map[string]bool{}
 		for i := range templates {
-			templates[i] = w.template(g, i)
+			templates[i] = w.Template(g, i)
 			isTemplate[templates[i].Name] = true
 		}
 		placed, err := a.e.Schedule(ctx, plan.ScheduleRequest{Nodes: append(append([]*corev1.Node(nil), existing...), templates...),
@@ -297,14 +299,14 @@ func (a *autoscaler) tryGroup(ctx context.Context, g *Group, room int, waiting [
 	}
 }
 
-// constraining are the bound pods that can change whether one of the
+// Constraining are the bound pods that can change whether one of the
 // waiting pods passes the filter plugins on a node without pods: those with
 // pod affinity or anti-affinity of their own (an anti-affinity term can
 // refuse a newcomer), and those a waiting pod's spread constraints or
 // affinity terms select (by labels alone, whatever the namespaces: a
 // superset). Resources, ports and volumes of a node without pods owe nothing
 // to other nodes' pods.
-func constraining(bound []*corev1.Pod, waiting []*Pod) []*corev1.Pod {
+func Constraining(bound []*corev1.Pod, waiting []*Pod) []*corev1.Pod {
 	var selectors []labels.Selector
 	all := false
 	seen := map[*App]bool{}
@@ -402,10 +404,10 @@ func better(price float64, nodes, helped int, hPrice float64, hNodes, hHelped in
 	return helped > hHelped
 }
 
-// template is a hypothetical new node of g, as the autoscaler imagines it:
+// Template is a hypothetical new node of g, as the autoscaler imagines it:
 // the i-th of the group's templates, made on first use (a node object holds
 // nothing that changes with time that the filter plugins read).
-func (w *World) template(g *Group, i int) *corev1.Node {
+func (w *World) Template(g *Group, i int) *corev1.Node {
 	for len(g.templates) <= i {
 		n := &Node{Name: fmt.Sprintf("template-%s-%d", g.Name, len(g.templates)), Group: g, Created: w.Now()}
 		w.refreshInto(n)
@@ -418,7 +420,7 @@ func (w *World) template(g *Group, i int) *corev1.Node {
 // is not in the world.
 func (w *World) refreshInto(n *Node) { n.Obj = w.nodeObject(n) }
 
-func (a *autoscaler) scaleDown() {
+func (a *Autoscaler) scaleDown() {
 	w := a.w
 	now := w.Now()
 	unneeded := w.sc.Cluster.ScaleDownUnneededTime.Duration

@@ -1,4 +1,4 @@
-package sim
+package hindsight
 
 import (
 	"math"
@@ -35,13 +35,13 @@ type lowerBound struct {
 }
 
 func (o *oracle) newBound() *lowerBound {
-	lb := &lowerBound{o: o, spot: make([]float64, len(o.w.zones))}
+	lb := &lowerBound{o: o, spot: make([]float64, len(o.w.Zones()))}
 	for _, og := range o.groups {
 		g := og.g
 		// No min: nothing brings a group back up to it (a preempted node
 		// is not replaced, a strategy may delete nodes), so a run can hold
 		// fewer.
-		lb.groups = append(lb.groups, bound.Group{Zone: og.zone, Spot: og.spot, CPU: float64(g.cpu), Mem: float64(g.mem),
+		lb.groups = append(lb.groups, bound.Group{Zone: og.zone, Spot: og.spot, CPU: float64(g.MilliCPU()), Mem: float64(g.MemoryBytes()),
 			Pods: float64(g.Pods), Max: float64(g.Max)})
 		if og.spot && og.zone >= 0 && g.Initial != nil {
 			lb.spot[og.zone] += float64(*g.Initial)

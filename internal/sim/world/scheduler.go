@@ -1,4 +1,4 @@
-package sim
+package world
 
 import (
 	"context"
@@ -13,22 +13,22 @@ import (
 	kubescheduler "spotter.dev/spotter/internal/sim/scheduler"
 )
 
-// scheduler binds pending pods where the kube-scheduler's default profile
+// Scheduler binds pending pods where the kube-scheduler's default profile
 // puts them (package scheduler): the world never asks the planner, whose
 // predictions it scores.
-type scheduler struct {
+type Scheduler struct {
 	w           *World
 	k           *kubescheduler.Scheduler
 	lastVersion uint64
-	// unschedulable are the pods the last run could not place.
-	unschedulable []*Pod
+	// Unschedulable are the pods the last run could not place.
+	Unschedulable []*Pod
 }
 
-// newScheduler builds the world's scheduler, with the objects its plugins
+// NewScheduler builds the world's scheduler, with the objects its plugins
 // read through informers: the namespaces, and each app's ReplicaSet or
 // StatefulSet, whose selector brings the default topology spread
 // constraints to its pods.
-func newScheduler(ctx context.Context, w *World) (*scheduler, error) {
+func NewScheduler(ctx context.Context, w *World) (*Scheduler, error) {
 	k, err := kubescheduler.New(ctx)
 	if err != nil {
 		return nil, err
@@ -50,7 +50,7 @@ func newScheduler(ctx context.Context, w *World) (*scheduler, error) {
 			return nil, err
 		}
 	}
-	return &scheduler{w: w, k: k}, nil
+	return &Scheduler{w: w, k: k}, nil
 }
 
 // pending are the pods waiting for a node, oldest first (the scheduling
@@ -77,7 +77,8 @@ func (w *World) boundObjs() []*corev1.Pod {
 	return out
 }
 
-func nodeObjs(nodes []*Node) []*corev1.Node {
+// NodeObjs are the nodes' objects, in their order.
+func NodeObjs(nodes []*Node) []*corev1.Node {
 	out := make([]*corev1.Node, len(nodes))
 	for i, n := range nodes {
 		out[i] = n.Obj
@@ -110,32 +111,32 @@ func (r *rejection) holds(w *World, p *Pod) bool {
 		w.Now().Before(r.at.Add(maxInUnschedulable))
 }
 
-// run places the pending pods, unless nothing changed since the last run.
-func (s *scheduler) run(ctx context.Context) error {
+// Run places the pending pods, unless nothing changed since the last Run.
+func (s *Scheduler) Run(ctx context.Context) error {
 	w := s.w
 	pending := w.pending()
 	if len(pending) == 0 {
-		s.unschedulable = nil
+		s.Unschedulable = nil
 		return nil
 	}
 	if w.version == s.lastVersion {
 		return nil
 	}
 	nodes := w.ReadyNodes()
-	if err := s.k.Sync(nodeObjs(nodes), w.boundObjs()); err != nil {
+	if err := s.k.Sync(NodeObjs(nodes), w.boundObjs()); err != nil {
 		return err
 	}
 	byName := make(map[string]*Node, len(nodes))
 	for _, n := range nodes {
 		byName[n.Name] = n
 	}
-	s.unschedulable = s.unschedulable[:0]
+	s.Unschedulable = s.Unschedulable[:0]
 	for _, p := range pending {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		if p.rejected.holds(w, p) {
-			s.unschedulable = append(s.unschedulable, p)
+			s.Unschedulable = append(s.Unschedulable, p)
 			continue
 		}
 		name, _, err := s.k.Schedule(ctx, p.Obj)
@@ -144,7 +145,7 @@ func (s *scheduler) run(ctx context.Context) error {
 		}
 		if name == "" {
 			p.rejected = &rejection{at: w.Now(), obj: p.Obj, events: w.schedEvents, binds: p.App.binds}
-			s.unschedulable = append(s.unschedulable, p)
+			s.Unschedulable = append(s.Unschedulable, p)
 			continue
 		}
 		w.bind(p, byName[name])
@@ -152,3 +153,8 @@ func (s *scheduler) run(ctx context.Context) error {
 	s.lastVersion = w.version
 	return nil
 }
+
+// Kube is the kube-scheduler the world binds pods with, informed of the
+// world's namespaces and apps: the hindsight rows ask it where an app's pods
+// may run.
+func (s *Scheduler) Kube() *kubescheduler.Scheduler { return s.k }

@@ -1,4 +1,11 @@
-package sim
+// Package world is the simulated cluster of one run: nodes from launch
+// request to termination on each zone's spot market, pods and the workload
+// controllers that keep them, the kube-scheduler's binding, a node-group
+// autoscaler modelled on the cluster autoscaler, the Kubernetes API and the
+// cloud provider Spotter's controllers run against, and the recorder of what
+// the run costs and disrupts. It knows nothing of what runs in it: the
+// strategies and the hindsight rows import it, never the other way.
+package world
 
 import (
 	"errors"
@@ -236,31 +243,33 @@ type World struct {
 	snapVersion uint64
 	m           *recorder
 	classifier  *classify.Classifier
-	onNotice    func(*Node)
-	// onReady, when set, hears of each node that registered (became Ready).
-	onReady func(*Node)
-	// onPod and onOther, when set, hear of every change of what Snapshot
+	// OnNotice, when set, hears of each preemption notice as the cloud
+	// gives it: a strategy's interruption handler.
+	OnNotice func(*Node)
+	// OnReady, when set, hears of each node that registered (became Ready).
+	OnReady func(*Node)
+	// OnPod and OnOther, when set, hear of every change of what Snapshot
 	// shows, as the controllers' informer handlers would: a pod added (old
 	// nil), changed, or gone (pod nil); anything else (a node registered,
 	// changed or gone) without detail.
-	onPod   func(old, pod *corev1.Pod)
-	onOther func()
+	OnPod   func(old, pod *corev1.Pod)
+	OnOther func()
 	// schedEvents counts the events that may let a pod the scheduler
 	// rejected fit: a Node object changed or gone, a bound pod gone.
 	schedEvents uint64
 	hasSpot     bool
-	// spotFirstGate: new pods get the spot-first scheduling gate, as the
+	// SpotFirstGate: new pods get the spot-first scheduling gate, as the
 	// chart's admission policy gives it (spotFirst.enabled).
-	spotFirstGate bool
-	// onUngated, when set, is called when an update takes a pod's last
+	SpotFirstGate bool
+	// OnUngated, when set, is called when an update takes a pod's last
 	// scheduling gate off: the scheduler places it then, as the
 	// kube-scheduler does within milliseconds, not at the next step.
-	onUngated func()
+	OnUngated func()
 }
 
-// newWorld builds the world of a scenario at its start: the initial nodes
+// New builds the world of a scenario at its start: the initial nodes
 // Ready, no pods yet (the first step creates them).
-func newWorld(sc *scenario.Scenario, seed int64, onlyOnDemand bool) (*World, error) {
+func New(sc *scenario.Scenario, seed int64, onlyOnDemand bool) (*World, error) {
 	start, err := time.Parse(time.RFC3339, sc.Start)
 	if err != nil {
 		return nil, err
@@ -478,15 +487,15 @@ func (w *World) terminate(n *Node) {
 
 // podChanged tells onPod of a change of a pod the snapshot shows.
 func (w *World) podChanged(old, pod *corev1.Pod) {
-	if w.onPod != nil {
-		w.onPod(old, pod)
+	if w.OnPod != nil {
+		w.OnPod(old, pod)
 	}
 }
 
 // otherChanged tells onOther of a change of the snapshot other than a pod's.
 func (w *World) otherChanged() {
-	if w.onOther != nil {
-		w.onOther()
+	if w.OnOther != nil {
+		w.OnOther()
 	}
 }
 
@@ -577,8 +586,8 @@ func (w *World) ownLabels(n *Node) map[string]string {
 		classify.KarpenterCapacityLabel: capType, NodeGroupLabel: n.Group.Name}
 }
 
-// setOnDemandTaint puts taint on every on-demand node (nil: none).
-func (w *World) setOnDemandTaint(t *corev1.Taint) {
+// SetOnDemandTaint puts taint on every on-demand node (nil: none).
+func (w *World) SetOnDemandTaint(t *corev1.Taint) {
 	w.onDemandTaint = t
 	for _, n := range w.nodes {
 		w.refresh(n)
@@ -605,7 +614,7 @@ func (w *World) createPod(wl *App, ordinal int) *Pod {
 	obj.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: owner, Name: wl.Name, UID: wl.uid, Controller: ptrTrue()}}
 	obj.CreationTimestamp = metav1.NewTime(w.Now())
 	obj.Status.Phase = corev1.PodPending
-	if w.spotFirstGate {
+	if w.SpotFirstGate {
 		obj.Spec.SchedulingGates = append(obj.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: spotfirst.GateName})
 	}
 	w.revise(obj)
@@ -757,7 +766,7 @@ func (w *World) evict(p *Pod, by string, grace time.Duration) error {
 	}
 	now := w.Now()
 	if p.App.PDB != nil && p.Node != nil {
-		healthy, desired := w.pdbHealth(p.App)
+		healthy, desired := w.PDBHealth(p.App)
 		switch {
 		case p.Healthy(now) && healthy-desired <= 0, !p.Healthy(now) && healthy < desired:
 			w.m.evictionRefused(by)
@@ -777,7 +786,7 @@ func (w *World) evictNow(p *Pod, by string, grace time.Duration) {
 	w.terminatePod(p, grace)
 	w.m.voluntaryEviction(p, by)
 	if p.App.PDB != nil {
-		if healthy, desired := w.pdbHealth(p.App); healthy < desired {
+		if healthy, desired := w.PDBHealth(p.App); healthy < desired {
 			w.m.pdbViolation(p.App)
 		}
 	}
@@ -803,8 +812,8 @@ func (w *World) UpdatePod(p *Pod, obj *corev1.Pod) error {
 	p.Obj = next
 	w.podChanged(old, next)
 	w.changed()
-	if len(old.Spec.SchedulingGates) > 0 && len(next.Spec.SchedulingGates) == 0 && w.onUngated != nil {
-		w.onUngated()
+	if len(old.Spec.SchedulingGates) > 0 && len(next.Spec.SchedulingGates) == 0 && w.OnUngated != nil {
+		w.OnUngated()
 	}
 	return nil
 }
@@ -813,9 +822,9 @@ func (w *World) UpdatePod(p *Pod, obj *corev1.Pod) error {
 // last resort before the node goes).
 func (w *World) DeletePod(p *Pod) { w.startTermination(p) }
 
-// pdbHealth returns a budget's current and desired healthy counts, as the
+// PDBHealth returns a budget's current and desired healthy counts, as the
 // disruption controller computes them (expected pods: the workload's scale).
-func (w *World) pdbHealth(wl *App) (healthy, desired int) {
+func (w *World) PDBHealth(wl *App) (healthy, desired int) {
 	now := w.Now()
 	for _, p := range wl.pods {
 		if p.Healthy(now) {
@@ -838,7 +847,7 @@ func (w *World) PDBAllows(wl *App) int {
 	if wl.PDB == nil {
 		return math.MaxInt32
 	}
-	healthy, desired := w.pdbHealth(wl)
+	healthy, desired := w.PDBHealth(wl)
 	return max(healthy-desired, 0)
 }
 
@@ -867,7 +876,7 @@ func (w *World) Snapshot() *snapshot.Snapshot {
 			continue
 		}
 		pdb := wl.PDB.DeepCopy()
-		healthy, desired := w.pdbHealth(wl)
+		healthy, desired := w.PDBHealth(wl)
 		pdb.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: pdb.Generation, CurrentHealthy: int32(healthy),
 			DesiredHealthy: int32(desired), ExpectedPods: int32(wl.desired), DisruptionsAllowed: int32(max(healthy-desired, 0))}
 		s.PDBs = append(s.PDBs, pdb)

@@ -1,10 +1,9 @@
-package sim
+package world
 
 import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 
 	"spotter.dev/spotter/internal/cloud"
 	"spotter.dev/spotter/internal/sim/scenario"
+	"spotter.dev/spotter/internal/sim/simtest"
 )
 
 // A cloud that reports stock-outs late accepts a request the market cannot
@@ -21,10 +21,10 @@ import (
 // autoscaler cancels failed requests of any group and backs the group off.
 func TestLateStockOut(t *testing.T) {
 	ctx := context.Background()
-	sc := constructedScenario(t, app("web", 1, "500m", "spot-0002"))
+	sc := simtest.ConstructedScenario(t, simtest.App("web", 1, "500m", "spot-0002"))
 	sc.Zones[0].SpotCapacity.Nodes = ptr.To[int32](4) // three spot nodes run: room for one
 	sc.Zones[0].SpotCapacity.StockOutDelay.Duration = 3 * time.Minute
-	w, err := newWorld(sc, 1, false)
+	w, err := New(sc, 1, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestLateStockOut(t *testing.T) {
 	if err := g.IncreaseSize(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	as := &autoscaler{w: w}
+	as := &Autoscaler{w: w}
 	as.cancelFailed()
 	if len(fresh()) != 2 || spot.backoff.Active(w.Now()) {
 		t.Fatalf("a request not yet failed was cancelled, or backed its group off")
@@ -137,7 +137,7 @@ workloads:
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := newWorld(sc, 1, false)
+	w, err := New(sc, 1, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func noticed(w *World) []time.Duration {
 func TestPreemptionsWithinTheStepAndAsAHazard(t *testing.T) {
 	run := func(w *World, steps int) []time.Duration {
 		for range steps {
-			w.advance()
+			w.Advance()
 			w.Clock.Step(time.Minute)
 		}
 		return noticed(w)
@@ -194,16 +194,4 @@ func TestPreemptionsWithinTheStepAndAsAHazard(t *testing.T) {
 	t.Run("rate", func(t *testing.T) {
 		withinSteps(t, run(marketScenario(t, "{ratePerNodeHour: 1}"), 10), 1, 20)
 	})
-}
-
-// hazard is refused without a trace, and stockOutDelay beyond an hour.
-func TestMarketFieldsValidated(t *testing.T) {
-	for body, want := range map[string]string{
-		strings.Replace(tiny, "{nodes: 3}}", "{nodes: 3}, preemptions: {ratePerNodeHour: 0.1, hazard: true}}", 1): "zones[1].preemptions.hazard: Invalid value: true: only with a trace",
-		strings.Replace(tiny, "{nodes: 3}", "{nodes: 3, stockOutDelay: 2h}", 1):                                   "zones[1].spotCapacity.stockOutDelay: Invalid value: \"2h0m0s\": must be between 0s and 1h0m0s",
-	} {
-		if _, err := parse(t, body); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("got %v, want %q", err, want)
-		}
-	}
 }

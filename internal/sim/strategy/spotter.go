@@ -1,4 +1,4 @@
-package sim
+package strategy
 
 import (
 	"context"
@@ -17,14 +17,15 @@ import (
 	"spotter.dev/spotter/internal/controller/migrator"
 	"spotter.dev/spotter/internal/controller/rescheduler"
 	"spotter.dev/spotter/internal/plan"
+	"spotter.dev/spotter/internal/sim/world"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
 
 // Components of the spotter strategy, as they appear in the metrics: the
 // evicted-by label of the drain engine's evictions, with this prefix.
 const (
-	componentRescheduler = "spotter-" + rescheduler.Component
-	componentMigrator    = "spotter-" + migrator.Component
+	ComponentRescheduler = "spotter-" + rescheduler.Component
+	ComponentMigrator    = "spotter-" + migrator.Component
 )
 
 // NoticeCloud is the cloud the simulator's preemption notices name.
@@ -51,8 +52,8 @@ type spotter struct {
 	cfg *v1alpha1.SpotterConfiguration
 	run v1alpha1.Components
 
-	w   *World
-	api *api
+	w   *world.World
+	api *world.API
 	// nodeChanged, when set, hears of a node's object after the agent's
 	// handler acted on it (the migrator's NodeChanged).
 	nodeChanged func(old, node *corev1.Node)
@@ -67,19 +68,19 @@ func newSpotter(cfg *v1alpha1.SpotterConfiguration) (*spotter, error) {
 	return &spotter{cfg: cfg, run: v1alpha1.ComponentsOf(cfg)}, nil
 }
 
-func (s *spotter) setup(w *World, _ *plan.Engine) error {
-	s.w, s.api = w, newAPI(w)
+func (s *spotter) Setup(w *world.World, _ *plan.Engine) error {
+	s.w, s.api = w, world.NewAPI(w)
 	if s.run.PreferSpotTaint {
-		w.setOnDemandTaint(&corev1.Taint{Key: labeler.OnDemandTaintKey, Value: "true", Effect: corev1.TaintEffectPreferNoSchedule})
+		w.SetOnDemandTaint(&corev1.Taint{Key: labeler.OnDemandTaintKey, Value: "true", Effect: corev1.TaintEffectPreferNoSchedule})
 	}
 	// The controllers log as in a process; a simulation of a week would
 	// print thousands of lines.
 	s.ctx, s.cancel = context.WithCancel(klog.NewContext(context.Background(), logr.Discard()))
-	built, err := controller.Build(withScenarioPrices(s.cfg, w.sc), controller.Deps{
+	built, err := controller.Build(WithScenarioPrices(s.cfg, w.Scenario()), controller.Deps{
 		Reader:   s.api,
-		Kube:     s.api.kube,
+		Kube:     s.api.Kube,
 		Clock:    w.Clock,
-		Provider: func() (cloud.Provider, <-chan struct{}, error) { return provider{w}, nil, nil },
+		Provider: func() (cloud.Provider, <-chan struct{}, error) { return world.NewProvider(w), nil, nil },
 	})
 	if err != nil {
 		return fmt.Errorf("building the controllers: %w", err)
@@ -87,34 +88,34 @@ func (s *spotter) setup(w *World, _ *plan.Engine) error {
 	// As the informer's handlers in spotter controller: a node that
 	// registers is news for the rescheduler and the migrator, and so is the
 	// agent's taint on a node under notice for the migrator (nodeChanged).
-	var onReady []func(*Node)
+	var onReady []func(*world.Node)
 	if s.run.Migrator.Acts() {
 		m := built.Migrator
 		w.Clock.Go(func() { _ = m.Start(s.ctx) })
-		onReady = append(onReady, func(n *Node) { m.NodeChanged(nil, n.Obj) })
+		onReady = append(onReady, func(n *world.Node) { m.NodeChanged(nil, n.Obj) })
 		s.nodeChanged = m.NodeChanged
 	}
 	if s.run.Rescheduler.Acts() {
 		r := built.Rescheduler
 		w.Clock.Go(func() { _ = r.Start(s.ctx) })
-		onReady = append(onReady, func(n *Node) { r.NodeChanged(nil, n.Obj) })
+		onReady = append(onReady, func(n *world.Node) { r.NodeChanged(nil, n.Obj) })
 	}
 	// As the informer's handlers feed the drains' re-checks (see
 	// controller.feedResidents): every pod change, and anything else as a
 	// whole.
 	if residents := built.Residents(); len(residents) > 0 {
 		residents.Fed()
-		w.onPod, w.onOther = residents.PodChanged, residents.Invalidate
+		w.OnPod, w.OnOther = residents.PodChanged, residents.Invalidate
 	}
 	// spotFirst: the chart's admission policy gates every new pod (the
 	// simulated cluster's namespaces are all selected), and a gated pod
 	// wakes the controller, as the informer's handler does.
 	if s.run.SpotFirst.Acts() {
 		sf := built.SpotFirst
-		w.spotFirstGate = true
+		w.SpotFirstGate = true
 		w.Clock.Go(func() { _ = sf.Start(s.ctx) })
-		feed := w.onPod
-		w.onPod = func(old, pod *corev1.Pod) {
+		feed := w.OnPod
+		w.OnPod = func(old, pod *corev1.Pod) {
 			if feed != nil {
 				feed(old, pod)
 			}
@@ -122,14 +123,14 @@ func (s *spotter) setup(w *World, _ *plan.Engine) error {
 		}
 	}
 	if len(onReady) > 0 {
-		w.onReady = func(n *Node) {
+		w.OnReady = func(n *world.Node) {
 			for _, f := range onReady {
 				f(n)
 			}
 		}
 	}
 	if s.run.Agent.Acts() {
-		w.onNotice = s.notice
+		w.OnNotice = s.notice
 	}
 	return nil
 }
@@ -137,8 +138,8 @@ func (s *spotter) setup(w *World, _ *plan.Engine) error {
 // notice hands a preempted node's notice to the agent's handler of that
 // node, as the agent on the node would get it from its cloud's metadata
 // service.
-func (s *spotter) notice(n *Node) {
-	h := interrupt.FromConfig(s.api.kube, s.w.Clock, nil, nil, s.cfg, n.Name, false)
+func (s *spotter) notice(n *world.Node) {
+	h := interrupt.FromConfig(s.api.Kube, s.w.Clock, nil, nil, s.cfg, n.Name, false)
 	nt := notice.Notice{Cloud: NoticeCloud, Kind: notice.Termination, ID: NoticeCloud + "/preempted", Action: "preempted",
 		Deadline: n.TerminateAt, Detail: "spot capacity taken back by the market"}
 	s.w.Clock.Go(func() {
@@ -152,19 +153,22 @@ func (s *spotter) notice(n *Node) {
 	})
 }
 
-// step does nothing: the controllers run on the world's clock between the
+// Step does nothing: the controllers run on the world's clock between the
 // steps.
-// step forgets the calls the fake clientset recorded: every reply comes from
+// Step forgets the calls the fake clientset recorded: every reply comes from
 // the world, and a week of calls kept for nobody grows without bound.
-func (s *spotter) step(context.Context, *World) error {
-	s.api.kube.ClearActions()
+func (s *spotter) Step(context.Context, *world.World) error {
+	s.api.Kube.ClearActions()
 	return nil
 }
 
-// stop ends the controllers: their context ends, and the clock runs until
+// API is the API the controllers were built on: the world's.
+func (s *spotter) API() *world.API { return s.api }
+
+// Stop ends the controllers: their context ends, and the clock runs until
 // their goroutines have returned (drains in flight roll back, as at a
 // shutdown), for at most an hour of simulated time.
-func (s *spotter) stop() {
+func (s *spotter) Stop() {
 	if s.cancel == nil {
 		return
 	}

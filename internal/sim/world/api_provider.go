@@ -1,4 +1,4 @@
-package sim
+package world
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"spotter.dev/spotter/internal/cloud"
 )
 
-// provider is the world's node groups as a cloud.Provider: what the
+// Provider is the world's node groups as a cloud.Provider: what the
 // migrator, built as `spotter controller` builds it, scales and deletes in
 // the simulator. When its zone's market cannot hold the new nodes now, a spot
 // group's increase is refused at once, with a *cloud.CapacityUnavailableError,
@@ -20,14 +20,18 @@ import (
 // the capacity error (Instance.Err), as the AWS and GCP providers list the
 // instances a failed scaling activity or creation left unfulfilled. Nodes
 // launched wait ProvisioningTime before they register.
-type provider struct{ w *World }
+type Provider struct{ w *World }
 
-var _ cloud.Provider = provider{}
+var _ cloud.Provider = Provider{}
 
-func (p provider) Name() string { return "simulator" }
+// NewProvider is the cloud provider of the world's node groups.
+func NewProvider(w *World) Provider { return Provider{w} }
+
+// Name names the provider in the product's logs and errors.
+func (p Provider) Name() string { return "simulator" }
 
 // Instances answers for the world's nodes, with their groups' prices now.
-func (p provider) Instances(_ context.Context, nodes []*corev1.Node) (map[string]cloud.Instance, error) {
+func (p Provider) Instances(_ context.Context, nodes []*corev1.Node) (map[string]cloud.Instance, error) {
 	out := map[string]cloud.Instance{}
 	for _, node := range nodes {
 		if n := p.w.NodeByName(node.Name); n != nil {
@@ -37,7 +41,7 @@ func (p provider) Instances(_ context.Context, nodes []*corev1.Node) (map[string
 	return out, nil
 }
 
-func (p provider) instance(n *Node) cloud.Instance {
+func (p Provider) instance(n *Node) cloud.Instance {
 	inst := cloud.Instance{ID: "sim://" + n.Group.Name + "/" + n.Name, NodeGroup: n.Group.Name, Spot: n.Group.Spot,
 		InstanceType: n.Group.InstanceType, Zone: n.Group.Zone, PricePerHour: p.w.PricePerHour(n.Group), PriceKnown: true,
 		State: cloud.InstanceRunning}
@@ -52,7 +56,8 @@ func (p provider) instance(n *Node) cloud.Instance {
 	return inst
 }
 
-func (p provider) DeleteInstance(ctx context.Context, node *corev1.Node) error {
+// DeleteInstance terminates a node's instance and takes it out of its group.
+func (p Provider) DeleteInstance(ctx context.Context, node *corev1.Node) error {
 	g, err := p.NodeGroupForNode(ctx, node)
 	if err != nil {
 		return err
@@ -60,7 +65,8 @@ func (p provider) DeleteInstance(ctx context.Context, node *corev1.Node) error {
 	return g.DeleteNodes(ctx, []*corev1.Node{node})
 }
 
-func (p provider) NodeGroups(context.Context) ([]cloud.NodeGroup, error) {
+// NodeGroups are the world's node groups.
+func (p Provider) NodeGroups(context.Context) ([]cloud.NodeGroup, error) {
 	out := make([]cloud.NodeGroup, 0, len(p.w.Groups))
 	for _, g := range p.w.Groups {
 		out = append(out, group{p.w, g})
@@ -68,7 +74,8 @@ func (p provider) NodeGroups(context.Context) ([]cloud.NodeGroup, error) {
 	return out, nil
 }
 
-func (p provider) NodeGroupForNode(_ context.Context, node *corev1.Node) (cloud.NodeGroup, error) {
+// NodeGroupForNode is the group a node was launched in.
+func (p Provider) NodeGroupForNode(_ context.Context, node *corev1.Node) (cloud.NodeGroup, error) {
 	n := p.w.NodeByName(node.Name)
 	if n == nil {
 		return nil, cloud.NewNotFoundError(fmt.Errorf("node %s is not a node of the simulated cluster", node.Name))
@@ -167,7 +174,7 @@ func (g group) Nodes(context.Context) ([]cloud.Instance, error) {
 	var out []cloud.Instance
 	for _, n := range g.w.nodes {
 		if n.Group == g.g {
-			out = append(out, provider{g.w}.instance(n))
+			out = append(out, Provider{g.w}.instance(n))
 		}
 	}
 	return out, nil

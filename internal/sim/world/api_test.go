@@ -1,4 +1,4 @@
-package sim
+package world
 
 import (
 	"context"
@@ -15,7 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"spotter.dev/spotter/internal/cloud"
+	"spotter.dev/spotter/internal/controller/migrator"
+	"spotter.dev/spotter/internal/controller/rescheduler"
 	"spotter.dev/spotter/internal/drain"
+	"spotter.dev/spotter/internal/sim/simtest"
 	"spotter.dev/spotter/internal/snapshot"
 )
 
@@ -23,20 +26,20 @@ import (
 // that its pods are bound and Ready.
 func worldAfter(t *testing.T, d time.Duration) (*World, func(time.Duration)) {
 	t.Helper()
-	sc := short(t, 24*time.Hour)
-	w, err := newWorld(sc, int64(sc.Seed), false)
+	sc := simtest.Short(t, 24*time.Hour)
+	w, err := New(sc, int64(sc.Seed), false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := mustEngine(t, w)
-	sched, as := mustScheduler(t, w), &autoscaler{w: w, e: e}
+	sched, as := mustScheduler(t, w), &Autoscaler{w: w, e: e}
 	run := func(d time.Duration) {
 		for range int(d / sc.Step.Duration) {
-			w.advance()
-			if err := sched.run(context.Background()); err != nil {
+			w.Advance()
+			if err := sched.Run(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			if err := as.run(context.Background(), sched.unschedulable); err != nil {
+			if err := as.Run(context.Background(), sched.Unschedulable); err != nil {
 				t.Fatal(err)
 			}
 			w.Clock.Step(sc.Step.Duration)
@@ -74,7 +77,7 @@ func startDrain(t *testing.T, w *World, run func(time.Duration), d *drain.Draine
 // waits for them to go as the world moves, and removes its marks.
 func TestDrainEngineOnTheWorld(t *testing.T) {
 	w, run := worldAfter(t, 3*time.Hour)
-	a := newAPI(w)
+	a := NewAPI(w)
 	var target *Node
 	for _, n := range w.nodes {
 		if n.Ready() && !n.Group.Spot && len(n.pods) > 0 && (target == nil || len(n.pods) > len(target.pods)) {
@@ -85,7 +88,7 @@ func TestDrainEngineOnTheWorld(t *testing.T) {
 		t.Fatal("no on-demand node with pods")
 	}
 	pods := len(target.pods)
-	d := drain.New(a.kube, w.Clock, nil, drain.Options{Component: "rescheduler", Cordon: true, Timeout: 10 * time.Minute})
+	d := drain.New(a.Kube, w.Clock, nil, drain.Options{Component: "rescheduler", Cordon: true, Timeout: 10 * time.Minute})
 	wait := startDrain(t, w, run, d, drain.Request{Node: target.Name, Reason: "test", LeaveCordoned: true})
 	// The drain evicts at once; its marks are on the node while the pods go.
 	w.Clock.RunUntil(w.Now().Add(time.Second))
@@ -95,7 +98,7 @@ func TestDrainEngineOnTheWorld(t *testing.T) {
 	res, derr := wait()
 	// The scenario's budgets may refuse some evictions: what was evicted is
 	// what the world counted, and a drain without error left no pod.
-	if got := w.m.evictBy[componentRescheduler]; got != len(res.Evicted) {
+	if got := w.m.evictBy[("spotter-" + rescheduler.Component)]; got != len(res.Evicted) {
 		t.Errorf("the world counted %d evictions by the rescheduler, the drain reports %d", got, len(res.Evicted))
 	}
 	if derr == nil {
@@ -119,7 +122,7 @@ func TestDrainEngineOnTheWorld(t *testing.T) {
 // k8s-spot-rescheduler model.
 func TestRolledBackDrainEvictionsAreWasted(t *testing.T) {
 	w, run := worldAfter(t, 3*time.Hour)
-	a := newAPI(w)
+	a := NewAPI(w)
 	var target *Node
 	for _, n := range w.nodes {
 		if n.Ready() && !n.Group.Spot && len(n.pods) > 1 {
@@ -130,7 +133,7 @@ func TestRolledBackDrainEvictionsAreWasted(t *testing.T) {
 	if target == nil {
 		t.Fatal("no on-demand node with two pods")
 	}
-	d := drain.New(a.kube, w.Clock, nil, drain.Options{Component: "migrator", Timeout: 10 * time.Minute, MaxConcurrentEvictions: 1})
+	d := drain.New(a.Kube, w.Clock, nil, drain.Options{Component: "migrator", Timeout: 10 * time.Minute, MaxConcurrentEvictions: 1})
 	asked := 0
 	recheck := func(context.Context, *corev1.Pod) error {
 		if asked++; asked > 1 {
@@ -145,8 +148,8 @@ func TestRolledBackDrainEvictionsAreWasted(t *testing.T) {
 	if target.Draining != "" {
 		t.Errorf("the rolled-back drain left its taint %q", target.Draining)
 	}
-	if w.m.wasted != 1 || w.m.evictBy[componentMigrator] != 1 {
-		t.Errorf("wasted %d, evictions by the migrator %d; want 1 and 1", w.m.wasted, w.m.evictBy[componentMigrator])
+	if w.m.wasted != 1 || w.m.evictBy[("spotter-"+migrator.Component)] != 1 {
+		t.Errorf("wasted %d, evictions by the migrator %d; want 1 and 1", w.m.wasted, w.m.evictBy[("spotter-"+migrator.Component)])
 	}
 }
 
@@ -155,9 +158,9 @@ func TestRolledBackDrainEvictionsAreWasted(t *testing.T) {
 // pod that is not there (NotFound).
 func TestAPIRefusals(t *testing.T) {
 	w, _ := worldAfter(t, 3*time.Hour)
-	a := newAPI(w)
+	a := NewAPI(w)
 	ctx := context.Background()
-	nodes := a.kube.CoreV1().Nodes()
+	nodes := a.Kube.CoreV1().Nodes()
 	name := w.ReadyNodes()[0].Name
 	stale, err := nodes.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
@@ -189,7 +192,7 @@ func TestAPIRefusals(t *testing.T) {
 	}
 	refused := false
 	for _, p := range append([]*Pod(nil), app.pods...) {
-		err := a.kube.CoreV1().Pods(p.Obj.Namespace).EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Obj.Name, Namespace: p.Obj.Namespace}})
+		err := a.Kube.CoreV1().Pods(p.Obj.Namespace).EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Obj.Name, Namespace: p.Obj.Namespace}})
 		if apierrors.IsTooManyRequests(err) {
 			refused = true
 			break
@@ -201,7 +204,7 @@ func TestAPIRefusals(t *testing.T) {
 	if !refused {
 		t.Errorf("every pod of %s was evicted despite its budget", app.Name)
 	}
-	if err := a.kube.CoreV1().Pods("shop").EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "nothing", Namespace: "shop"}}); !apierrors.IsNotFound(err) {
+	if err := a.Kube.CoreV1().Pods("shop").EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "nothing", Namespace: "shop"}}); !apierrors.IsNotFound(err) {
 		t.Errorf("evicting a pod that is not there: %v, want NotFound", err)
 	}
 
@@ -224,7 +227,7 @@ func TestAPIRefusals(t *testing.T) {
 func TestProviderCapacity(t *testing.T) {
 	w, _ := worldAfter(t, time.Hour)
 	ctx := context.Background()
-	groups, err := provider{w}.NodeGroups(ctx)
+	groups, err := Provider{w}.NodeGroups(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +266,7 @@ func TestAPISnapshotIsTheLists(t *testing.T) {
 		w.DeletePod(p)
 	}
 	run(10 * time.Minute)
-	a := newAPI(w)
+	a := NewAPI(w)
 	ctx := context.Background()
 	got, err := snapshot.FromReader(ctx, a)
 	if err != nil {

@@ -1,9 +1,10 @@
-package sim
+package strategy
 
 import (
 	"time"
 
 	"spotter.dev/spotter/internal/sim/report"
+	"spotter.dev/spotter/internal/sim/world"
 )
 
 // handlerRetry is how long kubectl drain waits before it asks again for an
@@ -23,13 +24,13 @@ const handlerRetry = 5 * time.Second
 //
 // Its evictions are not voluntary (the node goes anyway): they are listed
 // under its name, like the spotter row's agent's, and not counted.
-func runTerminationHandler(w *World) {
-	w.onNotice = func(n *Node) {
+func runTerminationHandler(w *world.World) {
+	w.OnNotice = func(n *world.Node) {
 		w.Cordon(n, true)
 		w.Clock.Go(func() {
-			for alive(w, n) {
+			for world.Alive(w, n) {
 				left := 0
-				for _, p := range movable(n) {
+				for _, p := range world.Movable(n) {
 					if w.Evict(p, report.ComponentHandler) != nil {
 						left++
 					}

@@ -1,4 +1,4 @@
-package sim
+package world
 
 import (
 	"context"
@@ -49,13 +49,13 @@ func underused(n *Node) bool {
 // and drained through the Eviction API; once empty it is deleted. Pods still
 // there after maxGracefulTermination end the attempt: the taint comes off.
 // One node at a time, none within scaleDownDelayAfterAdd of a scale-up.
-func (a *autoscaler) scaleDownUnderused(ctx context.Context) error {
+func (a *Autoscaler) scaleDownUnderused(ctx context.Context) error {
 	w := a.w
 	now := w.Now()
 	if a.removing != nil {
 		n := a.removing
 		switch {
-		case !alive(w, n):
+		case !Alive(w, n):
 			a.removing = nil
 		case len(n.pods) == 0:
 			a.removing = nil
@@ -65,7 +65,7 @@ func (a *autoscaler) scaleDownUnderused(ctx context.Context) error {
 			n.toBeDeleted = time.Time{}
 			w.refresh(n)
 		default:
-			for _, p := range movable(n) {
+			for _, p := range Movable(n) {
 				_ = w.Evict(p, report.ComponentAutoscaler)
 			}
 		}
@@ -100,7 +100,7 @@ func (a *autoscaler) scaleDownUnderused(ctx context.Context) error {
 		n.toBeDeleted = now
 		w.refresh(n)
 		a.removing = n
-		for _, p := range movable(n) {
+		for _, p := range Movable(n) {
 			_ = w.Evict(p, report.ComponentAutoscaler)
 		}
 		return nil
@@ -110,10 +110,10 @@ func (a *autoscaler) scaleDownUnderused(ctx context.Context) error {
 
 // podsCanMove reports whether every pod of n may be evicted now and fits on
 // the world's other Ready nodes.
-func (a *autoscaler) podsCanMove(ctx context.Context, n *Node) (bool, error) {
+func (a *Autoscaler) podsCanMove(ctx context.Context, n *Node) (bool, error) {
 	w := a.w
 	moving := map[*App]int{}
-	for _, p := range movable(n) {
+	for _, p := range Movable(n) {
 		moving[p.App]++
 	}
 	for app, k := range moving {
@@ -124,7 +124,7 @@ func (a *autoscaler) podsCanMove(ctx context.Context, n *Node) (bool, error) {
 	// A necessary condition first, cheap: the other nodes' free room, all
 	// of it and the largest, holds the pods.
 	var cpu, mem, bigCPU, bigMem, roomCPU, roomMem, maxCPU, maxMem int64
-	for _, p := range movable(n) {
+	for _, p := range Movable(n) {
 		cpu, mem = cpu+p.App.cpu, mem+p.App.mem
 		bigCPU, bigMem = max(bigCPU, p.App.cpu), max(bigMem, p.App.mem)
 	}
@@ -164,7 +164,7 @@ func (a *autoscaler) podsCanMove(ctx context.Context, n *Node) (bool, error) {
 	if err := a.k.Sync(nodes, bound); err != nil {
 		return false, err
 	}
-	for _, p := range movable(n) {
+	for _, p := range Movable(n) {
 		name, _, err := a.k.Schedule(ctx, p.Unbound())
 		if err != nil || name == "" {
 			return false, err

@@ -1,4 +1,4 @@
-package sim
+package world
 
 import (
 	"context"
@@ -27,7 +27,7 @@ import (
 	"spotter.dev/spotter/internal/snapshot"
 )
 
-// api is the Kubernetes API of a World as Spotter's controllers use it: a
+// API is the Kubernetes API of a World as Spotter's controllers use it: a
 // controller-runtime client.Reader in place of the manager's cache, and a
 // client-go clientset whose every call is answered from the world (a fake
 // clientset with one reactor that serves everything; nothing is answered by
@@ -40,9 +40,9 @@ import (
 // world's own labels and taints stay the world's. Node writes carry a
 // resourceVersion, and an update from a stale read is refused with a
 // Conflict, as the apiserver does.
-type api struct {
+type API struct {
 	w    *World
-	kube *fake.Clientset
+	Kube *fake.Clientset
 	// Items of the lists the reader hands out, each kind built when listed,
 	// once per world version.
 	nodes      listed[corev1.Node]
@@ -67,26 +67,28 @@ func (l *listed[T]) of(version uint64, objs func() []*T) []T {
 	return l.items
 }
 
-func newAPI(w *World) *api {
-	a := &api{w: w, kube: fake.NewClientset()}
-	a.kube.PrependReactor("*", "*", a.react)
+// NewAPI is the API of a world, with a fake clientset whose every call the
+// world answers.
+func NewAPI(w *World) *API {
+	a := &API{w: w, Kube: fake.NewClientset()}
+	a.Kube.PrependReactor("*", "*", a.React)
 	return a
 }
 
 // The list items of each kind, as the world is now.
-func (a *api) nodeItems() []corev1.Node {
+func (a *API) nodeItems() []corev1.Node {
 	return a.nodes.of(a.w.version, func() []*corev1.Node { return a.w.Snapshot().Nodes })
 }
 
-func (a *api) podItems() []corev1.Pod {
+func (a *API) podItems() []corev1.Pod {
 	return a.pods.of(a.w.version, func() []*corev1.Pod { return a.w.Snapshot().Pods })
 }
 
-func (a *api) pdbItems() []policyv1.PodDisruptionBudget {
+func (a *API) pdbItems() []policyv1.PodDisruptionBudget {
 	return a.pdbs.of(a.w.version, func() []*policyv1.PodDisruptionBudget { return a.w.Snapshot().PDBs })
 }
 
-func (a *api) namespaceItems() []corev1.Namespace {
+func (a *API) namespaceItems() []corev1.Namespace {
 	return a.namespaces.of(a.w.version, func() []*corev1.Namespace { return a.w.Snapshot().Namespaces })
 }
 
@@ -101,7 +103,7 @@ func derefAll[T any](in []*T) []T {
 // Snapshot implements snapshot.Snapshotter: the objects the lists would
 // hold, in the same order, without copying every pod of the world into list
 // items for each change of it.
-func (a *api) Snapshot(context.Context) (*snapshot.Snapshot, error) {
+func (a *API) Snapshot(context.Context) (*snapshot.Snapshot, error) {
 	w := a.w.Snapshot()
 	return &snapshot.Snapshot{Revision: a.Revision(), Nodes: slices.Clone(w.Nodes), Pods: slices.Clone(w.Pods),
 		PDBs: slices.Clone(w.PDBs), Namespaces: slices.Clone(w.Namespaces)}, nil
@@ -109,10 +111,10 @@ func (a *api) Snapshot(context.Context) (*snapshot.Snapshot, error) {
 
 // Revision names the world's state (snapshot.Revisioner): the planner of a
 // controller answers a cycle in an unchanged world from its last plan.
-func (a *api) Revision() string { return strconv.FormatUint(a.w.version, 10) }
+func (a *API) Revision() string { return strconv.FormatUint(a.w.version, 10) }
 
 // Get implements client.Reader for Nodes and Pods.
-func (a *api) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+func (a *API) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
 	switch o := obj.(type) {
 	case *corev1.Node:
 		n := a.registered(key.Name)
@@ -121,7 +123,7 @@ func (a *api) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ 
 		}
 		n.Obj.DeepCopyInto(o)
 	case *corev1.Pod:
-		p := a.pod(key.Namespace, key.Name)
+		p := a.Pod(key.Namespace, key.Name)
 		if p == nil {
 			return apierrors.NewNotFound(corev1.Resource("pods"), key.Name)
 		}
@@ -136,7 +138,7 @@ func (a *api) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ 
 // Namespaces are the world's; every other kind is an empty list. The items
 // are shared between callers, as a cache's would be without deep copies:
 // they are read, never written.
-func (a *api) List(_ context.Context, list client.ObjectList, opts ...client.ListOption) error {
+func (a *API) List(_ context.Context, list client.ObjectList, opts ...client.ListOption) error {
 	lo := (&client.ListOptions{}).ApplyOptions(opts)
 	var err error
 	switch l := list.(type) {
@@ -186,24 +188,24 @@ func filter[T any, PT interface {
 }
 
 // registered returns the world's node of that name once it has registered.
-func (a *api) registered(name string) *Node {
+func (a *API) registered(name string) *Node {
 	if n := a.w.NodeByName(name); n != nil && n.Ready() {
 		return n
 	}
 	return nil
 }
 
-// pod returns the world's pod of that name, as the API has it (a pod lost
+// Pod returns the world's Pod of that name, as the API has it (a Pod lost
 // with its node is gone from the API as from the planner's snapshot).
-func (a *api) pod(namespace, name string) *Pod {
+func (a *API) Pod(namespace, name string) *Pod {
 	if p := a.w.PodByName(namespace, name); p != nil && !p.lost {
 		return p
 	}
 	return nil
 }
 
-// react answers every clientset call from the world.
-func (a *api) react(action k8stesting.Action) (bool, runtime.Object, error) {
+// React answers every clientset call from the world.
+func (a *API) React(action k8stesting.Action) (bool, runtime.Object, error) {
 	res := action.GetResource().Resource
 	switch {
 	case res == "nodes":
@@ -226,7 +228,7 @@ func (a *api) react(action k8stesting.Action) (bool, runtime.Object, error) {
 	return true, nil, fmt.Errorf("the simulator does not serve %s %s", action.GetVerb(), res)
 }
 
-func (a *api) nodeCall(action k8stesting.Action) (runtime.Object, error) {
+func (a *API) nodeCall(action k8stesting.Action) (runtime.Object, error) {
 	// By the action's concrete type: the interfaces overlap (a delete or a
 	// patch is also a GetAction).
 	switch act := action.(type) {
@@ -308,7 +310,7 @@ func applyPatch(orig *corev1.Node, pt types.PatchType, patch []byte, out *corev1
 // taint (as the node's Draining, which the world's autoscaler reads), and
 // every other label, annotation and taint (the agent's notice taint among
 // them) that is not the world's own.
-func (a *api) writeNode(n *Node, obj *corev1.Node) *corev1.Node {
+func (a *API) writeNode(n *Node, obj *corev1.Node) *corev1.Node {
 	w := a.w
 	n.Cordoned = obj.Spec.Unschedulable
 	was := n.Draining
@@ -345,12 +347,12 @@ func (a *api) writeNode(n *Node, obj *corev1.Node) *corev1.Node {
 	return n.Obj.DeepCopy()
 }
 
-func (a *api) podCall(action k8stesting.Action) (runtime.Object, error) {
+func (a *API) podCall(action k8stesting.Action) (runtime.Object, error) {
 	w := a.w
 	// By the action's concrete type, as for nodes.
 	switch act := action.(type) {
 	case k8stesting.GetActionImpl:
-		p := a.pod(act.GetNamespace(), act.GetName())
+		p := a.Pod(act.GetNamespace(), act.GetName())
 		if p == nil {
 			return nil, apierrors.NewNotFound(corev1.Resource("pods"), act.GetName())
 		}
@@ -372,7 +374,7 @@ func (a *api) podCall(action k8stesting.Action) (runtime.Object, error) {
 		if !ok || act.GetSubresource() != "eviction" {
 			break
 		}
-		p := a.pod(ev.Namespace, ev.Name)
+		p := a.Pod(ev.Namespace, ev.Name)
 		if p == nil {
 			return nil, apierrors.NewNotFound(corev1.Resource("pods"), ev.Name)
 		}
@@ -389,7 +391,7 @@ func (a *api) podCall(action k8stesting.Action) (runtime.Object, error) {
 		if !ok || act.GetSubresource() != "" {
 			break
 		}
-		p := a.pod(obj.Namespace, obj.Name)
+		p := a.Pod(obj.Namespace, obj.Name)
 		if p == nil || p.Obj.UID != obj.UID {
 			return nil, apierrors.NewNotFound(corev1.Resource("pods"), obj.Name)
 		}
@@ -401,7 +403,7 @@ func (a *api) podCall(action k8stesting.Action) (runtime.Object, error) {
 		}
 		return p.Obj.DeepCopy(), nil
 	case k8stesting.DeleteActionImpl:
-		p := a.pod(act.GetNamespace(), act.GetName())
+		p := a.Pod(act.GetNamespace(), act.GetName())
 		if p == nil {
 			return nil, apierrors.NewNotFound(corev1.Resource("pods"), act.GetName())
 		}
@@ -426,7 +428,7 @@ func preconditions(p *Pod, opts *metav1.DeleteOptions) error {
 }
 
 // grace is the grace period a delete asks for, else the world's.
-func (a *api) grace(opts *metav1.DeleteOptions) time.Duration {
+func (a *API) grace(opts *metav1.DeleteOptions) time.Duration {
 	if opts != nil && opts.GracePeriodSeconds != nil {
 		return time.Duration(*opts.GracePeriodSeconds) * time.Second
 	}

@@ -1,4 +1,4 @@
-package sim
+package strategy
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"spotter.dev/spotter/internal/plan"
+	"spotter.dev/spotter/internal/sim/world"
 	"spotter.dev/spotter/internal/snapshot"
 	"spotter.dev/spotter/pkg/apis/config/v1alpha1"
 )
@@ -59,10 +60,10 @@ type reschedulerSeed struct {
 	// own answers the seed's scheduling questions.
 	own *plan.Engine
 	// sched tells which pods the scheduler could not place.
-	sched *scheduler
+	sched *world.Scheduler
 	// static skips the fit of nodes whose pods cannot all fit (mayFit),
 	// unless exhaustive.
-	static     *staticFit
+	static     *world.StaticFit
 	exhaustive bool
 	// wake is the loop's next action; nextDrain the end of the drain delay.
 	wake, nextDrain time.Time
@@ -77,9 +78,9 @@ type reschedulerSeed struct {
 
 // reschedulerDrain is a drain of k8s-spot-rescheduler's scaler.DrainNode.
 type reschedulerDrain struct {
-	node    *Node
-	pods    []*Pod
-	evicted map[*Pod]bool
+	node    *world.Node
+	pods    []*world.Pod
+	evicted map[*world.Pod]bool
 	// retryUntil is the start plus --pod-eviction-timeout; waiting is set
 	// once every pod is evicted (the check for pods gone).
 	retryUntil time.Time
@@ -98,28 +99,28 @@ const (
 	seedDrainingTaintValue = "rescheduler"
 )
 
-func (s *reschedulerSeed) setup(w *World, _ *plan.Engine) error {
+func (s *reschedulerSeed) Setup(w *world.World, _ *plan.Engine) error {
 	// The seed's questions on an engine of its own (see newAutoscaler).
-	own, err := plan.NewEngine(context.Background(), &snapshot.Snapshot{Namespaces: w.nsObjs})
+	own, err := plan.NewEngine(context.Background(), &snapshot.Snapshot{Namespaces: w.Namespaces()})
 	if err != nil {
 		return err
 	}
-	s.own, s.static = own, newStaticFit(w, own)
+	s.own, s.static = own, world.NewStaticFit(w, own)
 	s.wake, s.nextDrain = w.Now().Add(seedHousekeeping), w.Now()
-	w.setOnDemandTaint(&corev1.Taint{Key: seedTaint, Value: "true", Effect: corev1.TaintEffectPreferNoSchedule})
+	w.SetOnDemandTaint(&corev1.Taint{Key: seedTaint, Value: "true", Effect: corev1.TaintEffectPreferNoSchedule})
 	runTerminationHandler(w)
 	return nil
 }
 
-// useRun lets the rounds see which pods the scheduler could not place;
+// UseScheduler lets the rounds see which pods the scheduler could not place;
 // exhaustive turns the shortcuts off (Options.exhaustive).
-func (s *reschedulerSeed) useRun(sched *scheduler, exhaustive bool) {
+func (s *reschedulerSeed) UseScheduler(sched *world.Scheduler, exhaustive bool) {
 	s.sched, s.exhaustive = sched, exhaustive
 }
 
-// step runs every action of the loop whose time falls in the step.
-func (s *reschedulerSeed) step(ctx context.Context, w *World) error {
-	end := w.Now().Add(w.sc.Step.Duration)
+// Step runs every action of the loop whose time falls in the step.
+func (s *reschedulerSeed) Step(ctx context.Context, w *world.World) error {
+	end := w.Now().Add(w.Scenario().Step.Duration)
 	for s.wake.Before(end) {
 		next, err := s.act(ctx, w, s.wake)
 		if err != nil {
@@ -131,7 +132,7 @@ func (s *reschedulerSeed) step(ctx context.Context, w *World) error {
 }
 
 // act runs the loop's action due at time at and returns the time of the next.
-func (s *reschedulerSeed) act(ctx context.Context, w *World, at time.Time) (time.Time, error) {
+func (s *reschedulerSeed) act(ctx context.Context, w *world.World, at time.Time) (time.Time, error) {
 	if s.drain != nil {
 		return s.drainAt(w, at), nil
 	}
@@ -143,8 +144,8 @@ func (s *reschedulerSeed) unschedulable() bool {
 	if s.sched == nil {
 		return false
 	}
-	for _, p := range s.sched.unschedulable {
-		if p.Node == nil && !p.Terminating && !p.lost {
+	for _, p := range s.sched.Unschedulable {
+		if p.Node == nil && !p.Terminating && !p.Lost() {
 			return true
 		}
 	}
@@ -152,36 +153,36 @@ func (s *reschedulerSeed) unschedulable() bool {
 }
 
 // round is one housekeeping round at time at.
-func (s *reschedulerSeed) round(ctx context.Context, w *World, at time.Time) (time.Time, error) {
+func (s *reschedulerSeed) round(ctx context.Context, w *world.World, at time.Time) (time.Time, error) {
 	next := at.Add(seedHousekeeping)
 	if at.Before(s.nextDrain) || s.unschedulable() {
 		return next, nil
 	}
-	if s.looked && w.version == s.lastVersion {
+	if s.looked && w.Version() == s.lastVersion {
 		return next, nil
 	}
 	od, err := s.drainable(ctx, w)
 	if err != nil || od == nil {
-		s.looked, s.lastVersion = err == nil, w.version
+		s.looked, s.lastVersion = err == nil, w.Version()
 		return next, err
 	}
-	pods := movable(od)
+	pods := world.Movable(od)
 	sortByCPU(pods)
 	w.SetDraining(od, seedDrainingTaintValue)
-	s.drain = &reschedulerDrain{node: od, pods: pods, evicted: map[*Pod]bool{}, retryUntil: at.Add(seedEvictionTimeout)}
+	s.drain = &reschedulerDrain{node: od, pods: pods, evicted: map[*world.Pod]bool{}, retryUntil: at.Add(seedEvictionTimeout)}
 	s.drains++
 	return s.drainAt(w, at), nil
 }
 
 // drainable is the first on-demand node, least requested CPU first, whose
 // pods all fit on the spot nodes as the seed fits them; nil when none.
-func (s *reschedulerSeed) drainable(ctx context.Context, w *World) (*Node, error) {
+func (s *reschedulerSeed) drainable(ctx context.Context, w *world.World) (*world.Node, error) {
 	ods := onDemandNodes(w)
 	sort.SliceStable(ods, func(i, j int) bool { return requestedCPU(ods[i]) < requestedCPU(ods[j]) })
 	nodes, isSpot := spotFirst(w)
 	room := spotRoom(w)
 	for _, od := range ods {
-		pods := movable(od)
+		pods := world.Movable(od)
 		if len(pods) == 0 {
 			continue
 		}
@@ -208,8 +209,8 @@ func (s *reschedulerSeed) drainable(ctx context.Context, w *World) (*Node, error
 // spotFirst orders the Ready nodes as a round sees them: the spot nodes,
 // most requested CPU first (the order stays for the whole round), then the
 // others, which count for spread and affinity but receive nothing.
-func spotFirst(w *World) ([]*corev1.Node, map[string]bool) {
-	var spot, other []*Node
+func spotFirst(w *world.World) ([]*corev1.Node, map[string]bool) {
+	var spot, other []*world.Node
 	for _, n := range w.ReadyNodes() {
 		if n.Spot() {
 			spot = append(spot, n)
@@ -222,19 +223,19 @@ func spotFirst(w *World) ([]*corev1.Node, map[string]bool) {
 	for _, n := range spot {
 		isSpot[n.Name] = true
 	}
-	return nodeObjs(append(spot, other...)), isSpot
+	return world.NodeObjs(append(spot, other...)), isSpot
 }
 
 // fit places the pods of on-demand node od, largest CPU request first, each
 // on the first spot node of nodes' order that passes the filter plugins (the
 // seed's canDrainNode and findSpotNodeForPod); it sorts pods.
-func (s *reschedulerSeed) fit(ctx context.Context, w *World, od *Node, pods []*Pod, nodes []*corev1.Node, isSpot map[string]bool) ([]plan.Placement, error) {
+func (s *reschedulerSeed) fit(ctx context.Context, w *world.World, od *world.Node, pods []*world.Pod, nodes []*corev1.Node, isSpot map[string]bool) ([]plan.Placement, error) {
 	sortByCPU(pods)
 	// The pods of the spot nodes (the destinations); of the others, unless
 	// exhaustive, only those that can constrain the pods to place (as in the
 	// autoscaler: elsewhere, pods count for spread and affinity only).
 	var others, elsewhere []*corev1.Pod
-	for _, p := range w.pods {
+	for _, p := range w.AllPods() {
 		switch {
 		case p.Node == nil || p.Node == od:
 		case isSpot[p.Node.Name]:
@@ -244,7 +245,7 @@ func (s *reschedulerSeed) fit(ctx context.Context, w *World, od *Node, pods []*P
 		}
 	}
 	if !s.exhaustive {
-		elsewhere = constraining(elsewhere, pods)
+		elsewhere = world.Constraining(elsewhere, pods)
 	}
 	others = append(others, elsewhere...)
 	pending := make([]*corev1.Pod, len(pods))
@@ -264,16 +265,16 @@ type room struct {
 
 // spotRoom is what each Ready spot node has left, as the filter plugins count
 // it (every pod bound to it, terminating ones included).
-func spotRoom(w *World) []room {
+func spotRoom(w *world.World) []room {
 	var out []room
 	for _, n := range w.ReadyNodes() {
 		if !n.Spot() {
 			continue
 		}
-		r := room{cpu: n.Group.cpu, mem: n.Group.mem, slots: int(n.Group.Pods) - len(n.pods)}
-		for _, p := range n.pods {
-			r.cpu -= p.App.cpu
-			r.mem -= p.App.mem
+		r := room{cpu: n.Group.MilliCPU(), mem: n.Group.MemoryBytes(), slots: int(n.Group.Pods) - len(n.Pods())}
+		for _, p := range n.Pods() {
+			r.cpu -= p.App.MilliCPU()
+			r.mem -= p.App.MemoryBytes()
 		}
 		out = append(out, r)
 	}
@@ -285,19 +286,19 @@ func spotRoom(w *World) []room {
 // (staticFit), fits the room of some spot node on its own, and all of them
 // fit the spot nodes' room added up. When it is false fit would leave a pod
 // unplaced, so the round need not ask.
-func (s *reschedulerSeed) mayFit(ctx context.Context, pods []*Pod, rooms []room) (bool, error) {
+func (s *reschedulerSeed) mayFit(ctx context.Context, pods []*world.Pod, rooms []room) (bool, error) {
 	var total room
 	for _, r := range rooms {
 		total.cpu, total.mem, total.slots = total.cpu+max(r.cpu, 0), total.mem+max(r.mem, 0), total.slots+max(r.slots, 0)
 	}
 	for _, p := range pods {
-		total.cpu, total.mem, total.slots = total.cpu-p.App.cpu, total.mem-p.App.mem, total.slots-1
+		total.cpu, total.mem, total.slots = total.cpu-p.App.MilliCPU(), total.mem-p.App.MemoryBytes(), total.slots-1
 		if total.cpu < 0 || total.mem < 0 || total.slots < 0 {
 			return false, nil
 		}
 		alone := false
 		for _, r := range rooms {
-			if r.cpu >= p.App.cpu && r.mem >= p.App.mem && r.slots >= 1 {
+			if r.cpu >= p.App.MilliCPU() && r.mem >= p.App.MemoryBytes() && r.slots >= 1 {
 				alone = true
 				break
 			}
@@ -305,7 +306,7 @@ func (s *reschedulerSeed) mayFit(ctx context.Context, pods []*Pod, rooms []room)
 		if !alone {
 			return false, nil
 		}
-		ok, err := s.static.fitsAny(ctx, p.App, func(g *Group) bool { return g.Spot })
+		ok, err := s.static.FitsAny(ctx, p.App, func(g *world.Group) bool { return g.Spot })
 		if !ok || err != nil {
 			return false, err
 		}
@@ -315,15 +316,15 @@ func (s *reschedulerSeed) mayFit(ctx context.Context, pods []*Pod, rooms []room)
 
 // sortByCPU orders pods largest CPU request first, as the seed orders each
 // node's pods (stable: equal requests keep their order).
-func sortByCPU(pods []*Pod) {
-	sort.SliceStable(pods, func(i, j int) bool { return pods[i].App.cpu > pods[j].App.cpu })
+func sortByCPU(pods []*world.Pod) {
+	sort.SliceStable(pods, func(i, j int) bool { return pods[i].App.MilliCPU() > pods[j].App.MilliCPU() })
 }
 
 // drainAt advances the drain at time at (an eviction attempt or a check for
 // pods gone) and returns the time of the loop's next action.
-func (s *reschedulerSeed) drainAt(w *World, at time.Time) time.Time {
+func (s *reschedulerSeed) drainAt(w *world.World, at time.Time) time.Time {
 	d := s.drain
-	if !alive(w, d.node) {
+	if !world.Alive(w, d.node) {
 		// The pods are gone with the node: the check succeeds.
 		return s.endDrain(w, at)
 	}
@@ -333,7 +334,7 @@ func (s *reschedulerSeed) drainAt(w *World, at time.Time) time.Time {
 			if d.evicted[p] {
 				continue
 			}
-			if err := w.Evict(p, StrategyRescheduler); err != nil {
+			if err := w.Evict(p, Rescheduler); err != nil {
 				left++
 				continue
 			}
@@ -346,7 +347,7 @@ func (s *reschedulerSeed) drainAt(w *World, at time.Time) time.Time {
 			if retry.Before(d.retryUntil) {
 				return retry
 			}
-			w.m.wastedEvictions(len(d.evicted))
+			w.RecordWastedEvictions(len(d.evicted))
 			return s.endDrain(w, retry)
 		}
 		d.waiting = true
@@ -369,8 +370,8 @@ func (s *reschedulerSeed) drainAt(w *World, at time.Time) time.Time {
 
 // endDrain ends the drain at time at: the taint goes, the drain delay starts,
 // and the next round comes one housekeeping interval later.
-func (s *reschedulerSeed) endDrain(w *World, at time.Time) time.Time {
-	if alive(w, s.drain.node) {
+func (s *reschedulerSeed) endDrain(w *world.World, at time.Time) time.Time {
+	if world.Alive(w, s.drain.node) {
 		w.SetDraining(s.drain.node, "")
 	}
 	s.drain, s.looked = nil, false
@@ -400,18 +401,18 @@ type migratorSeed struct {
 	schedule interface{ Next(time.Time) time.Time }
 	next     time.Time
 	running  bool
-	before   map[*Node]bool
+	before   map[*world.Node]bool
 	drain    *migratorDrain
 	started  time.Time
 }
 
 // migratorDrain is the node a migration run drains.
 type migratorDrain struct {
-	node    *Node
-	evicted map[*Pod]bool
+	node    *world.Node
+	evicted map[*world.Pod]bool
 }
 
-func (s *migratorSeed) setup(w *World, _ *plan.Engine) error {
+func (s *migratorSeed) Setup(w *world.World, _ *plan.Engine) error {
 	sched, err := v1alpha1.ParseSchedule("@hourly")
 	if err != nil {
 		return err
@@ -422,7 +423,7 @@ func (s *migratorSeed) setup(w *World, _ *plan.Engine) error {
 	return nil
 }
 
-func (s *migratorSeed) step(_ context.Context, w *World) error {
+func (s *migratorSeed) Step(_ context.Context, w *world.World) error {
 	now := w.Now()
 	if !s.running {
 		if now.Before(s.next) {
@@ -431,16 +432,16 @@ func (s *migratorSeed) step(_ context.Context, w *World) error {
 		s.running, s.next = true, s.schedule.Next(now)
 	}
 	if d := s.drain; d != nil {
-		if !alive(w, d.node) {
+		if !world.Alive(w, d.node) {
 			s.drain = nil
 			return s.afterNode(w)
 		}
-		for _, p := range movable(d.node) {
-			if err := w.Evict(p, StrategyMigrator); err == nil {
+		for _, p := range world.Movable(d.node) {
+			if err := w.Evict(p, Migrator); err == nil {
 				d.evicted[p] = true
 			}
 		}
-		if len(d.node.pods) == 0 {
+		if len(d.node.Pods()) == 0 {
 			w.DeleteNode(d.node)
 			s.drain = nil
 			return s.afterNode(w)
@@ -462,22 +463,22 @@ func (s *migratorSeed) step(_ context.Context, w *World) error {
 		}
 		return ods[i].Created.Before(ods[j].Created)
 	})
-	s.before = map[*Node]bool{}
-	for _, n := range w.nodes {
+	s.before = map[*world.Node]bool{}
+	for _, n := range w.Nodes() {
 		if !n.Group.Spot {
 			s.before[n] = true
 		}
 	}
 	target := ods[0]
 	w.Cordon(target, true)
-	s.drain = &migratorDrain{node: target, evicted: map[*Pod]bool{}}
+	s.drain = &migratorDrain{node: target, evicted: map[*world.Pod]bool{}}
 	s.started = now
-	return s.step(context.Background(), w)
+	return s.Step(context.Background(), w)
 }
 
 // afterNode ends the run if an on-demand node appeared during the last drain.
-func (s *migratorSeed) afterNode(w *World) error {
-	for _, n := range w.nodes {
+func (s *migratorSeed) afterNode(w *world.World) error {
+	for _, n := range w.Nodes() {
 		if !n.Group.Spot && !s.before[n] {
 			s.running = false
 			return nil

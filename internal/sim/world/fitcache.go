@@ -1,4 +1,4 @@
-package sim
+package world
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"spotter.dev/spotter/internal/plan"
 )
 
-// staticFit answers, once per app and node group, whether the app's pod
+// StaticFit answers, once per app and node group, whether the app's pod
 // passes the filter plugins on an empty node of the group. Every node of a
 // group carries the labels of the group's template and at most more taints
 // and a cordon, and a node with pods has less room than an empty one, so for
@@ -19,7 +19,7 @@ import (
 // autoscaler skip the scheduling questions whose answer it already gives
 // (an exact shortcut: Options.exhaustive turns it off, and a test checks that
 // the answers do not change).
-type staticFit struct {
+type StaticFit struct {
 	w     *World
 	e     *plan.Engine
 	index map[*Group]int
@@ -27,17 +27,18 @@ type staticFit struct {
 	known map[*App][]int8
 }
 
-func newStaticFit(w *World, e *plan.Engine) *staticFit {
-	f := &staticFit{w: w, e: e, index: map[*Group]int{}, known: map[*App][]int8{}}
+// NewStaticFit is an empty cache of the world's groups, asked of e.
+func NewStaticFit(w *World, e *plan.Engine) *StaticFit {
+	f := &StaticFit{w: w, e: e, index: map[*Group]int{}, known: map[*App][]int8{}}
 	for i, g := range w.Groups {
 		f.index[g] = i
 	}
 	return f
 }
 
-// fits reports whether a's pod passes the filter plugins on an empty node of
+// Fits reports whether a's pod passes the filter plugins on an empty node of
 // g.
-func (f *staticFit) fits(ctx context.Context, a *App, g *Group) (bool, error) {
+func (f *StaticFit) Fits(ctx context.Context, a *App, g *Group) (bool, error) {
 	row := f.known[a]
 	if row == nil {
 		row = make([]int8, len(f.w.Groups))
@@ -51,7 +52,7 @@ func (f *staticFit) fits(ctx context.Context, a *App, g *Group) (bool, error) {
 	if row[i] == 0 {
 		probe := a.Template.DeepCopy()
 		probe.Name, probe.Spec.NodeName = a.Name+"-static-fit", ""
-		placed, err := f.e.Schedule(ctx, plan.ScheduleRequest{Nodes: []*corev1.Node{f.w.template(g, 0)}, Pending: []*corev1.Pod{probe},
+		placed, err := f.e.Schedule(ctx, plan.ScheduleRequest{Nodes: []*corev1.Node{f.w.Template(g, 0)}, Pending: []*corev1.Pod{probe},
 			Pick: func(*corev1.Pod, []fwk.NodeInfo) int { return 0 }})
 		if err != nil {
 			return false, err
@@ -64,14 +65,14 @@ func (f *staticFit) fits(ctx context.Context, a *App, g *Group) (bool, error) {
 	return row[i] > 0, nil
 }
 
-// fitsAny reports whether a's pod passes the filter plugins on an empty node
+// FitsAny reports whether a's pod passes the filter plugins on an empty node
 // of one of the groups for which want is true.
-func (f *staticFit) fitsAny(ctx context.Context, a *App, want func(*Group) bool) (bool, error) {
+func (f *StaticFit) FitsAny(ctx context.Context, a *App, want func(*Group) bool) (bool, error) {
 	for _, g := range f.w.Groups {
 		if !want(g) {
 			continue
 		}
-		ok, err := f.fits(ctx, a, g)
+		ok, err := f.Fits(ctx, a, g)
 		if ok || err != nil {
 			return ok, err
 		}
