@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"spotter.dev/spotter/internal/sim/report"
-	kubescheduler "spotter.dev/spotter/internal/sim/scheduler"
 )
 
 // The cluster autoscaler's scale-down of nodes that still hold pods, with its
@@ -143,7 +142,7 @@ func (a *Autoscaler) podsCanMove(ctx context.Context, n *Node) (bool, error) {
 		return false, nil
 	}
 	if a.k == nil {
-		k, err := kubescheduler.New(ctx)
+		k, err := newKubeScheduler(ctx, w)
 		if err != nil {
 			return false, err
 		}

@@ -29,6 +29,17 @@ type Scheduler struct {
 // StatefulSet, whose selector brings the default topology spread
 // constraints to its pods.
 func NewScheduler(ctx context.Context, w *World) (*Scheduler, error) {
+	k, err := newKubeScheduler(ctx, w)
+	if err != nil {
+		return nil, err
+	}
+	return &Scheduler{w: w, k: k}, nil
+}
+
+// newKubeScheduler is a kube-scheduler informed of the world's namespaces
+// and of each app's ReplicaSet or StatefulSet, as the cluster's scheduler
+// and the cluster autoscaler's simulation of it are.
+func newKubeScheduler(ctx context.Context, w *World) (*kubescheduler.Scheduler, error) {
 	k, err := kubescheduler.New(ctx)
 	if err != nil {
 		return nil, err
@@ -50,7 +61,7 @@ func NewScheduler(ctx context.Context, w *World) (*Scheduler, error) {
 			return nil, err
 		}
 	}
-	return &Scheduler{w: w, k: k}, nil
+	return k, nil
 }
 
 // pending are the pods waiting for a node, oldest first (the scheduling
