@@ -146,11 +146,11 @@ type Report struct {
 	// Baseline is the all-on-demand run.
 	Baseline Result   `json:"baseline"`
 	Results  []Result `json:"results"`
-	// Packing is the hindsight packing heuristic (oracle.go): every pod the
+	// Packing is the hindsight packing heuristic (package hindsight): every pod the
 	// workloads want packed on the cheapest capacity of each moment, an
 	// achievable cost.
 	Packing *Result `json:"packing,omitempty"`
-	// Bound is the lower bound (bound.go): the cheapest fractional capacity
+	// Bound is the lower bound (package hindsight): the cheapest fractional capacity
 	// that holds those pods at each moment, which no run can pay less than
 	// while it runs them all.
 	Bound *Result `json:"bound,omitempty"`

@@ -100,7 +100,7 @@ const (
 )
 
 func (s *reschedulerSeed) Setup(w *world.World, _ *plan.Engine) error {
-	// The seed's questions on an engine of its own (see newAutoscaler).
+	// The seed's questions on an engine of its own (see world.NewAutoscaler).
 	own, err := plan.NewEngine(context.Background(), &snapshot.Snapshot{Namespaces: w.Namespaces()})
 	if err != nil {
 		return err
@@ -113,7 +113,7 @@ func (s *reschedulerSeed) Setup(w *world.World, _ *plan.Engine) error {
 }
 
 // UseScheduler lets the rounds see which pods the scheduler could not place;
-// exhaustive turns the shortcuts off (Options.exhaustive).
+// exhaustive turns the shortcuts off (sim.Options.exhaustive).
 func (s *reschedulerSeed) UseScheduler(sched *world.Scheduler, exhaustive bool) {
 	s.sched, s.exhaustive = sched, exhaustive
 }

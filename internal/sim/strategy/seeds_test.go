@@ -305,7 +305,7 @@ func TestSeedsTiming(t *testing.T) {
 	}
 }
 
-func TestParseStrategies(t *testing.T) {
+func TestParse(t *testing.T) {
 	got, err := Parse("spotter, none,spotter")
 	if err != nil || strings.Join(got, ",") != "spotter,none" {
 		t.Errorf("got %v, %v", got, err)
