@@ -1,7 +1,9 @@
-// Package sim is Spotter's simulator (`spotter simulate`): a simulated
-// Kubernetes cluster (nodes, pods, a scheduler on the planner's fit engine, a
-// node-group autoscaler, spot capacity and preemptions replayed from real
-// traces), driven through simulated time by a clock, in which several
-// strategies for keeping workloads on spot run side by side, with the same
-// world and the same seed. See docs/simulate.md.
+// Package sim is Spotter's simulator (`spotter simulate`): it runs each
+// strategy (package strategy) in a world of its own (package world) built
+// from a scenario (package scenario), on spot markets replayed from real
+// traces (package market), all with the same seed, beside the all-on-demand
+// baseline and the hindsight rows (package hindsight), and reports what each
+// cost and disrupted (package report). It also runs the out-of-sample matrix
+// and builds scenarios from a live cluster (--from-cluster). See
+// docs/simulate.md.
 package sim

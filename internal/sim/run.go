@@ -20,7 +20,7 @@ import (
 
 // Options tune a simulation run.
 type Options struct {
-	// Strategies to compare; default Strategies.
+	// Strategies to compare; default strategy.Names.
 	Strategies []string
 	// Config configures the spotter strategy; nil uses the defaults.
 	Config *v1alpha1.SpotterConfiguration

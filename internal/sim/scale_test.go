@@ -12,7 +12,7 @@ import (
 	"spotter.dev/spotter/internal/sim/strategy"
 )
 
-// The shortcuts of the seeds and the autoscaler (staticFit, the rescheduler
+// The shortcuts of the seeds and the autoscaler (world.StaticFit, the rescheduler
 // seed's mayFit, the autoscaler's lazy templates and constraining pods)
 // change no answer: the runs with and without them measure the same, on the
 // default scenario and on the first eight hours of the 200-node week (the

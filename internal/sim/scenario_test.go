@@ -17,7 +17,7 @@ func TestScenarioFileWithTracesAndSynthetic(t *testing.T) {
 	file := filepath.Join(dir, "s.yaml")
 	if err := os.WriteFile(file, []byte(`apiVersion: spotter.dev/v1alpha1
 kind: SimulationScenario
-name: simtest.Tiny
+name: tiny
 duration: 2h
 zones:
 - {name: a, spotCapacity: {trace: cap.json}}

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"spotter.dev/spotter/internal/agent/interrupt"
 	"spotter.dev/spotter/internal/sim/report"
 	"spotter.dev/spotter/internal/sim/scenario"
 	"spotter.dev/spotter/internal/sim/simtest"
@@ -122,13 +121,5 @@ func BenchmarkSimulateDefault(b *testing.B) {
 		if _, err := Run(context.Background(), sc, Options{Config: strategy.RecommendedConfig()}); err != nil {
 			b.Fatal(err)
 		}
-	}
-}
-
-// The report names the agent's evictions without importing the agent: the
-// name must stay the one the agent's drains are labelled with.
-func TestAgentComponentName(t *testing.T) {
-	if want := "spotter-" + interrupt.Component; report.ComponentAgent != want {
-		t.Errorf("report.ComponentAgent = %q, the agent's drains are labelled %q", report.ComponentAgent, want)
 	}
 }

@@ -118,7 +118,7 @@ workloads:
 	}
 }
 
-// traceDir is the folder of the embedded traces (traces/README.md): the
+// traceDir is the folder of the embedded traces (scenario/traces/README.md): the
 // spot capacity traces of AWS p3.2xlarge in three zones and the preemption
 // traces of AWS and GCP, as files.
 const traceDir = "scenario/traces"

@@ -1,7 +1,7 @@
 // Package hindsight computes the report's rows no strategy could run: the
 // packing heuristic (every pod the workloads want, packed at each step on
 // the cheapest capacity that exists then) and the lower bound no run can pay
-// less than, from the scenario and its market alone.
+// less than, from the scenario and its market, without a strategy.
 package hindsight
 
 import (
@@ -65,7 +65,7 @@ type oracle struct {
 
 type oracleGroup struct {
 	g    *world.Group
-	zone int // index in w.zones, -1 when none
+	zone int // index in w.Zones(), -1 when none
 	spot bool
 }
 

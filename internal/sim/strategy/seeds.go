@@ -283,7 +283,7 @@ func spotRoom(w *world.World) []room {
 
 // mayFit is a necessary condition for fit to place every one of pods on the
 // spot nodes, whose room is given: each pod's app may run on some spot group
-// (staticFit), fits the room of some spot node on its own, and all of them
+// (world.StaticFit), fits the room of some spot node on its own, and all of them
 // fit the spot nodes' room added up. When it is false fit would leave a pod
 // unplaced, so the round need not ask.
 func (s *reschedulerSeed) mayFit(ctx context.Context, pods []*world.Pod, rooms []room) (bool, error) {

@@ -37,9 +37,9 @@ const NoticeCloud = "simulator"
 // agent's handler by interrupt.FromConfig, as spotter-agent builds it; they
 // run unchanged on the world's clock (a coop.Sim: their goroutines run one at
 // a time between the world's steps, at the times they wait for), read the
-// world through a cache (api.Reader), write to it through a clientset
+// world through a cache (world.API), write to it through a clientset
 // (evictions through the world's Eviction API, node marks on its nodes), and
-// scale its node groups through a cloud provider (provider). What runs is
+// scale its node groups through a cloud provider (world.NewProvider). What runs is
 // what v1alpha1.ComponentsOf says `spotter controller` and the agent run; a
 // component in dry run changes nothing, and is not started.
 //
@@ -153,10 +153,9 @@ func (s *spotter) notice(n *world.Node) {
 	})
 }
 
-// Step does nothing: the controllers run on the world's clock between the
-// steps.
-// Step forgets the calls the fake clientset recorded: every reply comes from
-// the world, and a week of calls kept for nobody grows without bound.
+// Step forgets the calls the fake clientset recorded (the controllers run on
+// the world's clock, between the steps): every reply comes from the world,
+// and a week of calls kept for nobody grows without bound.
 func (s *spotter) Step(context.Context, *world.World) error {
 	s.api.Kube.ClearActions()
 	return nil

@@ -98,7 +98,7 @@ func TestDrainEngineOnTheWorld(t *testing.T) {
 	res, derr := wait()
 	// The scenario's budgets may refuse some evictions: what was evicted is
 	// what the world counted, and a drain without error left no pod.
-	if got := w.m.evictBy[("spotter-" + rescheduler.Component)]; got != len(res.Evicted) {
+	if got := w.m.evictBy["spotter-"+rescheduler.Component]; got != len(res.Evicted) {
 		t.Errorf("the world counted %d evictions by the rescheduler, the drain reports %d", got, len(res.Evicted))
 	}
 	if derr == nil {
@@ -148,8 +148,8 @@ func TestRolledBackDrainEvictionsAreWasted(t *testing.T) {
 	if target.Draining != "" {
 		t.Errorf("the rolled-back drain left its taint %q", target.Draining)
 	}
-	if w.m.wasted != 1 || w.m.evictBy[("spotter-"+migrator.Component)] != 1 {
-		t.Errorf("wasted %d, evictions by the migrator %d; want 1 and 1", w.m.wasted, w.m.evictBy[("spotter-"+migrator.Component)])
+	if w.m.wasted != 1 || w.m.evictBy["spotter-"+migrator.Component] != 1 {
+		t.Errorf("wasted %d, evictions by the migrator %d; want 1 and 1", w.m.wasted, w.m.evictBy["spotter-"+migrator.Component])
 	}
 }
 

@@ -46,7 +46,7 @@ type Autoscaler struct {
 	lastVersion uint64
 	lastRun     time.Time
 	// static and lazy templates (scaleUp) spare scheduling questions whose
-	// answer is known, unless exhaustive (Options.exhaustive).
+	// answer is known, unless exhaustive (NewAutoscaler; sim.Options.exhaustive).
 	static     *StaticFit
 	exhaustive bool
 	// lastScaleUp is when the autoscaler last added a node; removing is the
@@ -234,7 +234,7 @@ type option struct {
 // g (node templates: at most room), the existing nodes counting for spread
 // and affinity only. The plain way gives the templates as many nodes as room
 // allows (or as pods wait); unless exhaustive, two shortcuts give the same
-// answer for less: pods that fit no node of g (staticFit) are left out, and
+// answer for less: pods that fit no node of g (StaticFit) are left out, and
 // templates are made as the pods' requests suggest, one more than that, then
 // doubled while every one of them was used. Once a template is left empty,
 // more of them would change nothing: a pod that fitted none of the templates

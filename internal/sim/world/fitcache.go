@@ -17,7 +17,7 @@ import (
 // pod is always said to fit) a "no" means it fits no node of the group,
 // ever: the seeds and the
 // autoscaler skip the scheduling questions whose answer it already gives
-// (an exact shortcut: Options.exhaustive turns it off, and a test checks that
+// (an exact shortcut: sim.Options.exhaustive turns it off, and a test checks that
 // the answers do not change).
 type StaticFit struct {
 	w     *World

@@ -51,7 +51,7 @@ func (w *World) Advance() {
 // trace's tick, or a time drawn for a synthetic rate), not at the step's end:
 // a 30 s notice is then 30 s long wherever in the step it falls. The victims
 // of a trace's drop are chosen when it comes, among the zone's spot nodes
-// then. A trace read as a hazard is a synthetic rate (zone.PreRate).
+// then. A trace read as a hazard is a synthetic rate (market.Zone.PreRate).
 func (w *World) preemptions(next time.Duration) {
 	e := max(w.Elapsed(), w.preemptionsUntil)
 	if next <= e {

@@ -2,6 +2,7 @@ package world
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -261,15 +262,15 @@ func (m *recorder) result(strategy string, days float64) report.Result {
 	r.ZoneSpreadShortZoneMinutes = m.spreadShortSeconds / 60
 	r.Evictions, r.EvictionsRefused, r.WastedEvictions, r.PDBViolations = m.evict, m.refused, m.wasted, m.violations
 	if len(m.evictBy) > 0 {
-		r.EvictionsBy = m.evictBy
+		r.EvictionsBy = maps.Clone(m.evictBy)
 	}
 	if len(m.refusedBy) > 0 {
-		r.EvictionsRefusedBy = m.refusedBy
+		r.EvictionsRefusedBy = maps.Clone(m.refusedBy)
 	}
 	if avg := m.podCountSum / max(m.steps, 1); avg > 0 && days > 0 {
 		r.EvictionsPerPodDay = float64(m.evict) / avg / days
 	}
-	episodes := m.episodes
+	episodes := slices.Clone(m.episodes) // the run may go on (World.Result mid-run)
 	if m.inEpisode {
 		episodes = append(episodes, m.episode)
 		r.BackToSpot.OpenAtEnd = true

@@ -78,7 +78,7 @@ type Group struct {
 	// backoff is the autoscaler's rest of the group after failed scale-ups.
 	backoff backoff.Cooldown
 	// templates are the autoscaler's hypothetical new nodes of the group
-	// (see World.template), made once: the same objects from one question
+	// (see World.Template), made once: the same objects from one question
 	// to the next let a fit engine keep its snapshot.
 	templates []*corev1.Node
 }
@@ -139,7 +139,6 @@ type Pod struct {
 	ordinal int
 	Node    *Node
 	Created time.Time
-	BoundAt time.Time
 	ReadyAt time.Time
 	// Terminating pods leave at goneAt.
 	Terminating bool
@@ -485,14 +484,14 @@ func (w *World) terminate(n *Node) {
 	w.changed()
 }
 
-// podChanged tells onPod of a change of a pod the snapshot shows.
+// podChanged tells OnPod of a change of a pod the snapshot shows.
 func (w *World) podChanged(old, pod *corev1.Pod) {
 	if w.OnPod != nil {
 		w.OnPod(old, pod)
 	}
 }
 
-// otherChanged tells onOther of a change of the snapshot other than a pod's.
+// otherChanged tells OnOther of a change of the snapshot other than a pod's.
 func (w *World) otherChanged() {
 	if w.OnOther != nil {
 		w.OnOther()
@@ -667,7 +666,6 @@ func (w *World) bind(p *Pod, n *Node) {
 	p.Obj = &obj
 	w.podChanged(old, p.Obj)
 	p.Node = n
-	p.BoundAt = w.Now()
 	p.rejected = nil
 	p.App.binds++
 	p.ReadyAt = w.Now().Add(w.sc.Cluster.PodStartup.Duration)
@@ -899,6 +897,3 @@ func (w *World) NodeByName(name string) *Node {
 	}
 	return nil
 }
-
-// Rand is the run's random source, seeded from the scenario.
-func (w *World) Rand() *rand.Rand { return w.rng }

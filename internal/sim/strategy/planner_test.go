@@ -1,4 +1,4 @@
-package sim
+package strategy
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 
 	"spotter.dev/spotter/internal/plan"
 	"spotter.dev/spotter/internal/sim/simtest"
-	"spotter.dev/spotter/internal/sim/strategy"
 	"spotter.dev/spotter/internal/sim/worldtest"
 )
 
@@ -69,7 +68,7 @@ func TestWorldSchedulerIsNotThePlanner(t *testing.T) {
 	// Spotter's rescheduler drains the on-demand node; the world binds the
 	// replacement.
 	e := worldtest.MustEngine(t, w)
-	s, err := strategy.New(strategy.Spotter, nil)
+	s, err := New(Spotter, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +99,7 @@ func TestWorldSchedulerIsNotThePlanner(t *testing.T) {
 	if od := w.NodeByName("od-0001"); od != nil && len(od.Pods()) > 0 {
 		t.Errorf("the drained on-demand node still holds %d pods", len(od.Pods()))
 	}
-	if r := w.Result(strategy.Spotter, 1); r.Evictions != 1 || r.WastedEvictions != 0 || r.LostPodMinutes != 0 {
+	if r := w.Result(Spotter, 1); r.Evictions != 1 || r.WastedEvictions != 0 || r.LostPodMinutes != 0 {
 		t.Errorf("%d voluntary evictions, %d wasted, %.0f lost pod-minutes; want 1, 0 and 0", r.Evictions, r.WastedEvictions, r.LostPodMinutes)
 	}
 }

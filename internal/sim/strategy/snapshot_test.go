@@ -1,4 +1,4 @@
-package sim
+package strategy
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"spotter.dev/spotter/internal/sim/simtest"
-	"spotter.dev/spotter/internal/sim/strategy"
 	"spotter.dev/spotter/internal/sim/world"
 	"spotter.dev/spotter/internal/sim/worldtest"
 )
@@ -45,7 +44,7 @@ func TestSnapshotFollowsPodReadiness(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := worldtest.MustEngine(t, w)
-	strategyImpl, err := strategy.New(strategy.Spotter, nil)
+	strategyImpl, err := New(Spotter, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
