@@ -89,16 +89,26 @@ func TestAWSInterruptionQueue(t *testing.T) {
 	if err := l.emu.PutLifecycleHook("spot", awsapi.LifecycleHook{Name: "drain", Transition: awsapi.TransitionTerminating, HeartbeatTimeout: 5 * time.Minute}); err != nil {
 		t.Fatal(err)
 	}
+	before := spotInstances(t, l.emu)
 	if err := l.emu.UpdateGroupSize("spot", 0, 6, 1); err != nil {
 		t.Fatal(err)
 	}
+	// The instance Auto Scaling chose is the one its lifecycle action (the
+	// message the hook sent) names. A node without pods is drained and the
+	// action completed within a second, so the hold itself may be over
+	// before a poll would see it.
 	var held, victim string
 	testenv.Eventually(t, 30*time.Second, "an instance held by the lifecycle hook", func(context.Context) (bool, string, error) {
 		held, victim = "", ""
-		for _, id := range spotInstances(t, l.emu) {
-			if l.emu.HookWaiting(id) {
-				held = id
-			} else {
+		for _, b := range l.emu.QueueHistory(queueName) {
+			for _, id := range before {
+				if strings.Contains(b, awsapi.DetailTypeTerminateHook) && strings.Contains(b, id) {
+					held = id
+				}
+			}
+		}
+		for _, id := range before {
+			if id != held {
 				victim = id
 			}
 		}
